@@ -1,0 +1,372 @@
+/*
+ * capturepool: memory and lifetimes for captured CUDA graphs.
+ *
+ * A capture pool owns what a captured graph needs: memory it allocates
+ * (stream-ordered, cached), objects the caller hands it (`record`), and a seal
+ * that stops further allocation. A graph captured with a pool holds a
+ * reference to it, so the memory lives as long as the last graph or user that
+ * needs it and is given back only after the device finished with it.
+ *
+ * The same API runs on the CUDA runtime and on a host backend (the CPU), so a
+ * program written against it runs unchanged where there is no GPU.
+ *
+ * Conventions
+ * - Every function that can fail returns a cpool_status. A failed call
+ *   changes nothing the caller can observe, except where stated; the reason
+ *   in words is in cpool_last_error().
+ * - Handles are opaque. Each handle names the function that creates it and
+ *   the one that ends it; ending functions accept NULL and do nothing.
+ * - The stream argument comes last on every stream-ordered call.
+ * - Raw CUDA handles cross the API as `void *`: this header needs no CUDA
+ *   header and compiles as C11 and as C++.
+ */
+#ifndef CAPTUREPOOL_H
+#define CAPTUREPOOL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CPOOL_VERSION_MAJOR 0
+#define CPOOL_VERSION_MINOR 1
+#define CPOOL_VERSION_PATCH 0
+
+/* "MAJOR.MINOR.PATCH" of the library actually linked (static text). */
+const char *cpool_version_string(void);
+
+/* ------------------------------------------------------------------------ */
+/* Errors                                                                    */
+/* ------------------------------------------------------------------------ */
+
+typedef enum cpool_status { /* values are part of the ABI: never renumbered */
+    CPOOL_OK = 0,
+    CPOOL_ERR_INVALID_ARGUMENT = 1,    /* NULL where a handle is needed, a foreign pointer, ... */
+    CPOOL_ERR_OUT_OF_MEMORY = 2,       /* host or device memory could not be had */
+    CPOOL_ERR_SEALED = 3,              /* the pool is sealed: it serves no new allocation */
+    CPOOL_ERR_NOT_CAPTURING = 4,       /* capture_end on a stream that is not capturing */
+    CPOOL_ERR_ALREADY_CAPTURING = 5,   /* capture_begin on a stream that already captures */
+    CPOOL_ERR_CAPTURE_INVALIDATED = 6, /* the capture was broken (a forbidden call under capture);
+                                          the partial graph was discarded, the stream is usable */
+    CPOOL_ERR_STALE_GRAPH = 7,         /* launch of a graph whose pool buffers were cleared after its capture */
+    CPOOL_ERR_NO_DEVICE = 8,           /* the requested backend or device is not available here */
+    CPOOL_ERR_BACKEND = 9,             /* any other error of the CUDA runtime; see cpool_last_error() */
+    CPOOL_ERR_UNSUPPORTED = 10,        /* the operation is not available on this backend */
+} cpool_status;
+
+/* A short static description of `s` ("invalid argument", ...); never NULL,
+ * also for values outside the enum. */
+const char *cpool_status_string(cpool_status s);
+
+/* This thread's last failure in words, with the CUDA error name where one
+ * caused it ("cudaErrorMemoryAllocation: out of memory"); "" if this thread
+ * has seen no failure. The text stays until the thread's next failure. */
+const char *cpool_last_error(void);
+
+/* ------------------------------------------------------------------------ */
+/* Devices and streams                                                       */
+/* ------------------------------------------------------------------------ */
+
+typedef enum cpool_backend { CPOOL_BACKEND_AUTO = 0, CPOOL_BACKEND_CUDA, CPOOL_BACKEND_HOST } cpool_backend;
+
+/* A device: one CUDA device, or the CPU for the host backend.
+ * Created by cpool_device_open, ended by cpool_device_close. Streams, pools
+ * and graphs made on a device keep it alive: closing it while they live only
+ * drops the caller's reference. */
+typedef struct cpool_device cpool_device;
+
+/* An in-order queue of work on a device.
+ * Created by cpool_stream_create or cpool_stream_wrap, ended by
+ * cpool_stream_destroy. */
+typedef struct cpool_stream cpool_stream;
+
+/* Opens a device. CPOOL_BACKEND_AUTO opens CUDA device `ordinal` where a GPU
+ * and a driver are usable and the host backend otherwise; the host backend
+ * has one device, ordinal 0.
+ * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (out is NULL, ordinal < 0 or
+ * unknown backend), CPOOL_ERR_NO_DEVICE (CUDA asked for and no usable GPU,
+ * or no such ordinal), CPOOL_ERR_OUT_OF_MEMORY, CPOOL_ERR_BACKEND. */
+cpool_status cpool_device_open(cpool_backend backend, int ordinal, cpool_device **out);
+
+/* Drops the caller's reference to `dev` (NULL: no-op). */
+void cpool_device_close(cpool_device *dev);
+
+/* The backend the device runs on: CPOOL_BACKEND_CUDA or CPOOL_BACKEND_HOST,
+ * never AUTO. Returns CPOOL_BACKEND_AUTO only for a NULL device. */
+cpool_backend cpool_device_backend(const cpool_device *dev);
+
+/* Creates a stream of its own on `dev` (a non-blocking cudaStream_t on CUDA,
+ * a queue served by a worker thread on the host backend).
+ * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT, CPOOL_ERR_OUT_OF_MEMORY,
+ * CPOOL_ERR_BACKEND. */
+cpool_status cpool_stream_create(cpool_device *dev, cpool_stream **out);
+
+/* Wraps an existing cudaStream_t of the device (NULL: the legacy default
+ * stream). The stream is borrowed: cpool_stream_destroy never destroys it.
+ * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT, CPOOL_ERR_OUT_OF_MEMORY,
+ * CPOOL_ERR_UNSUPPORTED (host backend: there is no CUDA stream to wrap). */
+cpool_status cpool_stream_wrap(cpool_device *dev, void *cuda_stream, cpool_stream **out);
+
+/* The cudaStream_t behind `s`; NULL on the host backend and for NULL. */
+void *cpool_stream_native(const cpool_stream *s);
+
+/* Waits until all work enqueued on `s` has finished. On a capturing stream
+ * this breaks the capture, as on CUDA: it returns
+ * CPOOL_ERR_CAPTURE_INVALIDATED and the capture can only be ended.
+ * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT, CPOOL_ERR_CAPTURE_INVALIDATED,
+ * CPOOL_ERR_BACKEND (an earlier asynchronous error of the device). */
+cpool_status cpool_stream_synchronize(cpool_stream *s);
+
+/* Waits for the stream's work to finish, then ends it (a wrapped CUDA stream
+ * is only forgotten). NULL: no-op. Destroying a stream that is capturing ends
+ * the capture first and discards it. */
+void cpool_stream_destroy(cpool_stream *s);
+
+/* Enqueues fn(arg) on `s`: it runs on a thread of the runtime after the
+ * stream's earlier work and before its later work, and is captured like any
+ * other work. fn must not wait for work of its own stream.
+ * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (s or fn NULL),
+ * CPOOL_ERR_OUT_OF_MEMORY, CPOOL_ERR_BACKEND. */
+cpool_status cpool_launch_host(cpool_stream *s, void (*fn)(void *arg), void *arg);
+
+/* Stream-ordered copy of `bytes` bytes (0: nothing is enqueued). Both
+ * pointers are device memory of the stream's device or host memory (CUDA
+ * decides the direction from the addresses).
+ * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL stream or pointer with
+ * bytes > 0), CPOOL_ERR_BACKEND. */
+cpool_status cpool_memcpy_async(cpool_stream *s, void *dst, const void *src, size_t bytes);
+
+/* Stream-ordered fill of `bytes` bytes at dst with (unsigned char)value.
+ * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT, CPOOL_ERR_BACKEND. */
+cpool_status cpool_memset_async(cpool_stream *s, void *dst, int value, size_t bytes);
+
+/* ------------------------------------------------------------------------ */
+/* Capture pools                                                             */
+/* ------------------------------------------------------------------------ */
+
+/* A reference-counted pool of memory and recorded objects.
+ * Created by cpool_pool_create (one reference), ended by the last
+ * cpool_pool_release; graphs captured with it hold references of their own.
+ * Every pool function is thread-safe. */
+typedef struct cpool_pool cpool_pool;
+
+/* Zero-initialise, set struct_size = sizeof(cpool_pool_options), then set the
+ * fields you need; a zero field means its default. */
+typedef struct cpool_pool_options {
+    size_t struct_size; /* sizeof(cpool_pool_options); lets the struct grow */
+    /* Bytes reserved from the device at creation, served to allocations
+     * outside capture before any further segment is taken. 0 (default):
+     * nothing is reserved up front. Rounded up to the segment granularity
+     * (2 MiB). Memory reserved this way is given back by trim like any other
+     * unused segment. */
+    uint64_t reserve_bytes;
+    /* Upper bound on reserved_bytes. An allocation that would take the pool
+     * past it first gives cached, unused segments back, then fails with
+     * CPOOL_ERR_OUT_OF_MEMORY. 0 (default): no bound but the device's. */
+    uint64_t max_reserved_bytes;
+} cpool_pool_options;
+
+/* Creates a new, unsealed pool on `dev` holding one reference.
+ * opts may be NULL (all defaults).
+ * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (dev or out NULL,
+ * opts->struct_size too small or reserve_bytes > max_reserved_bytes),
+ * CPOOL_ERR_OUT_OF_MEMORY (reserve_bytes could not be had), CPOOL_ERR_BACKEND. */
+cpool_status cpool_pool_create(cpool_device *dev, const cpool_pool_options *opts, cpool_pool **out);
+
+/* Adds a reference; returns pool (NULL for NULL). */
+cpool_pool *cpool_pool_retain(cpool_pool *pool);
+
+/* Drops a reference (NULL: no-op). The last one waits until the device
+ * finished every launch of the pool's graphs and the stream work on its
+ * allocations (it waits for every stream of the device), then drops the
+ * recorded objects in registration order and gives the memory back, on the
+ * calling thread. When the last reference goes on a thread that runs stream
+ * work (inside a cpool_launch_host callback), waiting there could deadlock:
+ * the teardown is then handed to a thread of the library and happens soon
+ * after; cpool_wait_deferred() waits for it. */
+void cpool_pool_release(cpool_pool *pool);
+
+/* Seals the pool: from now on cpool_alloc returns CPOOL_ERR_SEALED, under
+ * capture or not. Freeing, recording and capturing still work. */
+void cpool_pool_seal(cpool_pool *pool);
+
+/* Lifts the seal. */
+void cpool_pool_unseal(cpool_pool *pool);
+
+/* Whether the pool is sealed (false for NULL). */
+bool cpool_pool_is_sealed(const cpool_pool *pool);
+
+/* Hands the pool an object to keep alive: the pool calls drop(object)
+ * exactly once, at cpool_pool_clear_buffers or when its last reference goes,
+ * in registration order, on an ordinary thread (never a stream callback), so
+ * drop may call the CUDA runtime. drop may be NULL: the pool then only counts
+ * the object. index_out (may be NULL) gets the object's index among the
+ * recorded ones: 0, 1, 2, ..., restarting after a clear. Allowed on a sealed
+ * pool and under capture (it allocates nothing from the device).
+ * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (pool NULL),
+ * CPOOL_ERR_OUT_OF_MEMORY (host memory; drop is then not called). */
+cpool_status cpool_pool_record(cpool_pool *pool, void *object, void (*drop)(void *object), size_t *index_out);
+
+/* Number of objects recorded since creation or the last clear (0 for NULL). */
+size_t cpool_pool_buffer_count(const cpool_pool *pool);
+
+/* Waits as the last release does (every launch of the pool's graphs, the
+ * stream work of the device), then drops the recorded objects now, in
+ * registration order. The pool stays usable and takes new records. Graphs
+ * captured with the pool before the clear can no longer be launched:
+ * cpool_graph_launch returns CPOOL_ERR_STALE_GRAPH for them. Memory from
+ * cpool_alloc is not touched. Called on a thread that runs stream work, the
+ * drops are handed to the library's thread (see cpool_pool_release). */
+void cpool_pool_clear_buffers(cpool_pool *pool);
+
+/* Allocates `bytes` bytes (256-byte aligned) from the pool, stream ordered
+ * like cudaMallocAsync: the memory may be used by work enqueued on `s` after
+ * the call. Served from the pool's cache without a device call when it can
+ * be. Under a capture on `s` begun with cpool_capture_begin, the memory comes
+ * from blocks reserved for the pool's graphs: the same address on every
+ * replay, never handed to work outside graphs while a graph holds the pool.
+ * A pool other than the capture's own may be used too: the graph then holds
+ * a reference to it as well.
+ * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL argument, bytes == 0, a
+ * stream of another device), CPOOL_ERR_SEALED (nothing changed),
+ * CPOOL_ERR_OUT_OF_MEMORY, CPOOL_ERR_BACKEND. */
+cpool_status cpool_alloc(cpool_pool *pool, size_t bytes, cpool_stream *s, void **ptr_out);
+
+/* Frees memory from cpool_alloc, stream ordered: work enqueued on `s` after
+ * the free may get the memory again at once; work on another stream only once
+ * the work enqueued on `s` before the free has finished. Freeing under
+ * capture returns a graph block to the pool's graph-reserved set.
+ * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL argument, or a pointer
+ * this pool did not hand out or already freed: nothing changes). */
+cpool_status cpool_free(cpool_pool *pool, void *ptr, cpool_stream *s);
+
+typedef struct cpool_pool_stats {
+    size_t struct_size;            /* caller sets sizeof(cpool_pool_stats) */
+    uint64_t reserved_bytes;       /* memory the pool holds from the device now */
+    uint64_t reserved_bytes_peak;  /* highest reserved_bytes since creation */
+    uint64_t allocated_bytes;      /* bytes of live allocations, as requested by the callers */
+    uint64_t allocated_bytes_peak;
+    uint64_t graph_reserved_bytes; /* part of reserved_bytes held for captured graphs */
+    uint64_t alloc_count, free_count, segment_count;
+    /* Appended fields. */
+    uint64_t cached_bytes;        /* reserved bytes in no live block: free, reusable */
+    uint64_t graph_count;         /* live graphs holding the pool */
+} cpool_pool_stats;
+
+/* Fills *out with the pool's counters, exact at the time of the call; fills
+ * only the first out->struct_size bytes, so an older caller's smaller struct
+ * works. Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL, or struct_size
+ * smaller than the fields up to segment_count). */
+cpool_status cpool_pool_get_stats(const cpool_pool *pool, cpool_pool_stats *out);
+
+/* Gives every cached segment that holds no live block back to the device.
+ * Graph-reserved segments are given back only while no graph and no capture
+ * holds the pool. Waits for the stream work of the device first, as cudaFree
+ * does. Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT, CPOOL_ERR_BACKEND. */
+cpool_status cpool_pool_trim(cpool_pool *pool);
+
+/* Waits until every teardown handed to the library's thread (see
+ * cpool_pool_release) has finished. Must not be called from a stream
+ * callback. */
+void cpool_wait_deferred(void);
+
+/* ------------------------------------------------------------------------ */
+/* Capture                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef enum cpool_capture_mode {
+    CPOOL_CAPTURE_GLOBAL = 0,
+    CPOOL_CAPTURE_THREAD_LOCAL,
+    CPOOL_CAPTURE_RELAXED
+} cpool_capture_mode; /* cudaStreamCaptureMode; GLOBAL is the default */
+
+typedef enum cpool_capture_state {
+    CPOOL_CAPTURE_NONE = 0,
+    CPOOL_CAPTURE_ACTIVE,
+    CPOOL_CAPTURE_INVALIDATED
+} cpool_capture_state; /* cudaStreamCaptureStatus */
+
+/* An instantiated, launchable graph.
+ * Created by cpool_capture_end or cpool_capture, ended by the last
+ * cpool_graph_release. */
+typedef struct cpool_graph cpool_graph;
+
+/* Starts capturing the work enqueued on `s`: from now on it is recorded, not
+ * run. With a pool (may be NULL) the capture is bound to it: it holds a
+ * reference, and cpool_alloc(pool, ..., s, ...) under the capture is served
+ * from the pool's graph-reserved memory. A sealed pool is accepted; the
+ * capture can then allocate nothing from it.
+ * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (s NULL, a bad mode, a pool of
+ * another device), CPOOL_ERR_ALREADY_CAPTURING, CPOOL_ERR_BACKEND. On failure
+ * the stream is not capturing and no reference is taken. */
+cpool_status cpool_capture_begin(cpool_stream *s, cpool_pool *pool, cpool_capture_mode mode);
+
+/* Ends the capture on `s` and instantiates its graph into *graph_out. The
+ * graph holds its own reference to the capture's pool (and to any other pool
+ * allocated from under the capture): the caller may release its own right
+ * after. Blocks that are still allocated at the end (the graph's outputs)
+ * stay reserved until freed.
+ * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL argument; the capture
+ * goes on), CPOOL_ERR_NOT_CAPTURING, CPOOL_ERR_CAPTURE_INVALIDATED (the
+ * capture was broken: the partial graph is discarded), CPOOL_ERR_OUT_OF_MEMORY,
+ * CPOOL_ERR_BACKEND (instantiation failed). On every failure but
+ * INVALID_ARGUMENT the stream is no longer capturing, *graph_out is NULL and
+ * the capture's references are gone. */
+cpool_status cpool_capture_end(cpool_stream *s, cpool_graph **graph_out);
+
+/* The capture state of `s`: NONE, ACTIVE, or INVALIDATED (broken; only
+ * cpool_capture_end can follow).
+ * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT, CPOOL_ERR_BACKEND. */
+cpool_status cpool_capture_status(cpool_stream *s, cpool_capture_state *out);
+
+typedef cpool_status (*cpool_capture_fn)(cpool_stream *s, void *ctx);
+
+/* Scoped capture: begin, body(s, ctx), end. If the body returns anything but
+ * CPOOL_OK, the capture is ended, the partial graph discarded and the body's
+ * status returned; the stream is usable again and *graph_out is NULL.
+ * Returns CPOOL_OK, the statuses of begin and end, or the body's. */
+cpool_status cpool_capture(cpool_stream *s, cpool_pool *pool, cpool_capture_mode mode, cpool_capture_fn body,
+                           void *ctx, cpool_graph **graph_out);
+
+/* ------------------------------------------------------------------------ */
+/* Graphs                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* Launches the graph on `s`: its work runs after the stream's earlier work.
+ * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL, a stream of another
+ * device, or a stream that is capturing), CPOOL_ERR_STALE_GRAPH (its pool's
+ * buffers were cleared after the capture: nothing is launched),
+ * CPOOL_ERR_BACKEND. */
+cpool_status cpool_graph_launch(cpool_graph *g, cpool_stream *s);
+
+/* Uploads the graph's executable to the device ahead of its first launch, in
+ * stream order on `s`, so that launch pays no upload. Idempotent; a no-op on
+ * the host backend. Returns as cpool_graph_launch. */
+cpool_status cpool_graph_upload(cpool_graph *g, cpool_stream *s);
+
+/* Number of successful launches (0 for NULL). */
+uint64_t cpool_graph_replays(const cpool_graph *g);
+
+/* The pool the graph was captured with, borrowed; NULL if none. */
+cpool_pool *cpool_graph_pool(const cpool_graph *g);
+
+/* cpool_pool_buffer_count of the graph's pool; 0 if it has none. */
+size_t cpool_graph_pool_buffer_count(const cpool_graph *g);
+
+/* Adds a reference; returns g. */
+cpool_graph *cpool_graph_retain(cpool_graph *g);
+
+/* Drops a reference (NULL: no-op). At the last one the executable is
+ * destroyed once the work it launched has finished (without waiting here),
+ * and the graph's pool references are dropped; a pool whose last reference
+ * that was then waits and tears down as cpool_pool_release says. */
+void cpool_graph_release(cpool_graph *g);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CAPTUREPOOL_H */
