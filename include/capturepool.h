@@ -31,6 +31,12 @@
 extern "C" {
 #endif
 
+/* The library is built with hidden visibility; everything declared here is
+ * its exported interface. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
 #define CPOOL_VERSION_MAJOR 0
 #define CPOOL_VERSION_MINOR 1
 #define CPOOL_VERSION_PATCH 0
@@ -364,6 +370,10 @@ cpool_graph *cpool_graph_retain(cpool_graph *g);
  * and the graph's pool references are dropped; a pool whose last reference
  * that was then waits and tears down as cpool_pool_release says. */
 void cpool_graph_release(cpool_graph *g);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

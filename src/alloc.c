@@ -1,0 +1,570 @@
+/*
+ * The caching allocator (see alloc.h for its contract).
+ *
+ * Data structures
+ * - A segment is one range from the segment source. Its blocks tile it
+ *   exactly, in address order, as a doubly linked list (prev/next).
+ * - A block is live (handed out, found by address in `map`) or free (in one
+ *   bin of one heap). Each block belongs to the general or the
+ *   graph-reserved set (`graph`); a segment may hold blocks of both.
+ * - Heaps: heaps[0] general, heaps[1] graph-reserved. A heap has
+ *   CPOOL__BINS size classes, log-linear (exact up to 8 KiB, then 8 classes
+ *   per power of two), each a list of free blocks, with a bitmap of the
+ *   non-empty ones so a search skips empty classes in a few instructions.
+ * - Stream order: a general block freed on stream S carries `stream` = S
+ *   and a sequence number; only S may reuse it until the pool has seen an
+ *   event recorded after the free complete and calls unfence. A block with
+ *   `stream` == 0 is free for anyone. Graph-reserved blocks are always 0:
+ *   graphs sharing a pool are ordered by the user (they never run at once).
+ * - Adjacent free blocks of the same set and the same stream tag are merged.
+ *
+ * Placement: best fit by size class; a block is split when the rest is at
+ * least CPOOL__BLOCK_ALIGN. A new segment is sized for its request: requests
+ * up to 1 MiB share 2 MiB segments, larger ones get their size rounded up to
+ * 2 MiB, so reserved memory stays close to what is in use.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "internal.h"
+
+struct cpool__block {
+    uintptr_t addr;
+    size_t size;
+    size_t requested; /* live: the caller's size */
+    cpool__block *prev, *next;           /* address order in the segment */
+    cpool__block *free_prev, *free_next; /* bin list while free */
+    cpool__segment *seg;
+    uint64_t stream;   /* free general block: the only stream that may reuse it, 0 for any */
+    uint64_t free_seq; /* when it was freed (restricted blocks) */
+    uint16_t bin;
+    bool live;
+    bool graph;
+};
+
+struct cpool__segment {
+    uintptr_t base;
+    size_t size;
+    cpool__segment *prev, *next;
+    cpool__block *first;
+};
+
+/* ---- size classes -------------------------------------------------------- */
+
+static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+static unsigned bin_of(size_t size) {
+    size_t units = size / CPOOL__BLOCK_ALIGN; /* >= 1 */
+    if (units < 16) return (unsigned)units;
+    unsigned e = 63u - (unsigned)__builtin_clzll((unsigned long long)units); /* >= 4 */
+    unsigned m = (unsigned)(units >> (e - 3)) & 7u;
+    unsigned bin = 16u + (e - 4u) * 8u + m;
+    return bin < CPOOL__BINS ? bin : CPOOL__BINS - 1;
+}
+
+/* ---- heaps --------------------------------------------------------------- */
+
+static void heap_insert(cpool__heap *h, cpool__block *b) {
+    unsigned bin = bin_of(b->size);
+    b->bin = (uint16_t)bin;
+    b->free_prev = NULL;
+    b->free_next = h->bins[bin];
+    if (h->bins[bin]) h->bins[bin]->free_prev = b;
+    h->bins[bin] = b;
+    h->nonempty[bin / 64] |= 1ull << (bin % 64);
+}
+
+static void heap_remove(cpool__heap *h, cpool__block *b) {
+    if (b->free_prev)
+        b->free_prev->free_next = b->free_next;
+    else
+        h->bins[b->bin] = b->free_next;
+    if (b->free_next) b->free_next->free_prev = b->free_prev;
+    if (!h->bins[b->bin]) h->nonempty[b->bin / 64] &= ~(1ull << (b->bin % 64));
+    b->free_prev = b->free_next = NULL;
+}
+
+/* The next non-empty bin at or above `bin`, or CPOOL__BINS. */
+static unsigned next_bin(const cpool__heap *h, unsigned bin) {
+    while (bin < CPOOL__BINS) {
+        uint64_t word = h->nonempty[bin / 64] & (~0ull << (bin % 64));
+        if (word) return (bin / 64) * 64 + (unsigned)__builtin_ctzll(word);
+        bin = (bin / 64 + 1) * 64;
+    }
+    return CPOOL__BINS;
+}
+
+static bool usable_by(const cpool__block *b, uint64_t stream) { return b->stream == 0 || b->stream == stream; }
+
+/* Smallest fitting block usable by `stream` (0: only unrestricted ones) in
+ * the lowest class that has one. */
+static cpool__block *heap_find(const cpool__heap *h, size_t size, uint64_t stream) {
+    for (unsigned bin = next_bin(h, bin_of(size)); bin < CPOOL__BINS; bin = next_bin(h, bin + 1)) {
+        cpool__block *best = NULL;
+        for (cpool__block *b = h->bins[bin]; b; b = b->free_next)
+            if (b->size >= size && usable_by(b, stream) && (!best || b->size < best->size)) {
+                best = b;
+                if (b->size == size) break;
+            }
+        if (best) return best;
+    }
+    return NULL;
+}
+
+/* ---- block records ------------------------------------------------------- */
+
+static cpool__block *block_new(cpool__allocator *a) {
+    cpool__block *b = a->spare_blocks;
+    if (b)
+        a->spare_blocks = b->next;
+    else
+        b = malloc(sizeof *b);
+    if (b) memset(b, 0, sizeof *b);
+    return b;
+}
+
+static void block_recycle(cpool__allocator *a, cpool__block *b) {
+    b->next = a->spare_blocks;
+    a->spare_blocks = b;
+}
+
+/* ---- the live-block map -------------------------------------------------- */
+
+static size_t map_slot(uintptr_t addr, size_t cap) {
+    return (size_t)(((uint64_t)addr >> 9) * 0x9E3779B97F4A7C15ull >> 20) & (cap - 1);
+}
+
+static bool map_grow(cpool__allocator *a) {
+    size_t cap = a->map_cap ? a->map_cap * 2 : 256;
+    cpool__block **map = calloc(cap, sizeof *map);
+    if (!map) return false;
+    for (size_t i = 0; i < a->map_cap; i++) {
+        cpool__block *b = a->map[i];
+        if (!b) continue;
+        size_t j = map_slot(b->addr, cap);
+        while (map[j]) j = (j + 1) & (cap - 1);
+        map[j] = b;
+    }
+    free(a->map);
+    a->map = map;
+    a->map_cap = cap;
+    return true;
+}
+
+/* Call only with room: map_count + 1 <= map_cap / 2. */
+static void map_insert(cpool__allocator *a, cpool__block *b) {
+    size_t j = map_slot(b->addr, a->map_cap);
+    while (a->map[j]) j = (j + 1) & (a->map_cap - 1);
+    a->map[j] = b;
+    a->map_count++;
+}
+
+static size_t map_find(const cpool__allocator *a, uintptr_t addr) {
+    if (!a->map_cap) return SIZE_MAX;
+    for (size_t j = map_slot(addr, a->map_cap); a->map[j]; j = (j + 1) & (a->map_cap - 1))
+        if (a->map[j]->addr == addr) return j;
+    return SIZE_MAX;
+}
+
+/* Removes slot j, shifting later entries of its probe run back. */
+static void map_erase(cpool__allocator *a, size_t j) {
+    size_t mask = a->map_cap - 1;
+    a->map[j] = NULL;
+    a->map_count--;
+    for (size_t k = (j + 1) & mask; a->map[k]; k = (k + 1) & mask) {
+        size_t home = map_slot(a->map[k]->addr, a->map_cap);
+        /* Move k into the hole if its home is not in (j, k]. */
+        bool between = j <= k ? (home > j && home <= k) : (home > j || home <= k);
+        if (!between) {
+            a->map[j] = a->map[k];
+            a->map[k] = NULL;
+            j = k;
+        }
+    }
+}
+
+/* ---- segments and blocks ------------------------------------------------- */
+
+void cpool__allocator_init(cpool__allocator *a, const cpool__segment_source *source, uint64_t max_reserved) {
+    memset(a, 0, sizeof *a);
+    a->source = *source;
+    a->max_reserved = max_reserved;
+}
+
+static cpool__heap *heap_for(cpool__allocator *a, const cpool__block *b) { return &a->heaps[b->graph ? 1 : 0]; }
+
+static bool mergeable(const cpool__block *x, const cpool__block *y) {
+    return x && y && !x->live && !y->live && x->graph == y->graph && x->stream == y->stream;
+}
+
+/* Merges free block b (in no heap) with its free neighbours of the same set
+ * and tag, then puts the result in its heap and returns it. */
+static cpool__block *release_block(cpool__allocator *a, cpool__block *b) {
+    cpool__block *prev = b->prev, *next = b->next;
+    if (mergeable(prev, b)) {
+        heap_remove(heap_for(a, prev), prev);
+        prev->size += b->size;
+        prev->free_seq = prev->free_seq > b->free_seq ? prev->free_seq : b->free_seq;
+        prev->next = next;
+        if (next) next->prev = prev;
+        if (b->stream) a->restricted_blocks--;
+        block_recycle(a, b);
+        b = prev;
+    }
+    next = b->next;
+    if (mergeable(b, next)) {
+        heap_remove(heap_for(a, next), next);
+        b->size += next->size;
+        b->free_seq = b->free_seq > next->free_seq ? b->free_seq : next->free_seq;
+        b->next = next->next;
+        if (next->next) next->next->prev = b;
+        if (next->stream) a->restricted_blocks--;
+        block_recycle(a, next);
+    }
+    heap_insert(heap_for(a, b), b);
+    return b;
+}
+
+/* Hands out free block b (already out of its heap) for `bytes`, splitting
+ * off the rest. Fails only when a record or map slot cannot be had. */
+static bool hand_out(cpool__allocator *a, cpool__block *b, size_t bytes, size_t rounded, bool graph) {
+    if (a->map_count + 1 > a->map_cap / 2 && !map_grow(a)) return false;
+    if (b->size - rounded >= CPOOL__BLOCK_ALIGN) {
+        cpool__block *rest = block_new(a);
+        if (!rest) return false;
+        rest->addr = b->addr + rounded;
+        rest->size = b->size - rounded;
+        rest->seg = b->seg;
+        rest->graph = b->graph;
+        rest->stream = b->stream;
+        rest->free_seq = b->free_seq;
+        if (rest->stream) a->restricted_blocks++;
+        rest->prev = b;
+        rest->next = b->next;
+        if (b->next) b->next->prev = rest;
+        b->next = rest;
+        b->size = rounded;
+        heap_insert(heap_for(a, rest), rest);
+    }
+    if (b->stream) a->restricted_blocks--;
+    b->stream = 0;
+    if (graph && !b->graph) a->graph_reserved += b->size;
+    b->graph = b->graph || graph;
+    b->live = true;
+    b->requested = bytes;
+    map_insert(a, b);
+    a->allocated += bytes;
+    if (a->allocated > a->allocated_peak) a->allocated_peak = a->allocated;
+    a->live_block_bytes += b->size;
+    a->alloc_count++;
+    return true;
+}
+
+static bool rounded_size(size_t bytes, size_t *out) {
+    if (bytes > ((size_t)1 << 47)) return false; /* beyond any device */
+    *out = round_up(bytes, CPOOL__BLOCK_ALIGN);
+    return true;
+}
+
+bool cpool__allocator_alloc_cached(cpool__allocator *a, size_t bytes, uint64_t stream, bool graph, void **out) {
+    size_t rounded;
+    if (!rounded_size(bytes, &rounded)) return false;
+    cpool__block *b = NULL;
+    cpool__heap *from = NULL;
+    if (graph) {
+        b = heap_find(&a->heaps[1], rounded, 0);
+        from = &a->heaps[1];
+        if (!b) {
+            /* An unrestricted general block has no pending work: it can
+             * become graph-reserved. */
+            b = heap_find(&a->heaps[0], rounded, 0);
+            from = &a->heaps[0];
+        }
+    } else {
+        b = heap_find(&a->heaps[0], rounded, stream);
+        from = &a->heaps[0];
+    }
+    if (!b) return false;
+    heap_remove(from, b);
+    if (!hand_out(a, b, bytes, rounded, graph)) {
+        heap_insert(from, b);
+        return false;
+    }
+    *out = (void *)b->addr;
+    return true;
+}
+
+static cpool_status segment_new(cpool__allocator *a, size_t seg_size, bool graph, cpool__block **out);
+
+cpool_status cpool__allocator_alloc_grow(cpool__allocator *a, size_t bytes, bool graph, void **out) {
+    size_t rounded;
+    if (!rounded_size(bytes, &rounded))
+        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "cpool_alloc: %zu bytes is more than any device holds", bytes);
+    size_t seg_size = rounded <= CPOOL__SEGMENT_GRANULE / 2 ? CPOOL__SEGMENT_GRANULE : round_up(rounded, CPOOL__SEGMENT_GRANULE);
+    if (a->max_reserved && a->reserved + seg_size > a->max_reserved)
+        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY,
+                           "cpool_alloc: a %zu-byte segment would take the pool past max_reserved_bytes (%llu reserved of %llu)",
+                           seg_size, (unsigned long long)a->reserved, (unsigned long long)a->max_reserved);
+    cpool__block *b;
+    cpool_status st = segment_new(a, seg_size, graph, &b);
+    if (st != CPOOL_OK) return st;
+    if (!hand_out(a, b, bytes, rounded, graph)) {
+        /* The segment stays, free and cached: nothing is lost. */
+        heap_insert(heap_for(a, b), b);
+        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for allocator records");
+    }
+    *out = (void *)b->addr;
+    return CPOOL_OK;
+}
+
+cpool_status cpool__allocator_reserve(cpool__allocator *a, size_t bytes) {
+    cpool__block *b;
+    cpool_status st = segment_new(a, round_up(bytes, CPOOL__SEGMENT_GRANULE), false, &b);
+    if (st == CPOOL_OK) heap_insert(&a->heaps[0], b);
+    return st;
+}
+
+/* Takes a segment from the source, as one free block (in no heap yet). */
+static cpool_status segment_new(cpool__allocator *a, size_t seg_size, bool graph, cpool__block **out) {
+    cpool__segment *seg = calloc(1, sizeof *seg);
+    cpool__block *b = block_new(a);
+    if (!seg || !b) {
+        free(seg);
+        free(b);
+        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for allocator records");
+    }
+    void *base;
+    cpool_status st = a->source.grow(a->source.ctx, seg_size, &base);
+    if (st != CPOOL_OK) {
+        free(seg);
+        free(b);
+        return st;
+    }
+    seg->base = (uintptr_t)base;
+    seg->size = seg_size;
+    seg->first = b;
+    seg->next = a->segments;
+    if (a->segments) a->segments->prev = seg;
+    a->segments = seg;
+    a->reserved += seg_size;
+    if (a->reserved > a->reserved_peak) a->reserved_peak = a->reserved;
+    a->segment_count++;
+    b->addr = seg->base;
+    b->size = seg_size;
+    b->seg = seg;
+    b->graph = graph;
+    if (graph) a->graph_reserved += seg_size;
+    *out = b;
+    return CPOOL_OK;
+}
+
+cpool_status cpool__allocator_free(cpool__allocator *a, void *ptr, uint64_t stream, bool graph) {
+    size_t j = map_find(a, (uintptr_t)ptr);
+    if (j == SIZE_MAX)
+        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_free: %p was not handed out by this pool, or is already freed", ptr);
+    cpool__block *b = a->map[j];
+    map_erase(a, j);
+    a->allocated -= b->requested;
+    a->live_block_bytes -= b->size;
+    a->free_count++;
+    b->live = false;
+    b->requested = 0;
+    if (graph && !b->graph) {
+        /* Freed inside a capture: the graph still uses it on every replay. */
+        b->graph = true;
+        a->graph_reserved += b->size;
+    }
+    b->stream = b->graph ? 0 : stream;
+    b->free_seq = ++a->next_free_seq;
+    if (b->stream) a->restricted_blocks++;
+    release_block(a, b);
+    return CPOOL_OK;
+}
+
+bool cpool__allocator_owns(const cpool__allocator *a, const void *ptr) { return map_find(a, (uintptr_t)ptr) != SIZE_MAX; }
+
+uint64_t cpool__allocator_free_seq(const cpool__allocator *a) { return a->next_free_seq; }
+
+size_t cpool__allocator_restricted_streams(const cpool__allocator *a, uint64_t *streams, uint64_t *seqs, size_t cap) {
+    size_t n = 0;
+    if (!a->restricted_blocks) return 0;
+    for (const cpool__segment *seg = a->segments; seg; seg = seg->next)
+        for (const cpool__block *b = seg->first; b; b = b->next) {
+            if (b->live || !b->stream) continue;
+            size_t i = 0;
+            while (i < n && streams[i] != b->stream) i++;
+            if (i == n) {
+                if (n == cap) continue;
+                streams[n] = b->stream;
+                seqs[n++] = b->free_seq;
+            } else if (b->free_seq > seqs[i]) {
+                seqs[i] = b->free_seq;
+            }
+        }
+    return n;
+}
+
+/* Moves every free block that `pick` selects into the general set, free for
+ * any stream, merging as it goes. A block so moved never matches `pick`
+ * again, and what it merges with did not match either, so one pass does. */
+static void retag_free_blocks(cpool__allocator *a, bool (*pick)(const cpool__block *, uint64_t, uint64_t), uint64_t x,
+                              uint64_t y) {
+    for (cpool__segment *seg = a->segments; seg; seg = seg->next)
+        for (cpool__block *b = seg->first; b; b = b->next) {
+            if (b->live || !pick(b, x, y)) continue;
+            heap_remove(heap_for(a, b), b);
+            if (b->stream) a->restricted_blocks--;
+            if (b->graph) a->graph_reserved -= b->size;
+            b->graph = false;
+            b->stream = 0;
+            b = release_block(a, b);
+        }
+}
+
+static bool pick_fenced(const cpool__block *b, uint64_t stream, uint64_t upto) {
+    return !b->graph && b->stream == stream && b->free_seq <= upto;
+}
+static bool pick_restricted(const cpool__block *b, uint64_t x, uint64_t upto) {
+    (void)x;
+    return !b->graph && b->stream != 0 && b->free_seq <= upto;
+}
+static bool pick_graph(const cpool__block *b, uint64_t x, uint64_t y) {
+    (void)x;
+    (void)y;
+    return b->graph;
+}
+
+void cpool__allocator_unfence(cpool__allocator *a, uint64_t stream, uint64_t upto) {
+    if (a->restricted_blocks) retag_free_blocks(a, pick_fenced, stream, upto);
+}
+
+void cpool__allocator_unfence_all(cpool__allocator *a, uint64_t upto) {
+    if (a->restricted_blocks) retag_free_blocks(a, pick_restricted, 0, upto);
+}
+
+void cpool__allocator_reclaim_graph(cpool__allocator *a) { retag_free_blocks(a, pick_graph, 0, 0); }
+
+static void segment_free(cpool__allocator *a, cpool__segment *seg) {
+    if (seg->prev)
+        seg->prev->next = seg->next;
+    else
+        a->segments = seg->next;
+    if (seg->next) seg->next->prev = seg->prev;
+    a->source.shrink(a->source.ctx, (void *)seg->base);
+    a->reserved -= seg->size;
+    a->segment_count--;
+    free(seg);
+}
+
+uint64_t cpool__allocator_trim(cpool__allocator *a) {
+    uint64_t given = 0;
+    cpool__segment *seg = a->segments;
+    while (seg) {
+        cpool__segment *next = seg->next;
+        cpool__block *b = seg->first;
+        if (!b->live && !b->next && !b->graph && !b->stream) {
+            heap_remove(&a->heaps[0], b);
+            block_recycle(a, b);
+            given += seg->size;
+            segment_free(a, seg);
+        }
+        seg = next;
+    }
+    return given;
+}
+
+void cpool__allocator_destroy(cpool__allocator *a) {
+    while (a->segments) {
+        cpool__segment *seg = a->segments;
+        for (cpool__block *b = seg->first; b;) {
+            cpool__block *next = b->next;
+            free(b);
+            b = next;
+        }
+        segment_free(a, seg);
+    }
+    while (a->spare_blocks) {
+        cpool__block *b = a->spare_blocks;
+        a->spare_blocks = b->next;
+        free(b);
+    }
+    free(a->map);
+    memset(a, 0, sizeof *a);
+}
+
+/* ---- invariants ---------------------------------------------------------- */
+
+#define INVARIANT(cond, ...)                                                                       \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "capturepool: allocator invariant broken: " __VA_ARGS__);              \
+            fputc('\n', stderr);                                                                   \
+            abort();                                                                               \
+        }                                                                                          \
+    } while (0)
+
+static bool in_heap(const cpool__heap *h, const cpool__block *b) {
+    for (const cpool__block *c = h->bins[b->bin]; c; c = c->free_next)
+        if (c == b) return true;
+    return false;
+}
+
+void cpool__allocator_check(const cpool__allocator *a) {
+    uint64_t reserved = 0, graph = 0, live_bytes = 0, requested = 0, segments = 0;
+    size_t live = 0, restricted = 0, free_blocks = 0;
+    for (const cpool__segment *seg = a->segments; seg; seg = seg->next) {
+        segments++;
+        reserved += seg->size;
+        INVARIANT(!seg->next || seg->next->prev == seg, "segment list links");
+        uintptr_t at = seg->base;
+        INVARIANT(seg->first && !seg->first->prev, "segment's first block");
+        for (const cpool__block *b = seg->first; b; b = b->next) {
+            INVARIANT(b->seg == seg, "block %#lx names another segment", (unsigned long)b->addr);
+            INVARIANT(b->addr == at, "blocks do not tile their segment at %#lx", (unsigned long)at);
+            INVARIANT(b->size >= CPOOL__BLOCK_ALIGN && b->size % CPOOL__BLOCK_ALIGN == 0, "block size %zu", b->size);
+            INVARIANT(!b->next || b->next->prev == b, "block list links");
+            at += b->size;
+            if (b->graph) graph += b->size;
+            if (b->live) {
+                live++;
+                live_bytes += b->size;
+                requested += b->requested;
+                INVARIANT(b->requested > 0 && b->requested <= b->size, "live block's requested size");
+                INVARIANT(map_find(a, b->addr) != SIZE_MAX, "live block missing from the map");
+            } else {
+                free_blocks++;
+                if (b->stream) restricted++;
+                INVARIANT(!b->graph || !b->stream, "graph-reserved block with a stream tag");
+                INVARIANT(b->bin == bin_of(b->size), "free block in the wrong class");
+                INVARIANT(in_heap(&a->heaps[b->graph ? 1 : 0], b), "free block missing from its heap");
+                INVARIANT(!mergeable(b, b->next), "two mergeable free blocks side by side");
+            }
+        }
+        INVARIANT(at == seg->base + seg->size, "blocks do not cover their segment");
+    }
+    size_t in_heaps = 0;
+    for (int h = 0; h < 2; h++)
+        for (unsigned bin = 0; bin < CPOOL__BINS; bin++) {
+            bool bit = (a->heaps[h].nonempty[bin / 64] >> (bin % 64)) & 1;
+            INVARIANT(bit == (a->heaps[h].bins[bin] != NULL), "class bitmap disagrees with class %u", bin);
+            for (const cpool__block *b = a->heaps[h].bins[bin]; b; b = b->free_next) {
+                in_heaps++;
+                INVARIANT(!b->live && (b->graph == (h == 1)), "heap holds a live block or one of the other set");
+            }
+        }
+    INVARIANT(in_heaps == free_blocks, "heaps hold %zu blocks, segments %zu free ones", in_heaps, free_blocks);
+    INVARIANT(live == a->map_count, "map holds %zu blocks, segments %zu live ones", a->map_count, live);
+    INVARIANT(reserved == a->reserved, "reserved %llu, segments sum to %llu", (unsigned long long)a->reserved,
+              (unsigned long long)reserved);
+    INVARIANT(segments == a->segment_count, "segment count");
+    INVARIANT(graph == a->graph_reserved, "graph_reserved %llu, blocks sum to %llu",
+              (unsigned long long)a->graph_reserved, (unsigned long long)graph);
+    INVARIANT(live_bytes == a->live_block_bytes, "live block bytes");
+    INVARIANT(requested == a->allocated, "allocated %llu, live blocks ask %llu", (unsigned long long)a->allocated,
+              (unsigned long long)requested);
+    INVARIANT(restricted == a->restricted_blocks, "restricted block count");
+    INVARIANT(a->reserved <= a->reserved_peak && a->allocated <= a->allocated_peak, "peaks");
+    INVARIANT(a->alloc_count - a->free_count == live, "alloc and free counts disagree with live blocks");
+}

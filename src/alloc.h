@@ -1,0 +1,97 @@
+/*
+ * The caching allocator: pure bookkeeping over address ranges.
+ *
+ * It carves blocks from large segments that a segment_source provides and
+ * never calls a platform itself; locking, events and capture state belong
+ * to the pool (pool.c), which tells it, per call, the stream and whether the
+ * call is for a graph.
+ */
+#ifndef CPOOL_ALLOC_H
+#define CPOOL_ALLOC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "capturepool.h"
+
+/* Requests are rounded up to this; blocks are aligned to it. */
+#define CPOOL__BLOCK_ALIGN ((size_t)512)
+/* Segments are multiples of this; requests up to half of it share one. */
+#define CPOOL__SEGMENT_GRANULE ((size_t)2 << 20)
+
+typedef struct cpool__segment_source {
+    void *ctx;
+    cpool_status (*grow)(void *ctx, size_t bytes, void **base);
+    void (*shrink)(void *ctx, void *base);
+} cpool__segment_source;
+
+typedef struct cpool__block cpool__block;
+typedef struct cpool__segment cpool__segment;
+
+#define CPOOL__BINS 320
+
+typedef struct cpool__heap {
+    cpool__block *bins[CPOOL__BINS];
+    uint64_t nonempty[CPOOL__BINS / 64];
+} cpool__heap;
+
+typedef struct cpool__allocator {
+    cpool__segment_source source;
+    cpool__heap heaps[2]; /* [0] general use, [1] graph-reserved */
+    cpool__segment *segments;
+    /* Live blocks by address: open addressing, linear probing. */
+    cpool__block **map;
+    size_t map_cap, map_count;
+    cpool__block *spare_blocks; /* recycled block records */
+    uint64_t next_free_seq;
+    size_t restricted_blocks; /* free blocks reusable by one stream only */
+    uint64_t max_reserved;    /* 0: unbounded */
+    /* Counters reported by cpool_pool_get_stats. */
+    uint64_t reserved, reserved_peak, allocated, allocated_peak, graph_reserved;
+    uint64_t live_block_bytes, alloc_count, free_count, segment_count;
+} cpool__allocator;
+
+void cpool__allocator_init(cpool__allocator *a, const cpool__segment_source *source, uint64_t max_reserved);
+/* Gives every segment back (the caller waited for the device first). */
+void cpool__allocator_destroy(cpool__allocator *a);
+
+/* Serves `bytes` from cached blocks only: for a graph (graph-reserved blocks,
+ * then unrestricted general ones), or for work on stream `stream` (blocks
+ * free for any stream, or freed on this one). false on a miss. */
+bool cpool__allocator_alloc_cached(cpool__allocator *a, size_t bytes, uint64_t stream, bool graph, void **out);
+/* Takes a new segment for the request and serves it from there. */
+cpool_status cpool__allocator_alloc_grow(cpool__allocator *a, size_t bytes, bool graph, void **out);
+
+/* Adds a free general segment of at least `bytes` (pool reserve). */
+cpool_status cpool__allocator_reserve(cpool__allocator *a, size_t bytes);
+
+/* Frees a live block. Under capture (`graph`) the block joins the
+ * graph-reserved set; otherwise it keeps its set and, if general, is
+ * reusable at once by `stream` only until cpool__allocator_unfence says the
+ * work before the free has finished. CPOOL_ERR_INVALID_ARGUMENT for a
+ * pointer that is not live here (nothing changes). */
+cpool_status cpool__allocator_free(cpool__allocator *a, void *ptr, uint64_t stream, bool graph);
+
+/* The free sequence number of the last free (fences cover up to it). */
+uint64_t cpool__allocator_free_seq(const cpool__allocator *a);
+/* Lists up to `cap` distinct streams that have restricted blocks, with the
+ * newest free sequence number among each one's blocks; returns the count. */
+size_t cpool__allocator_restricted_streams(const cpool__allocator *a, uint64_t *streams, uint64_t *seqs, size_t cap);
+/* Blocks freed on `stream` with sequence <= upto become free for any stream. */
+void cpool__allocator_unfence(cpool__allocator *a, uint64_t stream, uint64_t upto);
+/* Every restricted block freed with sequence <= upto becomes free for any
+ * stream (the device was quiesced after those frees). */
+void cpool__allocator_unfence_all(cpool__allocator *a, uint64_t upto);
+/* Free graph-reserved blocks return to general use (no graph can run). */
+void cpool__allocator_reclaim_graph(cpool__allocator *a);
+/* Gives back every segment that is one free, unrestricted block of general
+ * use; returns the bytes given back. */
+uint64_t cpool__allocator_trim(cpool__allocator *a);
+/* Whether ptr is a live block of this allocator. */
+bool cpool__allocator_owns(const cpool__allocator *a, const void *ptr);
+
+/* Checks every invariant; aborts with a message on the first broken one. */
+void cpool__allocator_check(const cpool__allocator *a);
+
+#endif /* CPOOL_ALLOC_H */

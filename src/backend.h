@@ -1,0 +1,81 @@
+/*
+ * The one seam between the library and a platform.
+ *
+ * A backend provides devices, large memory segments, in-order streams,
+ * events (positions in a stream), stream capture into executable graphs, and
+ * graph launch. Everything above this file is shared by all backends; the
+ * CUDA runtime is called only from backend_cuda.c.
+ *
+ * Rules every backend keeps, so that what passes on one means something on
+ * the other:
+ * - work runs in stream order and never before it is enqueued;
+ * - work enqueued while a stream captures is recorded, not run;
+ * - synchronising a capturing stream invalidates the capture;
+ * - a graph runs only when launched, and destroying it while a launch is in
+ *   flight is safe (its resources go once the launch finished);
+ * - segment_alloc/segment_free and event calls are safe while any stream
+ *   captures in any mode: they never become part of a capture.
+ */
+#ifndef CPOOL_BACKEND_H
+#define CPOOL_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "capturepool.h"
+
+typedef struct cpool__bdevice cpool__bdevice;
+typedef struct cpool__bstream cpool__bstream;
+typedef struct cpool__bevent cpool__bevent;
+typedef struct cpool__bgraph cpool__bgraph;
+
+typedef struct cpool__backend {
+    cpool_backend kind;
+    const char *name;
+
+    /* Opens device `ordinal`; CPOOL_ERR_NO_DEVICE when there is none. */
+    cpool_status (*device_open)(int ordinal, cpool__bdevice **out);
+    void (*device_close)(cpool__bdevice *dev);
+
+    /* Memory the allocator carves from; at least 512-byte aligned.
+     * segment_free may only be called once no work uses the segment. */
+    cpool_status (*segment_alloc)(cpool__bdevice *dev, size_t bytes, void **out);
+    void (*segment_free)(cpool__bdevice *dev, void *base);
+
+    /* native == NULL && !wrap: a new stream of the backend's own. */
+    cpool_status (*stream_create)(cpool__bdevice *dev, void *native, bool wrap, cpool__bstream **out);
+    /* Waits for the stream's work, then ends it (a wrapped one is forgotten). */
+    void (*stream_destroy)(cpool__bstream *s);
+    void *(*stream_native)(const cpool__bstream *s);
+    cpool_status (*stream_synchronize)(cpool__bstream *s);
+    cpool_status (*launch_host)(cpool__bstream *s, void (*fn)(void *), void *arg);
+    cpool_status (*memcpy_async)(cpool__bstream *s, void *dst, const void *src, size_t bytes);
+    cpool_status (*memset_async)(cpool__bstream *s, void *dst, int value, size_t bytes);
+
+    cpool_status (*event_create)(cpool__bdevice *dev, cpool__bevent **out);
+    void (*event_destroy)(cpool__bevent *ev);
+    /* Records ev at the current end of s; CPOOL_ERR_UNSUPPORTED when s
+     * captures (the event would become part of the graph). */
+    cpool_status (*event_record)(cpool__bevent *ev, cpool__bstream *s);
+    /* Whether the work before the recorded position has finished (an event
+     * never recorded counts as finished). Never blocks. */
+    bool (*event_done)(cpool__bevent *ev);
+    cpool_status (*event_synchronize)(cpool__bevent *ev);
+
+    cpool_status (*capture_begin)(cpool__bstream *s, cpool_capture_mode mode);
+    /* Ends the capture and instantiates it. CPOOL_ERR_CAPTURE_INVALIDATED
+     * when it was broken; the stream no longer captures in every case. */
+    cpool_status (*capture_end)(cpool__bstream *s, cpool__bgraph **out);
+    cpool_status (*capture_status)(cpool__bstream *s, cpool_capture_state *out);
+
+    cpool_status (*graph_launch)(cpool__bgraph *g, cpool__bstream *s);
+    cpool_status (*graph_upload)(cpool__bgraph *g, cpool__bstream *s);
+    void (*graph_destroy)(cpool__bgraph *g);
+} cpool__backend;
+
+extern const cpool__backend cpool__backend_host;
+#ifdef CPOOL_HAVE_CUDA
+extern const cpool__backend cpool__backend_cuda;
+#endif
+
+#endif /* CPOOL_BACKEND_H */

@@ -1,0 +1,509 @@
+/*
+ * The CUDA backend: backend.h on the CUDA runtime. The only file that calls
+ * cudart.
+ *
+ * - Segments are cudaMalloc'd. Growing or shrinking, and creating events,
+ *   run under cudaThreadExchangeStreamCaptureMode(relaxed), so that they are
+ *   legal while this or any other thread captures in GLOBAL mode; the
+ *   caller's mode is restored after. Every call that needs the device made
+ *   current switches to it and back (device_guard).
+ * - cpool_launch_host goes through a small thunk (fn, arg) so that the
+ *   callback thread is marked as a stream thread (deferred.c). An eager
+ *   thunk frees itself after running. A captured thunk belongs to its
+ *   capture (cuda_capture.thunks); at capture end the list is handed to a
+ *   CUDA user object retained by the graph, whose destructor frees it once
+ *   the graph and every executable made from it are destroyed and their
+ *   launches finished. Captures begun here are listed by capture id in the
+ *   device, so that work joined from other streams finds its capture.
+ * - Errors become statuses with the CUDA error's name and text, and the
+ *   sticky per-thread error is cleared.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "internal.h"
+
+typedef struct thunk {
+    struct thunk *next; /* in the owning capture's list */
+    void (*fn)(void *);
+    void *arg;
+    bool eager;
+} thunk;
+
+typedef struct cuda_capture {
+    struct cuda_capture *next; /* in the device's list of live captures */
+    unsigned long long id;
+    thunk *thunks;
+} cuda_capture;
+
+struct cpool__bdevice {
+    int ordinal;
+    pthread_mutex_t captures_mu;
+    cuda_capture *captures;
+};
+
+struct cpool__bstream {
+    cpool__bdevice *dev;
+    cudaStream_t stream;
+    bool owned;
+    cuda_capture *capture; /* the capture begun on this stream, if any */
+};
+
+struct cpool__bevent {
+    cpool__bdevice *dev;
+    cudaEvent_t event;
+    bool recorded;
+};
+
+struct cpool__bgraph {
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+};
+
+/* ---- errors and guards --------------------------------------------------- */
+
+static cpool_status cuda_fail(cudaError_t err, const char *what) {
+    cudaGetLastError(); /* clear the sticky per-thread error */
+    cpool_status st = CPOOL_ERR_BACKEND;
+    if (err == cudaErrorMemoryAllocation) st = CPOOL_ERR_OUT_OF_MEMORY;
+    if (err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver || err == cudaErrorInvalidDevice)
+        st = CPOOL_ERR_NO_DEVICE;
+    if (err == cudaErrorStreamCaptureInvalidated || err == cudaErrorStreamCaptureUnsupported ||
+        err == cudaErrorStreamCaptureUnjoined || err == cudaErrorStreamCaptureIsolation ||
+        err == cudaErrorStreamCaptureImplicit || err == cudaErrorStreamCaptureWrongThread ||
+        err == cudaErrorStreamCaptureMerge || err == cudaErrorStreamCaptureUnmatched)
+        st = CPOOL_ERR_CAPTURE_INVALIDATED;
+    return cpool__fail(st, "%s: %s (%s)", cudaGetErrorName(err), cudaGetErrorString(err), what);
+}
+
+#define CHECK_CUDA(call)                                                                           \
+    do {                                                                                           \
+        cudaError_t err_ = (call);                                                                 \
+        if (err_ != cudaSuccess) return cuda_fail(err_, #call);                                    \
+    } while (0)
+
+typedef struct device_guard {
+    int previous;
+    bool switched;
+    enum cudaStreamCaptureMode mode;
+    bool relaxed;
+} device_guard;
+
+/* Makes dev current and, if relaxed, this thread's capture mode relaxed. */
+static cpool_status guard_enter(device_guard *g, const cpool__bdevice *dev, bool relaxed) {
+    g->switched = false;
+    g->relaxed = relaxed;
+    if (relaxed) {
+        g->mode = cudaStreamCaptureModeRelaxed;
+        CHECK_CUDA(cudaThreadExchangeStreamCaptureMode(&g->mode));
+    }
+    cudaError_t err = cudaGetDevice(&g->previous);
+    if (err == cudaSuccess && g->previous != dev->ordinal) {
+        err = cudaSetDevice(dev->ordinal);
+        g->switched = err == cudaSuccess;
+    }
+    if (err != cudaSuccess) {
+        if (relaxed) cudaThreadExchangeStreamCaptureMode(&g->mode);
+        return cuda_fail(err, "making the device current");
+    }
+    return CPOOL_OK;
+}
+
+static void guard_exit(device_guard *g) {
+    if (g->switched) cudaSetDevice(g->previous);
+    if (g->relaxed) cudaThreadExchangeStreamCaptureMode(&g->mode);
+}
+
+/* ---- device and memory --------------------------------------------------- */
+
+static cpool_status cuda_device_open(int ordinal, cpool__bdevice **out) {
+    int count = 0;
+    cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess || count == 0) {
+        cudaGetLastError();
+        return cpool__fail(CPOOL_ERR_NO_DEVICE, "no usable CUDA device: %s",
+                           err != cudaSuccess ? cudaGetErrorName(err) : "device count is 0");
+    }
+    if (ordinal >= count)
+        return cpool__fail(CPOOL_ERR_NO_DEVICE, "CUDA device %d asked for, %d present", ordinal, count);
+    cpool__bdevice *d = calloc(1, sizeof *d);
+    if (!d) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory opening a CUDA device");
+    d->ordinal = ordinal;
+    pthread_mutex_init(&d->captures_mu, NULL);
+    device_guard g;
+    cpool_status st = guard_enter(&g, d, false);
+    if (st == CPOOL_OK) {
+        err = cudaFree(NULL); /* creates the primary context now, not inside a later capture */
+        guard_exit(&g);
+        if (err != cudaSuccess) st = cuda_fail(err, "initialising the device");
+    }
+    if (st != CPOOL_OK) {
+        pthread_mutex_destroy(&d->captures_mu);
+        free(d);
+        return st;
+    }
+    *out = d;
+    return CPOOL_OK;
+}
+
+static void cuda_device_close(cpool__bdevice *dev) {
+    pthread_mutex_destroy(&dev->captures_mu);
+    free(dev);
+}
+
+static cpool_status cuda_segment_alloc(cpool__bdevice *dev, size_t bytes, void **out) {
+    device_guard g;
+    cpool_status st = guard_enter(&g, dev, true);
+    if (st != CPOOL_OK) return st;
+    cudaError_t err = cudaMalloc(out, bytes);
+    guard_exit(&g);
+    if (err != cudaSuccess) return cuda_fail(err, "cudaMalloc of a segment");
+    return CPOOL_OK;
+}
+
+static void cuda_segment_free(cpool__bdevice *dev, void *base) {
+    device_guard g;
+    if (guard_enter(&g, dev, true) != CPOOL_OK) return;
+    if (cudaFree(base) != cudaSuccess) cudaGetLastError();
+    guard_exit(&g);
+}
+
+/* ---- streams ------------------------------------------------------------- */
+
+static cpool_status cuda_stream_create(cpool__bdevice *dev, void *native, bool wrap, cpool__bstream **out) {
+    cpool__bstream *s = calloc(1, sizeof *s);
+    if (!s) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating a stream");
+    s->dev = dev;
+    if (wrap) {
+        s->stream = (cudaStream_t)native;
+    } else {
+        device_guard g;
+        cpool_status st = guard_enter(&g, dev, false);
+        if (st == CPOOL_OK) {
+            cudaError_t err = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking);
+            guard_exit(&g);
+            if (err != cudaSuccess) st = cuda_fail(err, "cudaStreamCreateWithFlags");
+        }
+        if (st != CPOOL_OK) {
+            free(s);
+            return st;
+        }
+        s->owned = true;
+    }
+    *out = s;
+    return CPOOL_OK;
+}
+
+static void capture_unlist(cpool__bdevice *dev, cuda_capture *c) {
+    pthread_mutex_lock(&dev->captures_mu);
+    for (cuda_capture **p = &dev->captures; *p; p = &(*p)->next)
+        if (*p == c) {
+            *p = c->next;
+            break;
+        }
+    pthread_mutex_unlock(&dev->captures_mu);
+}
+
+static void free_thunks(thunk *t) {
+    while (t) {
+        thunk *next = t->next;
+        free(t);
+        t = next;
+    }
+}
+
+/* Called by the driver once nothing can run the captured thunks any more. */
+static void CUDART_CB thunks_destructor(void *list) { free_thunks(list); }
+
+static void discard_capture(cpool__bstream *s) {
+    cuda_capture *c = s->capture;
+    if (!c) return;
+    capture_unlist(s->dev, c);
+    cudaGraph_t graph = NULL;
+    if (cudaStreamEndCapture(s->stream, &graph) != cudaSuccess) cudaGetLastError();
+    if (graph) cudaGraphDestroy(graph);
+    free_thunks(c->thunks);
+    free(c);
+    s->capture = NULL;
+}
+
+static void cuda_stream_destroy(cpool__bstream *s) {
+    discard_capture(s);
+    if (cudaStreamSynchronize(s->stream) != cudaSuccess) cudaGetLastError();
+    if (s->owned && cudaStreamDestroy(s->stream) != cudaSuccess) cudaGetLastError();
+    free(s);
+}
+
+static void *cuda_stream_native(const cpool__bstream *s) { return (void *)s->stream; }
+
+static cpool_status cuda_stream_synchronize(cpool__bstream *s) {
+    CHECK_CUDA(cudaStreamSynchronize(s->stream));
+    return CPOOL_OK;
+}
+
+static void CUDART_CB thunk_run(void *p) {
+    thunk *t = p;
+    bool was = cpool__on_stream_thread();
+    cpool__set_stream_thread(true);
+    t->fn(t->arg);
+    cpool__set_stream_thread(was);
+    if (t->eager) free(t);
+}
+
+/* The capture that work enqueued on s now joins: s's own, or the one begun
+ * on another stream that s was forked into. NULL with *active false when s
+ * does not capture. */
+static cpool_status find_capture(cpool__bstream *s, cuda_capture **out, bool *active) {
+    *out = NULL;
+    *active = false;
+    if (s->capture) {
+        *out = s->capture;
+        *active = true;
+        return CPOOL_OK;
+    }
+    enum cudaStreamCaptureStatus status;
+    unsigned long long id = 0;
+    CHECK_CUDA(cudaStreamGetCaptureInfo(s->stream, &status, &id, NULL, NULL, NULL, NULL));
+    if (status == cudaStreamCaptureStatusNone) return CPOOL_OK;
+    *active = true;
+    pthread_mutex_lock(&s->dev->captures_mu);
+    for (cuda_capture *c = s->dev->captures; c; c = c->next)
+        if (c->id == id) *out = c;
+    pthread_mutex_unlock(&s->dev->captures_mu);
+    return CPOOL_OK;
+}
+
+static cpool_status cuda_launch_host(cpool__bstream *s, void (*fn)(void *), void *arg) {
+    cuda_capture *c;
+    bool capturing;
+    cpool_status st = find_capture(s, &c, &capturing);
+    if (st != CPOOL_OK) return st;
+    if (capturing && !c)
+        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT,
+                           "host work on a stream captured outside capturepool: begin the capture with cpool_capture_begin");
+    thunk *t = malloc(sizeof *t);
+    if (!t) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory enqueueing host work");
+    t->fn = fn;
+    t->arg = arg;
+    t->eager = !capturing;
+    t->next = NULL;
+    cudaError_t err = cudaLaunchHostFunc(s->stream, thunk_run, t);
+    if (err != cudaSuccess) {
+        free(t);
+        return cuda_fail(err, "cudaLaunchHostFunc");
+    }
+    if (c) {
+        pthread_mutex_lock(&s->dev->captures_mu);
+        t->next = c->thunks;
+        c->thunks = t;
+        pthread_mutex_unlock(&s->dev->captures_mu);
+    }
+    return CPOOL_OK;
+}
+
+static cpool_status cuda_memcpy_async(cpool__bstream *s, void *dst, const void *src, size_t bytes) {
+    CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s->stream));
+    return CPOOL_OK;
+}
+
+static cpool_status cuda_memset_async(cpool__bstream *s, void *dst, int value, size_t bytes) {
+    CHECK_CUDA(cudaMemsetAsync(dst, value, bytes, s->stream));
+    return CPOOL_OK;
+}
+
+/* ---- events -------------------------------------------------------------- */
+
+static cpool_status cuda_event_create(cpool__bdevice *dev, cpool__bevent **out) {
+    cpool__bevent *ev = calloc(1, sizeof *ev);
+    if (!ev) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating an event");
+    device_guard g;
+    cpool_status st = guard_enter(&g, dev, true);
+    if (st == CPOOL_OK) {
+        cudaError_t err = cudaEventCreateWithFlags(&ev->event, cudaEventDisableTiming);
+        guard_exit(&g);
+        if (err != cudaSuccess) st = cuda_fail(err, "cudaEventCreateWithFlags");
+    }
+    if (st != CPOOL_OK) {
+        free(ev);
+        return st;
+    }
+    ev->dev = dev;
+    *out = ev;
+    return CPOOL_OK;
+}
+
+static void cuda_event_destroy(cpool__bevent *ev) {
+    if (!ev) return;
+    if (cudaEventDestroy(ev->event) != cudaSuccess) cudaGetLastError();
+    free(ev);
+}
+
+static cpool_status cuda_event_record(cpool__bevent *ev, cpool__bstream *s) {
+    enum cudaStreamCaptureStatus status;
+    CHECK_CUDA(cudaStreamIsCapturing(s->stream, &status));
+    if (status != cudaStreamCaptureStatusNone)
+        return cpool__fail(CPOOL_ERR_UNSUPPORTED, "cannot record an event on a capturing stream");
+    CHECK_CUDA(cudaEventRecord(ev->event, s->stream));
+    ev->recorded = true;
+    return CPOOL_OK;
+}
+
+static bool cuda_event_done(cpool__bevent *ev) {
+    if (!ev->recorded) return true;
+    cudaError_t err = cudaEventQuery(ev->event);
+    if (err == cudaErrorNotReady) return false;
+    if (err != cudaSuccess) cudaGetLastError(); /* a failed device has nothing left running */
+    return true;
+}
+
+static cpool_status cuda_event_synchronize(cpool__bevent *ev) {
+    if (ev->recorded) CHECK_CUDA(cudaEventSynchronize(ev->event));
+    return CPOOL_OK;
+}
+
+/* ---- capture and graphs -------------------------------------------------- */
+
+static cpool_status cuda_capture_begin(cpool__bstream *s, cpool_capture_mode mode) {
+    static const enum cudaStreamCaptureMode modes[] = {
+        [CPOOL_CAPTURE_GLOBAL] = cudaStreamCaptureModeGlobal,
+        [CPOOL_CAPTURE_THREAD_LOCAL] = cudaStreamCaptureModeThreadLocal,
+        [CPOOL_CAPTURE_RELAXED] = cudaStreamCaptureModeRelaxed,
+    };
+    enum cudaStreamCaptureStatus status;
+    CHECK_CUDA(cudaStreamIsCapturing(s->stream, &status));
+    if (status != cudaStreamCaptureStatusNone)
+        return cpool__fail(CPOOL_ERR_ALREADY_CAPTURING, "the stream is already capturing");
+    cuda_capture *c = calloc(1, sizeof *c);
+    if (!c) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory beginning a capture");
+    cudaError_t err = cudaStreamBeginCapture(s->stream, modes[mode]);
+    if (err == cudaSuccess) err = cudaStreamGetCaptureInfo(s->stream, &status, &c->id, NULL, NULL, NULL, NULL);
+    if (err != cudaSuccess) {
+        cpool_status st = cuda_fail(err, "cudaStreamBeginCapture");
+        cudaGraph_t graph = NULL;
+        if (cudaStreamEndCapture(s->stream, &graph) != cudaSuccess) cudaGetLastError();
+        if (graph) cudaGraphDestroy(graph);
+        free(c);
+        return st;
+    }
+    pthread_mutex_lock(&s->dev->captures_mu);
+    c->next = s->dev->captures;
+    s->dev->captures = c;
+    pthread_mutex_unlock(&s->dev->captures_mu);
+    s->capture = c;
+    return CPOOL_OK;
+}
+
+static cpool_status cuda_capture_end(cpool__bstream *s, cpool__bgraph **out) {
+    cuda_capture *c = s->capture;
+    if (!c) {
+        enum cudaStreamCaptureStatus status;
+        CHECK_CUDA(cudaStreamIsCapturing(s->stream, &status));
+        if (status == cudaStreamCaptureStatusNone)
+            return cpool__fail(CPOOL_ERR_NOT_CAPTURING, "the stream is not capturing");
+        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT,
+                           "the stream's capture was begun outside capturepool: end it with cudaStreamEndCapture");
+    }
+    capture_unlist(s->dev, c);
+    s->capture = NULL;
+    thunk *thunks = c->thunks;
+    free(c);
+
+    cudaGraph_t graph = NULL;
+    cudaError_t err = cudaStreamEndCapture(s->stream, &graph);
+    if (err != cudaSuccess) {
+        cpool_status st = cuda_fail(err, "cudaStreamEndCapture");
+        if (graph) cudaGraphDestroy(graph);
+        free_thunks(thunks);
+        return st;
+    }
+    cpool__bgraph *g = calloc(1, sizeof *g);
+    if (!g) {
+        cudaGraphDestroy(graph);
+        free_thunks(thunks);
+        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory ending a capture");
+    }
+    g->graph = graph;
+    if (thunks) {
+        /* From here the driver owns the thunk list: the user object frees it. */
+        cudaUserObject_t owner;
+        err = cudaUserObjectCreate(&owner, thunks, thunks_destructor, 1, cudaUserObjectNoDestructorSync);
+        if (err != cudaSuccess) {
+            free_thunks(thunks);
+        } else {
+            err = cudaGraphRetainUserObject(graph, owner, 1, cudaGraphUserObjectMove);
+            if (err != cudaSuccess) cudaUserObjectRelease(owner, 1);
+        }
+        if (err != cudaSuccess) {
+            cpool_status st = cuda_fail(err, "tying captured host work to its graph");
+            cudaGraphDestroy(graph);
+            free(g);
+            return st;
+        }
+    }
+    err = cudaGraphInstantiate(&g->exec, graph, 0);
+    if (err != cudaSuccess) {
+        cpool_status st = cuda_fail(err, "cudaGraphInstantiate");
+        cudaGraphDestroy(graph);
+        free(g);
+        return st == CPOOL_ERR_CAPTURE_INVALIDATED ? CPOOL_ERR_BACKEND : st;
+    }
+    *out = g;
+    return CPOOL_OK;
+}
+
+static cpool_status cuda_capture_status(cpool__bstream *s, cpool_capture_state *out) {
+    enum cudaStreamCaptureStatus status;
+    CHECK_CUDA(cudaStreamIsCapturing(s->stream, &status));
+    *out = status == cudaStreamCaptureStatusActive        ? CPOOL_CAPTURE_ACTIVE
+           : status == cudaStreamCaptureStatusInvalidated ? CPOOL_CAPTURE_INVALIDATED
+                                                          : CPOOL_CAPTURE_NONE;
+    return CPOOL_OK;
+}
+
+static cpool_status cuda_graph_launch(cpool__bgraph *g, cpool__bstream *s) {
+    CHECK_CUDA(cudaGraphLaunch(g->exec, s->stream));
+    return CPOOL_OK;
+}
+
+static cpool_status cuda_graph_upload(cpool__bgraph *g, cpool__bstream *s) {
+    CHECK_CUDA(cudaGraphUpload(g->exec, s->stream));
+    return CPOOL_OK;
+}
+
+/* Both calls are safe while launches are in flight: the driver frees the
+ * executable, and runs the thunks' user object destructor, once they finish. */
+static void cuda_graph_destroy(cpool__bgraph *g) {
+    if (cudaGraphExecDestroy(g->exec) != cudaSuccess) cudaGetLastError();
+    if (cudaGraphDestroy(g->graph) != cudaSuccess) cudaGetLastError();
+    free(g);
+}
+
+const cpool__backend cpool__backend_cuda = {
+    .kind = CPOOL_BACKEND_CUDA,
+    .name = "cuda",
+    .device_open = cuda_device_open,
+    .device_close = cuda_device_close,
+    .segment_alloc = cuda_segment_alloc,
+    .segment_free = cuda_segment_free,
+    .stream_create = cuda_stream_create,
+    .stream_destroy = cuda_stream_destroy,
+    .stream_native = cuda_stream_native,
+    .stream_synchronize = cuda_stream_synchronize,
+    .launch_host = cuda_launch_host,
+    .memcpy_async = cuda_memcpy_async,
+    .memset_async = cuda_memset_async,
+    .event_create = cuda_event_create,
+    .event_destroy = cuda_event_destroy,
+    .event_record = cuda_event_record,
+    .event_done = cuda_event_done,
+    .event_synchronize = cuda_event_synchronize,
+    .capture_begin = cuda_capture_begin,
+    .capture_end = cuda_capture_end,
+    .capture_status = cuda_capture_status,
+    .graph_launch = cuda_graph_launch,
+    .graph_upload = cuda_graph_upload,
+    .graph_destroy = cuda_graph_destroy,
+};

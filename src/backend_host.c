@@ -1,0 +1,401 @@
+/*
+ * The host backend: the whole backend interface on the CPU.
+ *
+ * - A stream is a host_queue of tasks served in order by one worker thread.
+ *   `enqueued` counts tasks put in, `completed` tasks finished; a position in
+ *   the stream is a value of `enqueued`.
+ * - An event is (queue, position): done once `completed` reaches it. It holds
+ *   a reference to the queue so that it outlives a destroyed stream.
+ * - While a stream captures, its work is appended to a host_capture instead
+ *   of the queue; ending the capture freezes those operations into a graph.
+ *   Synchronising a capturing stream invalidates the capture, as on CUDA.
+ * - A graph is an immutable, reference-counted array of operations; a launch
+ *   enqueues one task that runs them all and holds a graph reference, so a
+ *   graph destroyed while launched lives until the launch finished.
+ * - Device memory is host memory.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+typedef enum { OP_HOST_FN, OP_COPY, OP_SET, OP_GRAPH } op_kind;
+
+typedef struct host_op {
+    op_kind kind;
+    void (*fn)(void *);
+    void *arg;
+    void *dst;
+    const void *src;
+    size_t bytes;
+    int value;
+    cpool__bgraph *graph; /* OP_GRAPH: holds a reference */
+} host_op;
+
+struct cpool__bgraph {
+    atomic_int refs;
+    size_t count;
+    host_op ops[];
+};
+
+typedef struct host_task {
+    struct host_task *next;
+    host_op op;
+} host_task;
+
+typedef struct host_queue {
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv; /* a task was queued, or stop */
+    pthread_cond_t done_cv; /* a task finished */
+    host_task *head, *tail;
+    uint64_t enqueued;
+    _Atomic uint64_t completed;
+    bool stop;
+    pthread_t thread;
+    atomic_int refs; /* the stream and every event recorded on it */
+} host_queue;
+
+typedef struct host_capture {
+    host_op *ops;
+    size_t count, cap;
+    bool invalidated;
+    cpool_capture_mode mode;
+} host_capture;
+
+struct cpool__bstream {
+    host_queue *q;
+    host_capture *capture; /* non-NULL while capturing */
+};
+
+struct cpool__bevent {
+    host_queue *q; /* NULL until recorded */
+    uint64_t position;
+};
+
+struct cpool__bdevice {
+    int unused;
+};
+
+/* ---- graphs -------------------------------------------------------------- */
+
+static void graph_release(cpool__bgraph *g) {
+    if (!g || atomic_fetch_sub(&g->refs, 1) != 1) return;
+    for (size_t i = 0; i < g->count; i++)
+        if (g->ops[i].kind == OP_GRAPH) graph_release(g->ops[i].graph);
+    free(g);
+}
+
+static void run_op(const host_op *op) {
+    switch (op->kind) {
+    case OP_HOST_FN:
+        op->fn(op->arg);
+        break;
+    case OP_COPY:
+        memmove(op->dst, op->src, op->bytes);
+        break;
+    case OP_SET:
+        memset(op->dst, op->value, op->bytes);
+        break;
+    case OP_GRAPH:
+        for (size_t i = 0; i < op->graph->count; i++) run_op(&op->graph->ops[i]);
+        break;
+    }
+}
+
+/* ---- queues -------------------------------------------------------------- */
+
+static void queue_release(host_queue *q) {
+    if (!q || atomic_fetch_sub(&q->refs, 1) != 1) return;
+    pthread_mutex_destroy(&q->mu);
+    pthread_cond_destroy(&q->work_cv);
+    pthread_cond_destroy(&q->done_cv);
+    free(q);
+}
+
+static void *worker_main(void *arg) {
+    host_queue *q = arg;
+    cpool__set_stream_thread(true);
+    pthread_mutex_lock(&q->mu);
+    for (;;) {
+        while (!q->head && !q->stop) pthread_cond_wait(&q->work_cv, &q->mu);
+        if (!q->head) break; /* stop, and nothing left */
+        host_task *t = q->head;
+        q->head = t->next;
+        if (!q->head) q->tail = NULL;
+        pthread_mutex_unlock(&q->mu);
+        run_op(&t->op);
+        if (t->op.kind == OP_GRAPH) graph_release(t->op.graph);
+        free(t);
+        pthread_mutex_lock(&q->mu);
+        atomic_fetch_add(&q->completed, 1);
+        pthread_cond_broadcast(&q->done_cv);
+    }
+    pthread_mutex_unlock(&q->mu);
+    return NULL;
+}
+
+static void queue_wait(host_queue *q, uint64_t position) {
+    pthread_mutex_lock(&q->mu);
+    while (atomic_load(&q->completed) < position) pthread_cond_wait(&q->done_cv, &q->mu);
+    pthread_mutex_unlock(&q->mu);
+}
+
+/* Appends op to the capture or the queue. On failure an OP_GRAPH's reference
+ * stays with the caller. */
+static cpool_status enqueue(cpool__bstream *s, const host_op *op) {
+    if (s->capture) {
+        host_capture *c = s->capture;
+        if (c->count == c->cap) {
+            size_t cap = c->cap ? 2 * c->cap : 16;
+            host_op *ops = realloc(c->ops, cap * sizeof *ops);
+            if (!ops) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory recording captured work");
+            c->ops = ops;
+            c->cap = cap;
+        }
+        c->ops[c->count++] = *op;
+        return CPOOL_OK;
+    }
+    host_task *t = malloc(sizeof *t);
+    if (!t) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory queueing stream work");
+    t->next = NULL;
+    t->op = *op;
+    host_queue *q = s->q;
+    pthread_mutex_lock(&q->mu);
+    if (q->tail)
+        q->tail->next = t;
+    else
+        q->head = t;
+    q->tail = t;
+    q->enqueued++;
+    pthread_cond_signal(&q->work_cv);
+    pthread_mutex_unlock(&q->mu);
+    return CPOOL_OK;
+}
+
+/* ---- device and memory --------------------------------------------------- */
+
+static cpool_status host_device_open(int ordinal, cpool__bdevice **out) {
+    if (ordinal != 0) return cpool__fail(CPOOL_ERR_NO_DEVICE, "the host backend has one device, ordinal 0 (asked for %d)", ordinal);
+    cpool__bdevice *d = calloc(1, sizeof *d);
+    if (!d) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory opening the host device");
+    *out = d;
+    return CPOOL_OK;
+}
+
+static void host_device_close(cpool__bdevice *dev) { free(dev); }
+
+static cpool_status host_segment_alloc(cpool__bdevice *dev, size_t bytes, void **out) {
+    CPOOL_UNUSED(dev);
+    void *p = NULL;
+    if (posix_memalign(&p, 4096, bytes) != 0)
+        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a %zu-byte segment", bytes);
+    *out = p;
+    return CPOOL_OK;
+}
+
+static void host_segment_free(cpool__bdevice *dev, void *base) {
+    CPOOL_UNUSED(dev);
+    free(base);
+}
+
+/* ---- streams ------------------------------------------------------------- */
+
+static cpool_status host_stream_create(cpool__bdevice *dev, void *native, bool wrap, cpool__bstream **out) {
+    CPOOL_UNUSED(dev);
+    CPOOL_UNUSED(native);
+    if (wrap) return cpool__fail(CPOOL_ERR_UNSUPPORTED, "the host backend has no CUDA stream to wrap");
+    cpool__bstream *s = calloc(1, sizeof *s);
+    host_queue *q = calloc(1, sizeof *q);
+    if (!s || !q) {
+        free(s);
+        free(q);
+        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating a stream");
+    }
+    pthread_mutex_init(&q->mu, NULL);
+    pthread_cond_init(&q->work_cv, NULL);
+    pthread_cond_init(&q->done_cv, NULL);
+    atomic_init(&q->refs, 1);
+    int rc = pthread_create(&q->thread, NULL, worker_main, q);
+    if (rc != 0) {
+        queue_release(q);
+        free(s);
+        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "could not start a stream worker thread (error %d)", rc);
+    }
+    s->q = q;
+    *out = s;
+    return CPOOL_OK;
+}
+
+static void discard_capture(cpool__bstream *s) {
+    host_capture *c = s->capture;
+    if (!c) return;
+    for (size_t i = 0; i < c->count; i++)
+        if (c->ops[i].kind == OP_GRAPH) graph_release(c->ops[i].graph);
+    free(c->ops);
+    free(c);
+    s->capture = NULL;
+}
+
+static void host_stream_destroy(cpool__bstream *s) {
+    discard_capture(s);
+    host_queue *q = s->q;
+    pthread_mutex_lock(&q->mu);
+    q->stop = true;
+    pthread_cond_signal(&q->work_cv);
+    pthread_mutex_unlock(&q->mu);
+    pthread_join(q->thread, NULL); /* the worker drains the queue first */
+    queue_release(q);
+    free(s);
+}
+
+static void *host_stream_native(const cpool__bstream *s) {
+    CPOOL_UNUSED(s);
+    return NULL;
+}
+
+static cpool_status host_stream_synchronize(cpool__bstream *s) {
+    if (s->capture) {
+        s->capture->invalidated = true;
+        return cpool__fail(CPOOL_ERR_CAPTURE_INVALIDATED,
+                           "stream synchronize while the stream captures: the capture is invalidated");
+    }
+    pthread_mutex_lock(&s->q->mu);
+    uint64_t position = s->q->enqueued;
+    pthread_mutex_unlock(&s->q->mu);
+    queue_wait(s->q, position);
+    return CPOOL_OK;
+}
+
+static cpool_status host_launch_host(cpool__bstream *s, void (*fn)(void *), void *arg) {
+    host_op op = {.kind = OP_HOST_FN, .fn = fn, .arg = arg};
+    return enqueue(s, &op);
+}
+
+static cpool_status host_memcpy_async(cpool__bstream *s, void *dst, const void *src, size_t bytes) {
+    host_op op = {.kind = OP_COPY, .dst = dst, .src = src, .bytes = bytes};
+    return enqueue(s, &op);
+}
+
+static cpool_status host_memset_async(cpool__bstream *s, void *dst, int value, size_t bytes) {
+    host_op op = {.kind = OP_SET, .dst = dst, .value = value, .bytes = bytes};
+    return enqueue(s, &op);
+}
+
+/* ---- events -------------------------------------------------------------- */
+
+static cpool_status host_event_create(cpool__bdevice *dev, cpool__bevent **out) {
+    CPOOL_UNUSED(dev);
+    cpool__bevent *ev = calloc(1, sizeof *ev);
+    if (!ev) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating an event");
+    *out = ev;
+    return CPOOL_OK;
+}
+
+static void host_event_destroy(cpool__bevent *ev) {
+    if (!ev) return;
+    queue_release(ev->q);
+    free(ev);
+}
+
+static cpool_status host_event_record(cpool__bevent *ev, cpool__bstream *s) {
+    if (s->capture) return cpool__fail(CPOOL_ERR_UNSUPPORTED, "cannot record an event on a capturing stream");
+    host_queue *q = s->q;
+    atomic_fetch_add(&q->refs, 1);
+    pthread_mutex_lock(&q->mu);
+    uint64_t position = q->enqueued;
+    pthread_mutex_unlock(&q->mu);
+    queue_release(ev->q);
+    ev->q = q;
+    ev->position = position;
+    return CPOOL_OK;
+}
+
+static bool host_event_done(cpool__bevent *ev) { return !ev->q || atomic_load(&ev->q->completed) >= ev->position; }
+
+static cpool_status host_event_synchronize(cpool__bevent *ev) {
+    if (ev->q) queue_wait(ev->q, ev->position);
+    return CPOOL_OK;
+}
+
+/* ---- capture and graphs -------------------------------------------------- */
+
+static cpool_status host_capture_begin(cpool__bstream *s, cpool_capture_mode mode) {
+    if (s->capture) return cpool__fail(CPOOL_ERR_ALREADY_CAPTURING, "the stream is already capturing");
+    host_capture *c = calloc(1, sizeof *c);
+    if (!c) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory beginning a capture");
+    c->mode = mode;
+    s->capture = c;
+    return CPOOL_OK;
+}
+
+static cpool_status host_capture_end(cpool__bstream *s, cpool__bgraph **out) {
+    host_capture *c = s->capture;
+    if (!c) return cpool__fail(CPOOL_ERR_NOT_CAPTURING, "the stream is not capturing");
+    if (c->invalidated) {
+        discard_capture(s);
+        return cpool__fail(CPOOL_ERR_CAPTURE_INVALIDATED,
+                           "the capture was invalidated by a forbidden call; its work is discarded");
+    }
+    cpool__bgraph *g = malloc(sizeof *g + c->count * sizeof(host_op));
+    if (!g) {
+        discard_capture(s);
+        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory instantiating a graph");
+    }
+    atomic_init(&g->refs, 1);
+    g->count = c->count;
+    if (c->count) memcpy(g->ops, c->ops, c->count * sizeof(host_op));
+    free(c->ops);
+    free(c);
+    s->capture = NULL;
+    *out = g;
+    return CPOOL_OK;
+}
+
+static cpool_status host_capture_status(cpool__bstream *s, cpool_capture_state *out) {
+    *out = !s->capture ? CPOOL_CAPTURE_NONE : s->capture->invalidated ? CPOOL_CAPTURE_INVALIDATED : CPOOL_CAPTURE_ACTIVE;
+    return CPOOL_OK;
+}
+
+static cpool_status host_graph_launch(cpool__bgraph *g, cpool__bstream *s) {
+    atomic_fetch_add(&g->refs, 1);
+    host_op op = {.kind = OP_GRAPH, .graph = g};
+    cpool_status st = enqueue(s, &op);
+    if (st != CPOOL_OK) graph_release(g);
+    return st;
+}
+
+static cpool_status host_graph_upload(cpool__bgraph *g, cpool__bstream *s) {
+    CPOOL_UNUSED(g);
+    CPOOL_UNUSED(s);
+    return CPOOL_OK; /* nothing to move: host memory is the device's */
+}
+
+static void host_graph_destroy(cpool__bgraph *g) { graph_release(g); }
+
+const cpool__backend cpool__backend_host = {
+    .kind = CPOOL_BACKEND_HOST,
+    .name = "host",
+    .device_open = host_device_open,
+    .device_close = host_device_close,
+    .segment_alloc = host_segment_alloc,
+    .segment_free = host_segment_free,
+    .stream_create = host_stream_create,
+    .stream_destroy = host_stream_destroy,
+    .stream_native = host_stream_native,
+    .stream_synchronize = host_stream_synchronize,
+    .launch_host = host_launch_host,
+    .memcpy_async = host_memcpy_async,
+    .memset_async = host_memset_async,
+    .event_create = host_event_create,
+    .event_destroy = host_event_destroy,
+    .event_record = host_event_record,
+    .event_done = host_event_done,
+    .event_synchronize = host_event_synchronize,
+    .capture_begin = host_capture_begin,
+    .capture_end = host_capture_end,
+    .capture_status = host_capture_status,
+    .graph_launch = host_graph_launch,
+    .graph_upload = host_graph_upload,
+    .graph_destroy = host_graph_destroy,
+};

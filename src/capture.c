@@ -1,0 +1,112 @@
+/*
+ * Capture: begin / end / status and the scoped form.
+ *
+ * A capture begun here is a cpool__capture attached to its stream. It holds
+ * a reference to every pool it uses (the bound one first), so the pools
+ * outlive the capture; at a successful end the references move into the
+ * graph, and on every failure they are dropped, leaving nothing behind.
+ */
+#include <stdlib.h>
+
+#include "internal.h"
+
+static cpool_status hold_pool(cpool__capture *cap, cpool_pool *pool) {
+    if (cap->pool_count == cap->pool_cap) {
+        size_t n = cap->pool_cap ? 2 * cap->pool_cap : 4;
+        cpool__held_pool *pools = realloc(cap->pools, n * sizeof *pools);
+        if (!pools) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory holding a pool for a capture");
+        cap->pools = pools;
+        cap->pool_cap = n;
+    }
+    cap->pools[cap->pool_count++] = (cpool__held_pool){cpool_pool_retain(pool), cpool__pool_generation(pool)};
+    cpool__pool_capture_attach(pool);
+    return CPOOL_OK;
+}
+
+cpool_status cpool__capture_use_pool(cpool__capture *cap, cpool_pool *pool) {
+    for (size_t i = 0; i < cap->pool_count; i++)
+        if (cap->pools[i].pool == pool) return CPOOL_OK;
+    return hold_pool(cap, pool);
+}
+
+static void capture_free(cpool__capture *cap) {
+    for (size_t i = 0; i < cap->pool_count; i++) {
+        cpool__pool_capture_detach(cap->pools[i].pool);
+        cpool_pool_release(cap->pools[i].pool);
+    }
+    free(cap->pools);
+    free(cap);
+}
+
+cpool_status cpool_capture_begin(cpool_stream *s, cpool_pool *pool, cpool_capture_mode mode) {
+    if (!s) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_capture_begin: stream is NULL");
+    if (mode != CPOOL_CAPTURE_GLOBAL && mode != CPOOL_CAPTURE_THREAD_LOCAL && mode != CPOOL_CAPTURE_RELAXED)
+        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_capture_begin: unknown capture mode %d", (int)mode);
+    if (pool && cpool__pool_device(pool) != s->dev)
+        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_capture_begin: the pool is on another device");
+    if (s->capture) return cpool__fail(CPOOL_ERR_ALREADY_CAPTURING, "cpool_capture_begin: the stream is already capturing");
+    cpool__capture *cap = calloc(1, sizeof *cap);
+    if (!cap) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory beginning a capture");
+    cpool_status st = pool ? hold_pool(cap, pool) : CPOOL_OK;
+    cap->has_bound_pool = pool != NULL;
+    if (st == CPOOL_OK) st = s->dev->be->capture_begin(s->impl, mode);
+    if (st != CPOOL_OK) {
+        capture_free(cap);
+        return st;
+    }
+    s->capture = cap;
+    return CPOOL_OK;
+}
+
+/* Ends the backend capture and wraps it; on failure drops the capture. */
+static cpool_status capture_finish(cpool_stream *s, cpool_graph **graph_out) {
+    cpool__capture *cap = s->capture;
+    s->capture = NULL;
+    cpool__bgraph *impl = NULL;
+    cpool_status st = s->dev->be->capture_end(s->impl, &impl);
+    if (st == CPOOL_OK) {
+        st = cpool__graph_wrap(s->dev, impl, cap, graph_out); /* takes cap's references on success */
+        if (st != CPOOL_OK) s->dev->be->graph_destroy(impl);
+    }
+    if (st != CPOOL_OK) capture_free(cap);
+    else
+        free(cap);
+    return st;
+}
+
+cpool_status cpool_capture_end(cpool_stream *s, cpool_graph **graph_out) {
+    if (!s || !graph_out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_capture_end: NULL argument");
+    *graph_out = NULL;
+    if (!s->capture) {
+        /* Not ours: let the backend tell "not capturing" from "captured
+         * outside capturepool". */
+        cpool__bgraph *impl = NULL;
+        return s->dev->be->capture_end(s->impl, &impl);
+    }
+    return capture_finish(s, graph_out);
+}
+
+void cpool__capture_discard(cpool_stream *s) {
+    if (!s->capture) return;
+    cpool_graph *g = NULL;
+    if (capture_finish(s, &g) == CPOOL_OK) cpool_graph_release(g);
+}
+
+cpool_status cpool_capture_status(cpool_stream *s, cpool_capture_state *out) {
+    if (!s || !out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_capture_status: NULL argument");
+    return s->dev->be->capture_status(s->impl, out);
+}
+
+cpool_status cpool_capture(cpool_stream *s, cpool_pool *pool, cpool_capture_mode mode, cpool_capture_fn body, void *ctx,
+                           cpool_graph **graph_out) {
+    if (!s || !body || !graph_out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_capture: NULL argument");
+    *graph_out = NULL;
+    cpool_status st = cpool_capture_begin(s, pool, mode);
+    if (st != CPOOL_OK) return st;
+    st = body(s, ctx);
+    if (st != CPOOL_OK) {
+        cpool__capture_discard(s);
+        return st;
+    }
+    return cpool_capture_end(s, graph_out);
+}

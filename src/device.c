@@ -1,0 +1,149 @@
+/*
+ * Devices: a backend, its device state, and the registry of live streams.
+ *
+ * A device is reference counted: streams, pools and graphs made on it hold
+ * a reference, so closing it while they live is safe. The stream registry
+ * lets teardown wait for all stream work of the device (quiesce), the way
+ * cudaFree waits for the whole device, and lets the allocator fence a stream
+ * by id without holding a pointer that the user may destroy.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static const cpool__backend *backend_for(cpool_backend kind) {
+    if (kind == CPOOL_BACKEND_HOST) return &cpool__backend_host;
+#ifdef CPOOL_HAVE_CUDA
+    if (kind == CPOOL_BACKEND_CUDA) return &cpool__backend_cuda;
+#endif
+    return NULL;
+}
+
+/* CPOOL_BACKEND=host or =cuda in the environment overrides AUTO, so that one
+ * program can be run on either backend of a GPU machine. */
+static cpool_backend auto_choice(void) {
+    const char *env = getenv("CPOOL_BACKEND");
+    if (env && strcmp(env, "host") == 0) return CPOOL_BACKEND_HOST;
+    if (env && strcmp(env, "cuda") == 0) return CPOOL_BACKEND_CUDA;
+    return CPOOL_BACKEND_AUTO;
+}
+
+cpool_status cpool_device_open(cpool_backend backend, int ordinal, cpool_device **out) {
+    if (!out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_device_open: out is NULL");
+    if (ordinal < 0) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_device_open: negative ordinal %d", ordinal);
+    if (backend != CPOOL_BACKEND_AUTO && backend != CPOOL_BACKEND_CUDA && backend != CPOOL_BACKEND_HOST)
+        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_device_open: unknown backend %d", (int)backend);
+    if (backend == CPOOL_BACKEND_AUTO) backend = auto_choice();
+
+    const cpool__backend *be = NULL;
+    cpool__bdevice *impl = NULL;
+    cpool_status st = CPOOL_ERR_NO_DEVICE;
+    if (backend == CPOOL_BACKEND_AUTO || backend == CPOOL_BACKEND_CUDA) {
+        be = backend_for(CPOOL_BACKEND_CUDA);
+        st = be ? be->device_open(ordinal, &impl)
+                : cpool__fail(CPOOL_ERR_NO_DEVICE, "capturepool was built without the CUDA backend");
+        if (st == CPOOL_ERR_NO_DEVICE && backend == CPOOL_BACKEND_AUTO) backend = CPOOL_BACKEND_HOST;
+    }
+    if (backend == CPOOL_BACKEND_HOST) {
+        be = backend_for(CPOOL_BACKEND_HOST);
+        st = be->device_open(ordinal, &impl);
+    }
+    if (st != CPOOL_OK) return st;
+
+    cpool_device *dev = calloc(1, sizeof *dev);
+    if (!dev) {
+        be->device_close(impl);
+        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory opening a device");
+    }
+    atomic_init(&dev->refs, 1);
+    dev->be = be;
+    dev->impl = impl;
+    dev->ordinal = ordinal;
+    pthread_mutex_init(&dev->streams_mu, NULL);
+    *out = dev;
+    return CPOOL_OK;
+}
+
+cpool_device *cpool__device_retain(cpool_device *dev) {
+    atomic_fetch_add(&dev->refs, 1);
+    return dev;
+}
+
+void cpool__device_release(cpool_device *dev) {
+    if (!dev || atomic_fetch_sub(&dev->refs, 1) != 1) return;
+    dev->be->device_close(dev->impl);
+    pthread_mutex_destroy(&dev->streams_mu);
+    free(dev);
+}
+
+void cpool_device_close(cpool_device *dev) { cpool__device_release(dev); }
+
+cpool_backend cpool_device_backend(const cpool_device *dev) { return dev ? dev->be->kind : CPOOL_BACKEND_AUTO; }
+
+void cpool__device_add_stream(cpool_device *dev, cpool_stream *s) {
+    static _Atomic uint64_t next_id = 1;
+    s->id = atomic_fetch_add(&next_id, 1);
+    pthread_mutex_lock(&dev->streams_mu);
+    s->prev_in_device = NULL;
+    s->next_in_device = dev->streams;
+    if (dev->streams) dev->streams->prev_in_device = s;
+    dev->streams = s;
+    pthread_mutex_unlock(&dev->streams_mu);
+}
+
+void cpool__device_remove_stream(cpool_device *dev, cpool_stream *s) {
+    pthread_mutex_lock(&dev->streams_mu);
+    if (s->prev_in_device)
+        s->prev_in_device->next_in_device = s->next_in_device;
+    else
+        dev->streams = s->next_in_device;
+    if (s->next_in_device) s->next_in_device->prev_in_device = s->prev_in_device;
+    pthread_mutex_unlock(&dev->streams_mu);
+}
+
+cpool_status cpool__device_quiesce(cpool_device *dev) {
+    const cpool__backend *be = dev->be;
+    cpool_status result = CPOOL_OK;
+    pthread_mutex_lock(&dev->streams_mu);
+    size_t count = 0;
+    for (cpool_stream *s = dev->streams; s; s = s->next_in_device) count++;
+    cpool__bevent **events = count ? calloc(count, sizeof *events) : NULL;
+    size_t recorded = 0;
+    if (count && !events) {
+        /* No memory for the events: wait for each stream in place instead. */
+        for (cpool_stream *s = dev->streams; s; s = s->next_in_device)
+            if (!s->capture) be->stream_synchronize(s->impl);
+    }
+    for (cpool_stream *s = dev->streams; events && s; s = s->next_in_device) {
+        cpool__bevent *ev;
+        if (be->event_create(dev->impl, &ev) != CPOOL_OK) {
+            result = CPOOL_ERR_BACKEND;
+            continue;
+        }
+        if (be->event_record(ev, s->impl) == CPOOL_OK)
+            events[recorded++] = ev;
+        else
+            be->event_destroy(ev); /* capturing: its captured work does not run */
+    }
+    pthread_mutex_unlock(&dev->streams_mu);
+    for (size_t i = 0; i < recorded; i++) {
+        cpool_status st = be->event_synchronize(events[i]);
+        if (st != CPOOL_OK && result == CPOOL_OK) result = st;
+        be->event_destroy(events[i]);
+    }
+    free(events);
+    return result;
+}
+
+cpool__fence_result cpool__device_fence_stream(cpool_device *dev, uint64_t stream_id, cpool__bevent *ev) {
+    cpool__fence_result r = CPOOL__FENCE_GONE;
+    pthread_mutex_lock(&dev->streams_mu);
+    for (cpool_stream *s = dev->streams; s; s = s->next_in_device)
+        if (s->id == stream_id) {
+            r = dev->be->event_record(ev, s->impl) == CPOOL_OK ? CPOOL__FENCE_RECORDED : CPOOL__FENCE_BUSY;
+            break;
+        }
+    pthread_mutex_unlock(&dev->streams_mu);
+    return r;
+}

@@ -1,0 +1,109 @@
+/*
+ * Captured graphs: launch, upload, references, and release after completion.
+ *
+ * A graph owns its backend executable and one reference to each pool its
+ * capture held, with the pool's generation at that time. Launch checks every
+ * pool's generation inside the pool's launch bracket, so a clear either
+ * sees the launch (and waits for its work) or the launch sees the clear
+ * (and refuses with CPOOL_ERR_STALE_GRAPH). The backend frees an executable
+ * destroyed while a launch runs only once that launch finished; a pool
+ * whose last reference was the graph's waits for the device before dropping
+ * anything.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+struct cpool_graph {
+    atomic_int refs;
+    cpool_device *dev;
+    cpool__bgraph *impl;
+    cpool__held_pool *pools; /* pools[0] is the capture's bound pool when has_bound_pool */
+    size_t pool_count;
+    bool has_bound_pool;
+    _Atomic uint64_t replays;
+};
+
+cpool_status cpool__graph_wrap(cpool_device *dev, cpool__bgraph *impl, cpool__capture *cap, cpool_graph **out) {
+    cpool_graph *g = calloc(1, sizeof *g);
+    if (!g) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory ending a capture");
+    atomic_init(&g->refs, 1);
+    g->dev = cpool__device_retain(dev);
+    g->impl = impl;
+    g->pools = cap->pools; /* the capture's references move here */
+    g->pool_count = cap->pool_count;
+    g->has_bound_pool = cap->has_bound_pool;
+    for (size_t i = 0; i < g->pool_count; i++) {
+        cpool__pool_graph_attach(g->pools[i].pool);
+        cpool__pool_capture_detach(g->pools[i].pool);
+    }
+    cap->pools = NULL;
+    cap->pool_count = 0;
+    *out = g;
+    return CPOOL_OK;
+}
+
+/* Enters every pool's launch bracket, or none (then the graph is stale). */
+static cpool_status launch_enter(cpool_graph *g) {
+    for (size_t i = 0; i < g->pool_count; i++)
+        if (!cpool__pool_launch_enter(g->pools[i].pool, g->pools[i].generation)) {
+            while (i--) cpool__pool_launch_exit(g->pools[i].pool);
+            return cpool__fail(CPOOL_ERR_STALE_GRAPH,
+                               "the graph's pool buffers were cleared after its capture: it can no longer be launched");
+        }
+    return CPOOL_OK;
+}
+
+static void launch_exit(cpool_graph *g) {
+    for (size_t i = 0; i < g->pool_count; i++) cpool__pool_launch_exit(g->pools[i].pool);
+}
+
+static cpool_status launch_check(const char *what, cpool_graph *g, cpool_stream *s) {
+    if (!g || !s) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: NULL argument", what);
+    if (s->dev != g->dev) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: the stream is on another device", what);
+    if (s->capture) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: the stream is capturing", what);
+    return CPOOL_OK;
+}
+
+cpool_status cpool_graph_launch(cpool_graph *g, cpool_stream *s) {
+    cpool_status st = launch_check("cpool_graph_launch", g, s);
+    if (st == CPOOL_OK) st = launch_enter(g);
+    if (st != CPOOL_OK) return st;
+    st = g->dev->be->graph_launch(g->impl, s->impl);
+    launch_exit(g);
+    if (st == CPOOL_OK) atomic_fetch_add_explicit(&g->replays, 1, memory_order_relaxed);
+    return st;
+}
+
+cpool_status cpool_graph_upload(cpool_graph *g, cpool_stream *s) {
+    cpool_status st = launch_check("cpool_graph_upload", g, s);
+    if (st == CPOOL_OK) st = launch_enter(g);
+    if (st != CPOOL_OK) return st;
+    st = g->dev->be->graph_upload(g->impl, s->impl);
+    launch_exit(g);
+    return st;
+}
+
+uint64_t cpool_graph_replays(const cpool_graph *g) { return g ? atomic_load(&((cpool_graph *)g)->replays) : 0; }
+
+cpool_pool *cpool_graph_pool(const cpool_graph *g) { return g && g->has_bound_pool ? g->pools[0].pool : NULL; }
+
+size_t cpool_graph_pool_buffer_count(const cpool_graph *g) { return cpool_pool_buffer_count(cpool_graph_pool(g)); }
+
+cpool_graph *cpool_graph_retain(cpool_graph *g) {
+    if (g) atomic_fetch_add(&g->refs, 1);
+    return g;
+}
+
+void cpool_graph_release(cpool_graph *g) {
+    if (!g || atomic_fetch_sub(&g->refs, 1) != 1) return;
+    g->dev->be->graph_destroy(g->impl);
+    for (size_t i = 0; i < g->pool_count; i++) {
+        cpool__pool_graph_detach(g->pools[i].pool);
+        cpool_pool_release(g->pools[i].pool);
+    }
+    free(g->pools);
+    cpool__device_release(g->dev);
+    free(g);
+}

@@ -1,0 +1,134 @@
+/*
+ * Definitions shared by the library's files (never installed).
+ *
+ * Layering: the public objects (device, stream, pool, graph) live in
+ * device.c/stream.c/pool.c/capture.c/graph.c and talk to a platform only
+ * through backend.h; the allocator (alloc.h) is pure bookkeeping.
+ * Internal-but-shared names carry the cpool__ prefix.
+ */
+#ifndef CPOOL_INTERNAL_H
+#define CPOOL_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "capturepool.h"
+#include "backend.h"
+
+#define CPOOL_UNUSED(x) ((void)(x))
+
+/* ---- status.c: errors ---------------------------------------------------- */
+
+/* Records the thread's last error text and returns st. */
+cpool_status cpool__fail(cpool_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- deferred.c: the library's own thread -------------------------------- */
+
+/* True on threads that run stream work (host workers, CUDA host callbacks):
+ * such a thread must never wait for stream work. */
+bool cpool__on_stream_thread(void);
+void cpool__set_stream_thread(bool on);
+
+/* A task for the library's thread, embedded in the object it tears down so
+ * that queueing it cannot fail. */
+typedef struct cpool__deferred {
+    struct cpool__deferred *next;
+    void (*run)(struct cpool__deferred *self);
+} cpool__deferred;
+
+/* Starts the library's thread if needed. Returns CPOOL_OK or
+ * CPOOL_ERR_OUT_OF_MEMORY. */
+cpool_status cpool__deferred_start(void);
+/* Queues task->run(task) for the library's thread (started before). */
+void cpool__defer(cpool__deferred *task);
+
+/* ---- device.c ------------------------------------------------------------ */
+
+struct cpool_device {
+    atomic_int refs;
+    const cpool__backend *be;
+    cpool__bdevice *impl;
+    int ordinal;
+    /* Every live stream of the device, so that teardown can wait for all
+     * stream work the way cudaFree waits for the whole device. */
+    pthread_mutex_t streams_mu;
+    struct cpool_stream *streams;
+    uint64_t next_stream_id;
+};
+
+cpool_device *cpool__device_retain(cpool_device *dev);
+void cpool__device_release(cpool_device *dev);
+void cpool__device_add_stream(cpool_device *dev, struct cpool_stream *s);
+void cpool__device_remove_stream(cpool_device *dev, struct cpool_stream *s);
+/* Waits until every non-capturing stream of the device has finished the work
+ * enqueued so far. Returns CPOOL_OK or the first backend error. */
+cpool_status cpool__device_quiesce(cpool_device *dev);
+typedef enum cpool__fence_result {
+    CPOOL__FENCE_RECORDED, /* ev now marks the stream's current end */
+    CPOOL__FENCE_GONE,     /* the stream was destroyed, after waiting for its work */
+    CPOOL__FENCE_BUSY      /* the stream captures (or failed): try again later */
+} cpool__fence_result;
+/* Records `ev` on the live stream with this id. */
+cpool__fence_result cpool__device_fence_stream(cpool_device *dev, uint64_t stream_id, cpool__bevent *ev);
+
+/* ---- stream.c ------------------------------------------------------------ */
+
+typedef struct cpool__capture cpool__capture;
+
+struct cpool_stream {
+    cpool_device *dev;
+    cpool__bstream *impl;
+    uint64_t id; /* unique for the process's life: tags freed blocks */
+    bool owned;
+    cpool__capture *capture; /* the capture begun here with cpool_capture_begin */
+    struct cpool_stream *next_in_device, *prev_in_device;
+};
+
+/* ---- capture.c ----------------------------------------------------------- */
+
+/* A pool a capture or graph holds, with the pool's generation when the
+ * capture took hold of it (a later clear makes the graph stale). */
+typedef struct cpool__held_pool {
+    cpool_pool *pool;
+    uint64_t generation;
+} cpool__held_pool;
+
+struct cpool__capture {
+    /* pools[0] is the pool bound at begin (when there is one), then every
+     * other pool allocated from or freed to under the capture. Each is a
+     * reference. */
+    cpool__held_pool *pools;
+    size_t pool_count, pool_cap;
+    bool has_bound_pool;
+};
+
+/* Ends a capture begun on s (if any) and discards it with its references. */
+void cpool__capture_discard(cpool_stream *s);
+/* Makes the capture hold a reference to `pool` (no-op if it already does). */
+cpool_status cpool__capture_use_pool(cpool__capture *cap, cpool_pool *pool);
+
+/* ---- graph.c ------------------------------------------------------------- */
+
+/* Wraps an instantiated capture; on success the graph takes the capture's
+ * pool references (cap is left empty). */
+cpool_status cpool__graph_wrap(cpool_device *dev, cpool__bgraph *impl, cpool__capture *cap, cpool_graph **out);
+
+/* ---- pool.c -------------------------------------------------------------- */
+
+cpool_device *cpool__pool_device(const cpool_pool *pool);
+uint64_t cpool__pool_generation(const cpool_pool *pool);
+/* Launch bracket: enter fails (and holds nothing) when the pool was cleared
+ * since `generation`; a clear waits for every entered launch to exit. */
+bool cpool__pool_launch_enter(cpool_pool *pool, uint64_t generation);
+void cpool__pool_launch_exit(cpool_pool *pool);
+/* Graphs and captures holding the pool: graph-reserved memory stays reserved
+ * while either count is above zero. */
+void cpool__pool_graph_attach(cpool_pool *pool);
+void cpool__pool_graph_detach(cpool_pool *pool);
+void cpool__pool_capture_attach(cpool_pool *pool);
+void cpool__pool_capture_detach(cpool_pool *pool);
+
+#endif /* CPOOL_INTERNAL_H */

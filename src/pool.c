@@ -1,0 +1,466 @@
+/*
+ * Capture pools: references, seal, recorded objects, and the allocator with
+ * its stream-order fences.
+ *
+ * Data structures (all under `mu` unless atomic)
+ * - `records`: the recorded objects, a singly linked list in registration
+ *   order. `doomed` holds records a clear took out but whose drops are still
+ *   to run on the library's thread (a clear from stream work).
+ * - `alloc`: the caching allocator (alloc.c); its segments come from the
+ *   device's backend.
+ * - `fences`: events recorded on streams that have restricted free blocks;
+ *   once one completes, that stream's blocks freed up to `upto` become
+ *   reusable by every stream. Events are recycled through `spare_events`.
+ * - `generation`: bumped by every clear; a graph remembers the value at its
+ *   capture and is stale when it differs. `launching` counts launches
+ *   between their generation check and their enqueue, so a clear can wait
+ *   for them before it waits for the device.
+ *
+ * Teardown waits for the device (cpool__device_quiesce) before any drop or
+ * segment free. On a stream thread it cannot wait, so it is deferred to the
+ * library's thread (deferred.c) through nodes embedded in the pool.
+ */
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "internal.h"
+
+typedef struct record {
+    struct record *next;
+    void *object;
+    void (*drop)(void *object);
+} record;
+
+typedef struct fence {
+    uint64_t stream;
+    uint64_t upto;
+    cpool__bevent *event;
+} fence;
+
+struct cpool_pool {
+    atomic_int refs;
+    cpool_device *dev;
+    pthread_mutex_t mu;
+    atomic_bool sealed;
+    _Atomic uint64_t generation;
+    atomic_int launching;
+
+    record *records, **records_tail;
+    atomic_size_t record_count;
+    record *doomed, **doomed_tail;
+    bool clear_queued;
+
+    cpool__allocator alloc;
+    fence *fences;
+    size_t fence_count, fence_cap;
+    cpool__bevent **spare_events;
+    size_t spare_count, spare_cap;
+
+    size_t graph_count, capture_count;
+    uint64_t holder_epoch; /* counts every graph or capture that took hold */
+
+    cpool__deferred deferred_clear;
+    cpool__deferred deferred_destroy;
+};
+
+#ifdef CPOOL_DEBUG_CHECKS
+#define CHECK_ALLOCATOR(pool) cpool__allocator_check(&(pool)->alloc)
+#else
+#define CHECK_ALLOCATOR(pool) ((void)0)
+#endif
+
+static cpool_status segment_grow(void *ctx, size_t bytes, void **base) {
+    cpool_pool *pool = ctx;
+    return pool->dev->be->segment_alloc(pool->dev->impl, bytes, base);
+}
+
+static void segment_shrink(void *ctx, void *base) {
+    cpool_pool *pool = ctx;
+    pool->dev->be->segment_free(pool->dev->impl, base);
+}
+
+static void run_deferred_clear(cpool__deferred *task);
+static void run_deferred_destroy(cpool__deferred *task);
+
+/* ---- create, retain, release --------------------------------------------- */
+
+cpool_status cpool_pool_create(cpool_device *dev, const cpool_pool_options *opts, cpool_pool **out) {
+    if (!dev || !out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_pool_create: NULL argument");
+    cpool_pool_options o = {0};
+    if (opts) {
+        if (opts->struct_size < sizeof(size_t))
+            return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_pool_create: options struct_size %zu is too small",
+                               opts->struct_size);
+        memcpy(&o, opts, opts->struct_size < sizeof o ? opts->struct_size : sizeof o);
+    }
+    if (o.max_reserved_bytes && o.reserve_bytes > o.max_reserved_bytes)
+        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_pool_create: reserve_bytes exceeds max_reserved_bytes");
+    cpool_status st = cpool__deferred_start();
+    if (st != CPOOL_OK) return st;
+
+    cpool_pool *pool = calloc(1, sizeof *pool);
+    if (!pool) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating a pool");
+    atomic_init(&pool->refs, 1);
+    pool->dev = dev;
+    pthread_mutex_init(&pool->mu, NULL);
+    pool->records_tail = &pool->records;
+    pool->doomed_tail = &pool->doomed;
+    pool->deferred_clear.run = run_deferred_clear;
+    pool->deferred_destroy.run = run_deferred_destroy;
+    cpool__segment_source source = {.ctx = pool, .grow = segment_grow, .shrink = segment_shrink};
+    cpool__allocator_init(&pool->alloc, &source, o.max_reserved_bytes);
+    if (o.reserve_bytes) {
+        st = cpool__allocator_reserve(&pool->alloc, o.reserve_bytes);
+        if (st != CPOOL_OK) {
+            pthread_mutex_destroy(&pool->mu);
+            free(pool);
+            return st;
+        }
+    }
+    cpool__device_retain(dev);
+    *out = pool;
+    return CPOOL_OK;
+}
+
+cpool_pool *cpool_pool_retain(cpool_pool *pool) {
+    if (pool) atomic_fetch_add(&pool->refs, 1);
+    return pool;
+}
+
+/* Runs the drops of a detached list of records, in order, and frees it. */
+static void run_drops(record *r) {
+    while (r) {
+        record *next = r->next;
+        if (r->drop) r->drop(r->object);
+        free(r);
+        r = next;
+    }
+}
+
+static void pool_destroy(cpool_pool *pool) {
+    cpool__device_quiesce(pool->dev);
+    /* Nobody else can reach the pool now: no lock needed. */
+    run_drops(pool->doomed);
+    run_drops(pool->records);
+    const cpool__backend *be = pool->dev->be;
+    for (size_t i = 0; i < pool->fence_count; i++) be->event_destroy(pool->fences[i].event);
+    for (size_t i = 0; i < pool->spare_count; i++) be->event_destroy(pool->spare_events[i]);
+    free(pool->fences);
+    free(pool->spare_events);
+    cpool__allocator_destroy(&pool->alloc);
+    pthread_mutex_destroy(&pool->mu);
+    cpool_device *dev = pool->dev;
+    free(pool);
+    cpool__device_release(dev);
+}
+
+static void run_deferred_destroy(cpool__deferred *task) {
+    pool_destroy((cpool_pool *)((char *)task - offsetof(cpool_pool, deferred_destroy)));
+}
+
+void cpool_pool_release(cpool_pool *pool) {
+    if (!pool || atomic_fetch_sub(&pool->refs, 1) != 1) return;
+    if (cpool__on_stream_thread())
+        cpool__defer(&pool->deferred_destroy); /* waiting here could wait for this very thread */
+    else
+        pool_destroy(pool);
+}
+
+/* ---- seal, record, clear ------------------------------------------------- */
+
+void cpool_pool_seal(cpool_pool *pool) {
+    if (pool) atomic_store(&pool->sealed, true);
+}
+
+void cpool_pool_unseal(cpool_pool *pool) {
+    if (pool) atomic_store(&pool->sealed, false);
+}
+
+bool cpool_pool_is_sealed(const cpool_pool *pool) { return pool && atomic_load(&pool->sealed); }
+
+cpool_status cpool_pool_record(cpool_pool *pool, void *object, void (*drop)(void *object), size_t *index_out) {
+    if (!pool) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_pool_record: pool is NULL");
+    record *r = malloc(sizeof *r);
+    if (!r) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory recording an object");
+    r->next = NULL;
+    r->object = object;
+    r->drop = drop;
+    pthread_mutex_lock(&pool->mu);
+    *pool->records_tail = r;
+    pool->records_tail = &r->next;
+    size_t index = atomic_fetch_add(&pool->record_count, 1);
+    pthread_mutex_unlock(&pool->mu);
+    if (index_out) *index_out = index;
+    return CPOOL_OK;
+}
+
+size_t cpool_pool_buffer_count(const cpool_pool *pool) { return pool ? atomic_load(&pool->record_count) : 0; }
+
+/* Makes every graph captured so far stale and waits until no launch that
+ * passed its staleness check is still on its way to the stream. */
+static void bump_generation(cpool_pool *pool) {
+    atomic_fetch_add(&pool->generation, 1);
+    while (atomic_load(&pool->launching) != 0) sched_yield();
+}
+
+/* Takes the records and those of earlier deferred clears, in order. */
+static record *take_records(cpool_pool *pool) {
+    pthread_mutex_lock(&pool->mu);
+    *pool->doomed_tail = pool->records;
+    record *list = pool->doomed;
+    pool->doomed = pool->records = NULL;
+    pool->doomed_tail = &pool->doomed;
+    pool->records_tail = &pool->records;
+    atomic_store(&pool->record_count, 0);
+    pthread_mutex_unlock(&pool->mu);
+    return list;
+}
+
+static void run_deferred_clear(cpool__deferred *task) {
+    cpool_pool *pool = (cpool_pool *)((char *)task - offsetof(cpool_pool, deferred_clear));
+    pthread_mutex_lock(&pool->mu);
+    pool->clear_queued = false;
+    record *list = pool->doomed;
+    pool->doomed = NULL;
+    pool->doomed_tail = &pool->doomed;
+    pthread_mutex_unlock(&pool->mu);
+    cpool__device_quiesce(pool->dev);
+    run_drops(list);
+    cpool_pool_release(pool);
+}
+
+void cpool_pool_clear_buffers(cpool_pool *pool) {
+    if (!pool) return;
+    bump_generation(pool);
+    if (cpool__on_stream_thread()) {
+        /* Move the records aside now (new records start a fresh list) and
+         * let the library's thread wait and drop them. */
+        pthread_mutex_lock(&pool->mu);
+        *pool->doomed_tail = pool->records;
+        if (pool->records) pool->doomed_tail = pool->records_tail;
+        pool->records = NULL;
+        pool->records_tail = &pool->records;
+        atomic_store(&pool->record_count, 0);
+        bool queue = !pool->clear_queued && pool->doomed;
+        if (queue) {
+            pool->clear_queued = true;
+            cpool_pool_retain(pool);
+        }
+        pthread_mutex_unlock(&pool->mu);
+        if (queue) cpool__defer(&pool->deferred_clear);
+        return;
+    }
+    record *list = take_records(pool);
+    cpool__device_quiesce(pool->dev);
+    run_drops(list);
+}
+
+/* ---- fences -------------------------------------------------------------- */
+
+static cpool__bevent *event_take(cpool_pool *pool) {
+    if (pool->spare_count) return pool->spare_events[--pool->spare_count];
+    cpool__bevent *ev = NULL;
+    if (pool->dev->be->event_create(pool->dev->impl, &ev) != CPOOL_OK) return NULL;
+    return ev;
+}
+
+static void event_give(cpool_pool *pool, cpool__bevent *ev) {
+    if (pool->spare_count == pool->spare_cap) {
+        size_t cap = pool->spare_cap ? 2 * pool->spare_cap : 8;
+        cpool__bevent **spare = realloc(pool->spare_events, cap * sizeof *spare);
+        if (!spare) {
+            pool->dev->be->event_destroy(ev);
+            return;
+        }
+        pool->spare_events = spare;
+        pool->spare_cap = cap;
+    }
+    pool->spare_events[pool->spare_count++] = ev;
+}
+
+/* Unfences the blocks of every completed fence; with `wait`, waits for all. */
+static void poll_fences(cpool_pool *pool, bool wait) {
+    const cpool__backend *be = pool->dev->be;
+    size_t kept = 0;
+    for (size_t i = 0; i < pool->fence_count; i++) {
+        fence f = pool->fences[i];
+        if (wait) be->event_synchronize(f.event);
+        if (be->event_done(f.event)) {
+            cpool__allocator_unfence(&pool->alloc, f.stream, f.upto);
+            event_give(pool, f.event);
+        } else {
+            pool->fences[kept++] = f;
+        }
+    }
+    pool->fence_count = kept;
+}
+
+/* Records a fence on every stream whose restricted blocks no fence covers
+ * yet. Never waits. */
+static void add_fences(cpool_pool *pool) {
+    enum { MAX_STREAMS = 64 };
+    uint64_t streams[MAX_STREAMS], seqs[MAX_STREAMS];
+    size_t n = cpool__allocator_restricted_streams(&pool->alloc, streams, seqs, MAX_STREAMS);
+    for (size_t i = 0; i < n; i++) {
+        bool covered = false;
+        for (size_t k = 0; k < pool->fence_count; k++)
+            if (pool->fences[k].stream == streams[i] && pool->fences[k].upto >= seqs[i]) covered = true;
+        if (covered) continue;
+        if (pool->fence_count == pool->fence_cap) {
+            size_t cap = pool->fence_cap ? 2 * pool->fence_cap : 8;
+            fence *fences = realloc(pool->fences, cap * sizeof *fences);
+            if (!fences) return;
+            pool->fences = fences;
+            pool->fence_cap = cap;
+        }
+        cpool__bevent *ev = event_take(pool);
+        if (!ev) return;
+        switch (cpool__device_fence_stream(pool->dev, streams[i], ev)) {
+        case CPOOL__FENCE_RECORDED:
+            pool->fences[pool->fence_count++] = (fence){.stream = streams[i], .upto = seqs[i], .event = ev};
+            break;
+        case CPOOL__FENCE_GONE: /* destroyed streams were synchronised first */
+            cpool__allocator_unfence(&pool->alloc, streams[i], UINT64_MAX);
+            event_give(pool, ev);
+            break;
+        case CPOOL__FENCE_BUSY:
+            event_give(pool, ev);
+            break;
+        }
+    }
+}
+
+/* ---- allocation ---------------------------------------------------------- */
+
+/* The miss path, under mu: completed fences, new fences, a new segment; and
+ * when the device is out of memory, wait for the fences and give cached
+ * segments back before one more try. */
+static cpool_status alloc_slow(cpool_pool *pool, size_t bytes, uint64_t stream, bool graph, void **out) {
+    poll_fences(pool, false);
+    if (cpool__allocator_alloc_cached(&pool->alloc, bytes, stream, graph, out)) return CPOOL_OK;
+    add_fences(pool);
+    if (cpool__allocator_alloc_cached(&pool->alloc, bytes, stream, graph, out)) return CPOOL_OK;
+    cpool_status st = cpool__allocator_alloc_grow(&pool->alloc, bytes, graph, out);
+    if (st != CPOOL_ERR_OUT_OF_MEMORY) return st;
+    poll_fences(pool, true);
+    if (cpool__allocator_alloc_cached(&pool->alloc, bytes, stream, graph, out)) return CPOOL_OK;
+    if (cpool__allocator_trim(&pool->alloc) == 0) return st;
+    return cpool__allocator_alloc_grow(&pool->alloc, bytes, graph, out);
+}
+
+cpool_status cpool_alloc(cpool_pool *pool, size_t bytes, cpool_stream *s, void **ptr_out) {
+    if (!pool || !s || !ptr_out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_alloc: NULL argument");
+    if (bytes == 0) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_alloc: size 0");
+    if (s->dev != pool->dev) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_alloc: the stream is on another device");
+    if (atomic_load(&pool->sealed)) return cpool__fail(CPOOL_ERR_SEALED, "cpool_alloc: the pool is sealed");
+    cpool__capture *cap = s->capture;
+    if (cap) {
+        cpool_status st = cpool__capture_use_pool(cap, pool);
+        if (st != CPOOL_OK) return st;
+    }
+    bool graph = cap != NULL;
+    pthread_mutex_lock(&pool->mu);
+    cpool_status st = CPOOL_OK;
+    if (!cpool__allocator_alloc_cached(&pool->alloc, bytes, s->id, graph, ptr_out))
+        st = alloc_slow(pool, bytes, s->id, graph, ptr_out);
+    CHECK_ALLOCATOR(pool);
+    pthread_mutex_unlock(&pool->mu);
+    return st;
+}
+
+cpool_status cpool_free(cpool_pool *pool, void *ptr, cpool_stream *s) {
+    if (!pool || !ptr || !s) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_free: NULL argument");
+    if (s->dev != pool->dev) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_free: the stream is on another device");
+    cpool__capture *cap = s->capture;
+    if (cap) {
+        /* The graph uses the block on every replay: it must hold the pool. */
+        pthread_mutex_lock(&pool->mu);
+        bool owned = cpool__allocator_owns(&pool->alloc, ptr);
+        pthread_mutex_unlock(&pool->mu);
+        if (!owned)
+            return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_free: %p was not handed out by this pool, or is already freed", ptr);
+        cpool_status st = cpool__capture_use_pool(cap, pool);
+        if (st != CPOOL_OK) return st;
+    }
+    pthread_mutex_lock(&pool->mu);
+    cpool_status st = cpool__allocator_free(&pool->alloc, ptr, s->id, cap != NULL);
+    CHECK_ALLOCATOR(pool);
+    pthread_mutex_unlock(&pool->mu);
+    return st;
+}
+
+/* ---- stats and trim ------------------------------------------------------ */
+
+cpool_status cpool_pool_get_stats(const cpool_pool *pool, cpool_pool_stats *out) {
+    if (!pool || !out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_pool_get_stats: NULL argument");
+    size_t size = out->struct_size;
+    if (size < offsetof(cpool_pool_stats, segment_count) + sizeof out->segment_count)
+        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_pool_get_stats: struct_size %zu is too small", size);
+    cpool_pool *p = (cpool_pool *)pool; /* locking is not a logical change */
+    cpool_pool_stats s = {.struct_size = size};
+    pthread_mutex_lock(&p->mu);
+    const cpool__allocator *a = &p->alloc;
+    s.reserved_bytes = a->reserved;
+    s.reserved_bytes_peak = a->reserved_peak;
+    s.allocated_bytes = a->allocated;
+    s.allocated_bytes_peak = a->allocated_peak;
+    s.graph_reserved_bytes = a->graph_reserved;
+    s.alloc_count = a->alloc_count;
+    s.free_count = a->free_count;
+    s.segment_count = a->segment_count;
+    s.cached_bytes = a->reserved - a->live_block_bytes;
+    s.graph_count = p->graph_count;
+    pthread_mutex_unlock(&p->mu);
+    memcpy(out, &s, size < sizeof s ? size : sizeof s);
+    return CPOOL_OK;
+}
+
+cpool_status cpool_pool_trim(cpool_pool *pool) {
+    if (!pool) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_pool_trim: pool is NULL");
+    /* Everything freed, and every graph released, before the quiesce is
+     * finished with once it returns. */
+    pthread_mutex_lock(&pool->mu);
+    uint64_t upto = cpool__allocator_free_seq(&pool->alloc);
+    uint64_t epoch = pool->holder_epoch;
+    bool no_holders = pool->graph_count == 0 && pool->capture_count == 0;
+    pthread_mutex_unlock(&pool->mu);
+    cpool_status st = cpool__device_quiesce(pool->dev);
+    pthread_mutex_lock(&pool->mu);
+    poll_fences(pool, false);
+    cpool__allocator_unfence_all(&pool->alloc, upto);
+    if (no_holders && pool->graph_count == 0 && pool->capture_count == 0 && epoch == pool->holder_epoch)
+        cpool__allocator_reclaim_graph(&pool->alloc);
+    cpool__allocator_trim(&pool->alloc);
+    CHECK_ALLOCATOR(pool);
+    pthread_mutex_unlock(&pool->mu);
+    return st;
+}
+
+/* ---- internal accessors -------------------------------------------------- */
+
+cpool_device *cpool__pool_device(const cpool_pool *pool) { return pool->dev; }
+
+uint64_t cpool__pool_generation(const cpool_pool *pool) { return atomic_load(&pool->generation); }
+
+bool cpool__pool_launch_enter(cpool_pool *pool, uint64_t generation) {
+    atomic_fetch_add(&pool->launching, 1);
+    if (atomic_load(&pool->generation) == generation) return true;
+    atomic_fetch_sub(&pool->launching, 1);
+    return false;
+}
+
+void cpool__pool_launch_exit(cpool_pool *pool) { atomic_fetch_sub(&pool->launching, 1); }
+
+static void holders_change(cpool_pool *pool, size_t *count, int delta) {
+    pthread_mutex_lock(&pool->mu);
+    *count += (size_t)(ptrdiff_t)delta;
+    if (delta > 0) pool->holder_epoch++;
+    pthread_mutex_unlock(&pool->mu);
+}
+
+void cpool__pool_graph_attach(cpool_pool *pool) { holders_change(pool, &pool->graph_count, +1); }
+void cpool__pool_graph_detach(cpool_pool *pool) { holders_change(pool, &pool->graph_count, -1); }
+void cpool__pool_capture_attach(cpool_pool *pool) { holders_change(pool, &pool->capture_count, +1); }
+void cpool__pool_capture_detach(cpool_pool *pool) { holders_change(pool, &pool->capture_count, -1); }

@@ -1,0 +1,54 @@
+/*
+ * Status codes and the per-thread last-error text.
+ *
+ * The codes and their strings come from one X-macro table, so they cannot
+ * drift apart. Each thread keeps the text of its last failure in a
+ * thread-local buffer; cpool__fail writes it.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "internal.h"
+
+#define CPOOL_STATUS_TABLE(X)                                                                      \
+    X(CPOOL_OK, "ok")                                                                              \
+    X(CPOOL_ERR_INVALID_ARGUMENT, "invalid argument")                                              \
+    X(CPOOL_ERR_OUT_OF_MEMORY, "out of memory")                                                    \
+    X(CPOOL_ERR_SEALED, "pool is sealed")                                                          \
+    X(CPOOL_ERR_NOT_CAPTURING, "stream is not capturing")                                          \
+    X(CPOOL_ERR_ALREADY_CAPTURING, "stream is already capturing")                                  \
+    X(CPOOL_ERR_CAPTURE_INVALIDATED, "capture was invalidated")                                    \
+    X(CPOOL_ERR_STALE_GRAPH, "graph is stale: its pool's buffers were cleared")                    \
+    X(CPOOL_ERR_NO_DEVICE, "no such backend or device")                                            \
+    X(CPOOL_ERR_BACKEND, "backend error")                                                          \
+    X(CPOOL_ERR_UNSUPPORTED, "not supported on this backend")
+
+const char *cpool_status_string(cpool_status s) {
+    switch (s) {
+#define CPOOL_STATUS_CASE(code, text)                                                              \
+    case code:                                                                                     \
+        return text;
+        CPOOL_STATUS_TABLE(CPOOL_STATUS_CASE)
+#undef CPOOL_STATUS_CASE
+    }
+    return "unknown status";
+}
+
+#define CPOOL_STR_(x) #x
+#define CPOOL_STR(x) CPOOL_STR_(x)
+
+const char *cpool_version_string(void) {
+    return CPOOL_STR(CPOOL_VERSION_MAJOR) "." CPOOL_STR(CPOOL_VERSION_MINOR) "." CPOOL_STR(CPOOL_VERSION_PATCH);
+}
+
+static _Thread_local char last_error[512];
+
+const char *cpool_last_error(void) { return last_error; }
+
+cpool_status cpool__fail(cpool_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return st;
+}

@@ -1,0 +1,64 @@
+/*
+ * Streams: a backend stream plus what the library tracks about it (its
+ * device registration and unique id, and the capture begun on it).
+ */
+#include <stdlib.h>
+
+#include "internal.h"
+
+static cpool_status stream_make(cpool_device *dev, void *native, bool wrap, cpool_stream **out) {
+    if (!dev || !out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_stream_%s: NULL argument", wrap ? "wrap" : "create");
+    cpool_stream *s = calloc(1, sizeof *s);
+    if (!s) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating a stream");
+    cpool_status st = dev->be->stream_create(dev->impl, native, wrap, &s->impl);
+    if (st != CPOOL_OK) {
+        free(s);
+        return st;
+    }
+    s->dev = cpool__device_retain(dev);
+    s->owned = !wrap;
+    cpool__device_add_stream(dev, s);
+    *out = s;
+    return CPOOL_OK;
+}
+
+cpool_status cpool_stream_create(cpool_device *dev, cpool_stream **out) { return stream_make(dev, NULL, false, out); }
+
+cpool_status cpool_stream_wrap(cpool_device *dev, void *cuda_stream, cpool_stream **out) {
+    return stream_make(dev, cuda_stream, true, out);
+}
+
+void *cpool_stream_native(const cpool_stream *s) { return s ? s->dev->be->stream_native(s->impl) : NULL; }
+
+cpool_status cpool_stream_synchronize(cpool_stream *s) {
+    if (!s) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_stream_synchronize: stream is NULL");
+    return s->dev->be->stream_synchronize(s->impl);
+}
+
+void cpool_stream_destroy(cpool_stream *s) {
+    if (!s) return;
+    cpool__capture_discard(s);
+    cpool__device_remove_stream(s->dev, s);
+    s->dev->be->stream_destroy(s->impl);
+    cpool__device_release(s->dev);
+    free(s);
+}
+
+cpool_status cpool_launch_host(cpool_stream *s, void (*fn)(void *arg), void *arg) {
+    if (!s || !fn) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_launch_host: %s is NULL", s ? "fn" : "stream");
+    return s->dev->be->launch_host(s->impl, fn, arg);
+}
+
+cpool_status cpool_memcpy_async(cpool_stream *s, void *dst, const void *src, size_t bytes) {
+    if (!s) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_memcpy_async: stream is NULL");
+    if (bytes == 0) return CPOOL_OK;
+    if (!dst || !src) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_memcpy_async: NULL pointer");
+    return s->dev->be->memcpy_async(s->impl, dst, src, bytes);
+}
+
+cpool_status cpool_memset_async(cpool_stream *s, void *dst, int value, size_t bytes) {
+    if (!s) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_memset_async: stream is NULL");
+    if (bytes == 0) return CPOOL_OK;
+    if (!dst) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_memset_async: NULL pointer");
+    return s->dev->be->memset_async(s->impl, dst, value, bytes);
+}
