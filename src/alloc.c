@@ -16,7 +16,12 @@
  *   event recorded after the free complete and calls unfence. A block with
  *   `stream` == 0 is free for anyone. Graph-reserved blocks are always 0:
  *   graphs sharing a pool are ordered by the user (they never run at once).
- * - Adjacent free blocks of the same set and the same stream tag are merged.
+ * - Adjacent free blocks of the same set and the same stream tag are merged,
+ *   except those in the exact-size caches (`quick`): a freed general block
+ *   first goes to a small LIFO per size class, unmerged, where an allocation
+ *   of exactly its size takes it back without splitting or merging. A miss
+ *   flushes the caches into the heaps before a segment is added, and every
+ *   walk over the blocks flushes them first.
  *
  * Placement: best fit by size class; a block is split when the rest is at
  * least CPOOL__BLOCK_ALIGN. A new segment is sized for its request: requests
@@ -42,6 +47,7 @@ struct cpool__block {
     uint16_t bin;
     bool live;
     bool graph;
+    bool quick; /* free, unmerged, in a.quick[bin] */
 };
 
 struct cpool__segment {
@@ -196,7 +202,7 @@ void cpool__allocator_init(cpool__allocator *a, const cpool__segment_source *sou
 static cpool__heap *heap_for(cpool__allocator *a, const cpool__block *b) { return &a->heaps[b->graph ? 1 : 0]; }
 
 static bool mergeable(const cpool__block *x, const cpool__block *y) {
-    return x && y && !x->live && !y->live && x->graph == y->graph && x->stream == y->stream;
+    return x && y && !x->live && !y->live && !x->quick && !y->quick && x->graph == y->graph && x->stream == y->stream;
 }
 
 /* Merges free block b (in no heap) with its free neighbours of the same set
@@ -268,23 +274,54 @@ static bool rounded_size(size_t bytes, size_t *out) {
     return true;
 }
 
+/* The heap block that serves a request: for a graph, a graph-reserved block
+ * or else an unrestricted general one (no pending work, so it may become
+ * graph-reserved); otherwise a general block usable by `stream`. */
+static cpool__block *heap_take(cpool__allocator *a, size_t rounded, uint64_t stream, bool graph, cpool__heap **from) {
+    cpool__block *b = NULL;
+    if (graph) {
+        *from = &a->heaps[1];
+        b = heap_find(*from, rounded, 0);
+        if (b) return b;
+        stream = 0;
+    }
+    *from = &a->heaps[0];
+    return heap_find(*from, rounded, stream);
+}
+
+void cpool__allocator_flush_quick(cpool__allocator *a) {
+    if (!a->quick_total) return;
+    for (unsigned bin = 0; bin < CPOOL__BINS; bin++) {
+        while (a->quick_count[bin]) {
+            cpool__block *b = a->quick[bin][--a->quick_count[bin]];
+            b->quick = false;
+            release_block(a, b);
+        }
+    }
+    a->quick_total = 0;
+}
+
 bool cpool__allocator_alloc_cached(cpool__allocator *a, size_t bytes, uint64_t stream, bool graph, void **out) {
     size_t rounded;
     if (!rounded_size(bytes, &rounded)) return false;
-    cpool__block *b = NULL;
-    cpool__heap *from = NULL;
-    if (graph) {
-        b = heap_find(&a->heaps[1], rounded, 0);
-        from = &a->heaps[1];
-        if (!b) {
-            /* An unrestricted general block has no pending work: it can
-             * become graph-reserved. */
-            b = heap_find(&a->heaps[0], rounded, 0);
-            from = &a->heaps[0];
+    if (!graph) {
+        unsigned bin = bin_of(rounded);
+        unsigned n = a->quick_count[bin];
+        cpool__block *b = n ? a->quick[bin][n - 1] : NULL;
+        if (b && b->size == rounded && usable_by(b, stream) && a->map_count + 1 <= a->map_cap / 2) {
+            a->quick_count[bin] = (uint8_t)(n - 1);
+            a->quick_total--;
+            b->quick = false;
+            hand_out(a, b, bytes, rounded, false); /* cannot fail: no split, map has room */
+            *out = (void *)b->addr;
+            return true;
         }
-    } else {
-        b = heap_find(&a->heaps[0], rounded, stream);
-        from = &a->heaps[0];
+    }
+    cpool__heap *from;
+    cpool__block *b = heap_take(a, rounded, stream, graph, &from);
+    if (!b && a->quick_total) {
+        cpool__allocator_flush_quick(a);
+        b = heap_take(a, rounded, stream, graph, &from);
     }
     if (!b) return false;
     heap_remove(from, b);
@@ -379,6 +416,14 @@ cpool_status cpool__allocator_free(cpool__allocator *a, void *ptr, uint64_t stre
     b->stream = b->graph ? 0 : stream;
     b->free_seq = ++a->next_free_seq;
     if (b->stream) a->restricted_blocks++;
+    unsigned bin = bin_of(b->size);
+    if (!b->graph && a->quick_count[bin] < CPOOL__QUICK_DEPTH) {
+        b->bin = (uint16_t)bin;
+        b->quick = true;
+        a->quick[bin][a->quick_count[bin]++] = b;
+        a->quick_total++;
+        return CPOOL_OK;
+    }
     release_block(a, b);
     return CPOOL_OK;
 }
@@ -388,7 +433,7 @@ bool cpool__allocator_owns(const cpool__allocator *a, const void *ptr) { return 
 uint64_t cpool__allocator_free_seq(const cpool__allocator *a) { return a->next_free_seq; }
 
 size_t cpool__allocator_restricted_streams(const cpool__allocator *a, uint64_t *streams, uint64_t *seqs, size_t cap) {
-    size_t n = 0;
+    size_t n = 0; /* quick blocks count too: they are free blocks with their tags */
     if (!a->restricted_blocks) return 0;
     for (const cpool__segment *seg = a->segments; seg; seg = seg->next)
         for (const cpool__block *b = seg->first; b; b = b->next) {
@@ -411,6 +456,7 @@ size_t cpool__allocator_restricted_streams(const cpool__allocator *a, uint64_t *
  * again, and what it merges with did not match either, so one pass does. */
 static void retag_free_blocks(cpool__allocator *a, bool (*pick)(const cpool__block *, uint64_t, uint64_t), uint64_t x,
                               uint64_t y) {
+    cpool__allocator_flush_quick(a);
     for (cpool__segment *seg = a->segments; seg; seg = seg->next)
         for (cpool__block *b = seg->first; b; b = b->next) {
             if (b->live || !pick(b, x, y)) continue;
@@ -460,6 +506,7 @@ static void segment_free(cpool__allocator *a, cpool__segment *seg) {
 
 uint64_t cpool__allocator_trim(cpool__allocator *a) {
     uint64_t given = 0;
+    cpool__allocator_flush_quick(a);
     cpool__segment *seg = a->segments;
     while (seg) {
         cpool__segment *next = seg->next;
@@ -511,9 +558,15 @@ static bool in_heap(const cpool__heap *h, const cpool__block *b) {
     return false;
 }
 
+static bool in_quick(const cpool__allocator *a, const cpool__block *b) {
+    for (unsigned i = 0; i < a->quick_count[b->bin]; i++)
+        if (a->quick[b->bin][i] == b) return true;
+    return false;
+}
+
 void cpool__allocator_check(const cpool__allocator *a) {
     uint64_t reserved = 0, graph = 0, live_bytes = 0, requested = 0, segments = 0;
-    size_t live = 0, restricted = 0, free_blocks = 0;
+    size_t live = 0, restricted = 0, free_blocks = 0, quick = 0;
     for (const cpool__segment *seg = a->segments; seg; seg = seg->next) {
         segments++;
         reserved += seg->size;
@@ -533,6 +586,11 @@ void cpool__allocator_check(const cpool__allocator *a) {
                 requested += b->requested;
                 INVARIANT(b->requested > 0 && b->requested <= b->size, "live block's requested size");
                 INVARIANT(map_find(a, b->addr) != SIZE_MAX, "live block missing from the map");
+            } else if (b->quick) {
+                quick++;
+                if (b->stream) restricted++;
+                INVARIANT(!b->graph, "graph-reserved block in an exact-size cache");
+                INVARIANT(b->bin == bin_of(b->size) && in_quick(a, b), "cached block missing from its cache");
             } else {
                 free_blocks++;
                 if (b->stream) restricted++;
@@ -554,6 +612,7 @@ void cpool__allocator_check(const cpool__allocator *a) {
                 INVARIANT(!b->live && (b->graph == (h == 1)), "heap holds a live block or one of the other set");
             }
         }
+    INVARIANT(quick == a->quick_total, "exact-size caches hold %zu blocks, counted %zu", quick, a->quick_total);
     INVARIANT(in_heaps == free_blocks, "heaps hold %zu blocks, segments %zu free ones", in_heaps, free_blocks);
     INVARIANT(live == a->map_count, "map holds %zu blocks, segments %zu live ones", a->map_count, live);
     INVARIANT(reserved == a->reserved, "reserved %llu, segments sum to %llu", (unsigned long long)a->reserved,

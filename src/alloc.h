@@ -30,6 +30,8 @@ typedef struct cpool__block cpool__block;
 typedef struct cpool__segment cpool__segment;
 
 #define CPOOL__BINS 320
+/* Freed general blocks kept unmerged per size class, for exact-size reuse. */
+#define CPOOL__QUICK_DEPTH 4
 
 typedef struct cpool__heap {
     cpool__block *bins[CPOOL__BINS];
@@ -44,6 +46,9 @@ typedef struct cpool__allocator {
     cpool__block **map;
     size_t map_cap, map_count;
     cpool__block *spare_blocks; /* recycled block records */
+    cpool__block *quick[CPOOL__BINS][CPOOL__QUICK_DEPTH];
+    uint8_t quick_count[CPOOL__BINS];
+    size_t quick_total;
     uint64_t next_free_seq;
     size_t restricted_blocks; /* free blocks reusable by one stream only */
     uint64_t max_reserved;    /* 0: unbounded */
@@ -75,6 +80,8 @@ cpool_status cpool__allocator_free(cpool__allocator *a, void *ptr, uint64_t stre
 
 /* The free sequence number of the last free (fences cover up to it). */
 uint64_t cpool__allocator_free_seq(const cpool__allocator *a);
+/* Merges every block of the exact-size caches back into the heaps. */
+void cpool__allocator_flush_quick(cpool__allocator *a);
 /* Lists up to `cap` distinct streams that have restricted blocks, with the
  * newest free sequence number among each one's blocks; returns the count. */
 size_t cpool__allocator_restricted_streams(const cpool__allocator *a, uint64_t *streams, uint64_t *seqs, size_t cap);

@@ -334,20 +334,24 @@ static void add_fences(cpool_pool *pool) {
 
 /* ---- allocation ---------------------------------------------------------- */
 
-/* The miss path, under mu: completed fences, new fences, a new segment; and
- * when the device is out of memory, wait for the fences and give cached
- * segments back before one more try. */
+/* The miss path, under mu. Outside capture: completed fences, new fences, a
+ * new segment; and when the device is out of memory, wait for the fences
+ * and give cached segments back before one more try. Under capture only a
+ * new segment: querying or waiting on events there could break the capture,
+ * and graph allocations never need a fence (they take only blocks with no
+ * pending work). */
 static cpool_status alloc_slow(cpool_pool *pool, size_t bytes, uint64_t stream, bool graph, void **out) {
+    if (graph) return cpool__allocator_alloc_grow(&pool->alloc, bytes, true, out);
     poll_fences(pool, false);
-    if (cpool__allocator_alloc_cached(&pool->alloc, bytes, stream, graph, out)) return CPOOL_OK;
+    if (cpool__allocator_alloc_cached(&pool->alloc, bytes, stream, false, out)) return CPOOL_OK;
     add_fences(pool);
-    if (cpool__allocator_alloc_cached(&pool->alloc, bytes, stream, graph, out)) return CPOOL_OK;
-    cpool_status st = cpool__allocator_alloc_grow(&pool->alloc, bytes, graph, out);
+    if (cpool__allocator_alloc_cached(&pool->alloc, bytes, stream, false, out)) return CPOOL_OK;
+    cpool_status st = cpool__allocator_alloc_grow(&pool->alloc, bytes, false, out);
     if (st != CPOOL_ERR_OUT_OF_MEMORY) return st;
     poll_fences(pool, true);
-    if (cpool__allocator_alloc_cached(&pool->alloc, bytes, stream, graph, out)) return CPOOL_OK;
+    if (cpool__allocator_alloc_cached(&pool->alloc, bytes, stream, false, out)) return CPOOL_OK;
     if (cpool__allocator_trim(&pool->alloc) == 0) return st;
-    return cpool__allocator_alloc_grow(&pool->alloc, bytes, graph, out);
+    return cpool__allocator_alloc_grow(&pool->alloc, bytes, false, out);
 }
 
 cpool_status cpool_alloc(cpool_pool *pool, size_t bytes, cpool_stream *s, void **ptr_out) {
