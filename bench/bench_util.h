@@ -2,6 +2,7 @@
 #ifndef CPOOL_BENCH_UTIL_H
 #define CPOOL_BENCH_UTIL_H
 
+
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -362,6 +362,11 @@ cpool_pool *cpool_graph_pool(const cpool_graph *g);
 /* cpool_pool_buffer_count of the graph's pool; 0 if it has none. */
 size_t cpool_graph_pool_buffer_count(const cpool_graph *g);
 
+/* The cudaGraphExec_t behind the graph, borrowed (for CUDA calls this API
+ * does not wrap, e.g. node parameter updates); NULL on the host backend and
+ * for NULL. Launching it directly bypasses the staleness check. */
+void *cpool_graph_native(const cpool_graph *g);
+
 /* Adds a reference; returns g. */
 cpool_graph *cpool_graph_retain(cpool_graph *g);
 

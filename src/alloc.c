@@ -344,7 +344,7 @@ cpool_status cpool__allocator_alloc_grow(cpool__allocator *a, size_t bytes, bool
         return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY,
                            "cpool_alloc: a %zu-byte segment would take the pool past max_reserved_bytes (%llu reserved of %llu)",
                            seg_size, (unsigned long long)a->reserved, (unsigned long long)a->max_reserved);
-    cpool__block *b;
+    cpool__block *b = NULL;
     cpool_status st = segment_new(a, seg_size, graph, &b);
     if (st != CPOOL_OK) return st;
     if (!hand_out(a, b, bytes, rounded, graph)) {
@@ -357,7 +357,7 @@ cpool_status cpool__allocator_alloc_grow(cpool__allocator *a, size_t bytes, bool
 }
 
 cpool_status cpool__allocator_reserve(cpool__allocator *a, size_t bytes) {
-    cpool__block *b;
+    cpool__block *b = NULL;
     cpool_status st = segment_new(a, round_up(bytes, CPOOL__SEGMENT_GRANULE), false, &b);
     if (st == CPOOL_OK) heap_insert(&a->heaps[0], b);
     return st;

@@ -71,6 +71,7 @@ typedef struct cpool__backend {
     cpool_status (*graph_launch)(cpool__bgraph *g, cpool__bstream *s);
     cpool_status (*graph_upload)(cpool__bgraph *g, cpool__bstream *s);
     void (*graph_destroy)(cpool__bgraph *g);
+    void *(*graph_native)(const cpool__bgraph *g);
 } cpool__backend;
 
 extern const cpool__backend cpool__backend_host;

@@ -481,6 +481,8 @@ static void cuda_graph_destroy(cpool__bgraph *g) {
     free(g);
 }
 
+static void *cuda_graph_native(const cpool__bgraph *g) { return (void *)g->exec; }
+
 const cpool__backend cpool__backend_cuda = {
     .kind = CPOOL_BACKEND_CUDA,
     .name = "cuda",
@@ -506,4 +508,5 @@ const cpool__backend cpool__backend_cuda = {
     .graph_launch = cuda_graph_launch,
     .graph_upload = cuda_graph_upload,
     .graph_destroy = cuda_graph_destroy,
+    .graph_native = cuda_graph_native,
 };

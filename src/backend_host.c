@@ -373,6 +373,11 @@ static cpool_status host_graph_upload(cpool__bgraph *g, cpool__bstream *s) {
 
 static void host_graph_destroy(cpool__bgraph *g) { graph_release(g); }
 
+static void *host_graph_native(const cpool__bgraph *g) {
+    CPOOL_UNUSED(g);
+    return NULL;
+}
+
 const cpool__backend cpool__backend_host = {
     .kind = CPOOL_BACKEND_HOST,
     .name = "host",
@@ -398,4 +403,5 @@ const cpool__backend cpool__backend_host = {
     .graph_launch = host_graph_launch,
     .graph_upload = host_graph_upload,
     .graph_destroy = host_graph_destroy,
+    .graph_native = host_graph_native,
 };

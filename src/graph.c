@@ -91,6 +91,8 @@ cpool_pool *cpool_graph_pool(const cpool_graph *g) { return g && g->has_bound_po
 
 size_t cpool_graph_pool_buffer_count(const cpool_graph *g) { return cpool_pool_buffer_count(cpool_graph_pool(g)); }
 
+void *cpool_graph_native(const cpool_graph *g) { return g ? g->dev->be->graph_native(g->impl) : NULL; }
+
 cpool_graph *cpool_graph_retain(cpool_graph *g) {
     if (g) atomic_fetch_add(&g->refs, 1);
     return g;
