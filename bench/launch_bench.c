@@ -1,0 +1,243 @@
+/*
+ * Replay and capture overhead, measured side by side in one run, for graphs
+ * of 1, 10, 100 and 1000 small kernels (host work on the host backend):
+ * - eager: the same kernels launched one by one (CPU and device time a step);
+ * - device time per replay: cpool_graph_launch vs cudaGraphLaunch of the
+ *   same executable (cpool_graph_native), timed with events;
+ * - CPU cost of one launch call, ours vs raw, in alternating batches;
+ * - capture + end (instantiation included) vs raw
+ *   cudaStreamBeginCapture / EndCapture / GraphInstantiate.
+ * Every figure is a median over repeats. Besides the table it prints
+ * "csv,..." lines for scripts/bench_report.py.
+ * Usage: launch_bench [max-kernels]
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_util.h"
+#include "capturepool.h"
+#ifdef CPOOL_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+#ifdef CPOOL_HAVE_NVCC
+#include "bench_kernels.h"
+#endif
+
+enum { REPEATS = 15 };
+
+typedef struct step {
+    int kernels;
+    bool cuda;
+    float *x; /* device buffer of 32 floats (CUDA) */
+    float host_x[32];
+} step;
+
+static void host_tick(void *arg) {
+    float *x = arg;
+    for (int i = 0; i < 32; i++) x[i] += 1.0f;
+}
+
+static cpool_status enqueue_step(cpool_stream *s, void *ctx) {
+    step *st = ctx;
+    for (int i = 0; i < st->kernels; i++) {
+#ifdef CPOOL_HAVE_NVCC
+        if (st->cuda) {
+            if (bench_tick(cpool_stream_native(s), st->x) != 0) return CPOOL_ERR_BACKEND;
+            continue;
+        }
+#endif
+        cpool_status rc = cpool_launch_host(s, host_tick, st->host_x);
+        if (rc != CPOOL_OK) return rc;
+    }
+    return CPOOL_OK;
+}
+
+typedef struct row {
+    int kernels;
+    double eager_cpu_us, eager_dev_us;
+    double dev_ours_us, dev_raw_us;
+    double launch_ours_us, launch_raw_us;
+    double capture_ours_us, capture_raw_us;
+} row;
+
+#ifdef CPOOL_HAVE_CUDA
+typedef struct cuda_timer {
+    cudaEvent_t start, stop;
+} cuda_timer;
+#endif
+
+static void measure(cpool_device *dev, cpool_stream *s, cpool_pool *pool, step *st, row *r) {
+    double a[REPEATS], b[REPEATS];
+    int launches = st->kernels >= 1000 ? 20 : st->kernels >= 100 ? 100 : 400;
+    int captures = st->kernels >= 1000 ? 10 : 50;
+    (void)dev;
+
+    /* Eager: CPU time to enqueue a step, and the step's time to completion. */
+    for (int rep = 0; rep < REPEATS; rep++) {
+        BENCH_CHECK(cpool_stream_synchronize(s));
+        double t0 = bench_now_ns();
+        BENCH_CHECK(enqueue_step(s, st));
+        double t1 = bench_now_ns();
+        BENCH_CHECK(cpool_stream_synchronize(s));
+        a[rep] = (t1 - t0) / 1e3;
+        b[rep] = (bench_now_ns() - t0) / 1e3;
+    }
+    r->eager_cpu_us = bench_median(a, REPEATS);
+    r->eager_dev_us = bench_median(b, REPEATS);
+
+    /* Capture + end, ours; and raw where there is CUDA. */
+    for (int rep = 0; rep < REPEATS; rep++) {
+        double total = 0;
+        for (int i = 0; i < captures; i++) {
+            cpool_graph *g;
+            double t0 = bench_now_ns();
+            BENCH_CHECK(cpool_capture(s, pool, CPOOL_CAPTURE_GLOBAL, enqueue_step, st, &g));
+            total += bench_now_ns() - t0;
+            cpool_graph_release(g);
+        }
+        a[rep] = total / captures / 1e3;
+    }
+    r->capture_ours_us = bench_median(a, REPEATS);
+    r->capture_raw_us = 0;
+#ifdef CPOOL_HAVE_CUDA
+    cudaStream_t cs = (cudaStream_t)cpool_stream_native(s);
+    if (st->cuda) {
+        for (int rep = 0; rep < REPEATS; rep++) {
+            double total = 0;
+            for (int i = 0; i < captures; i++) {
+                cudaGraph_t graph;
+                cudaGraphExec_t exec;
+                double t0 = bench_now_ns();
+                BENCH_CHECK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeGlobal));
+                BENCH_CHECK(enqueue_step(s, st));
+                BENCH_CHECK(cudaStreamEndCapture(cs, &graph));
+                BENCH_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+                total += bench_now_ns() - t0;
+                cudaGraphExecDestroy(exec);
+                cudaGraphDestroy(graph);
+            }
+            a[rep] = total / captures / 1e3;
+        }
+        r->capture_raw_us = bench_median(a, REPEATS);
+    }
+#endif
+
+    /* One graph for the launch measures. */
+    cpool_graph *g;
+    BENCH_CHECK(cpool_capture(s, pool, CPOOL_CAPTURE_GLOBAL, enqueue_step, st, &g));
+    BENCH_CHECK(cpool_graph_upload(g, s));
+    BENCH_CHECK(cpool_graph_launch(g, s));
+    BENCH_CHECK(cpool_stream_synchronize(s));
+    void *exec = cpool_graph_native(g);
+    (void)exec;
+
+    /* CPU cost of the launch call, alternating ours and raw batches. */
+    for (int rep = 0; rep < REPEATS; rep++) {
+        double t0 = bench_now_ns();
+        for (int i = 0; i < launches; i++) cpool_graph_launch(g, s);
+        a[rep] = (bench_now_ns() - t0) / launches / 1e3;
+        BENCH_CHECK(cpool_stream_synchronize(s));
+#ifdef CPOOL_HAVE_CUDA
+        if (st->cuda) {
+            t0 = bench_now_ns();
+            for (int i = 0; i < launches; i++) cudaGraphLaunch((cudaGraphExec_t)exec, cs);
+            b[rep] = (bench_now_ns() - t0) / launches / 1e3;
+            BENCH_CHECK(cudaStreamSynchronize(cs));
+        }
+#endif
+    }
+    r->launch_ours_us = bench_median(a, REPEATS);
+    r->launch_raw_us = st->cuda ? bench_median(b, REPEATS) : 0;
+
+    /* Device time per replay: events around a batch (wall clock on host). */
+    int replays = st->kernels >= 1000 ? 10 : 100;
+    for (int rep = 0; rep < REPEATS; rep++) {
+#ifdef CPOOL_HAVE_CUDA
+        if (st->cuda) {
+            cudaEvent_t e0, e1;
+            float ms;
+            cudaEventCreate(&e0);
+            cudaEventCreate(&e1);
+            cudaEventRecord(e0, cs);
+            for (int i = 0; i < replays; i++) cpool_graph_launch(g, s);
+            cudaEventRecord(e1, cs);
+            cudaEventSynchronize(e1);
+            cudaEventElapsedTime(&ms, e0, e1);
+            a[rep] = ms * 1e3 / replays;
+            cudaEventRecord(e0, cs);
+            for (int i = 0; i < replays; i++) cudaGraphLaunch((cudaGraphExec_t)exec, cs);
+            cudaEventRecord(e1, cs);
+            cudaEventSynchronize(e1);
+            cudaEventElapsedTime(&ms, e0, e1);
+            b[rep] = ms * 1e3 / replays;
+            cudaEventDestroy(e0);
+            cudaEventDestroy(e1);
+            continue;
+        }
+#endif
+        double t0 = bench_now_ns();
+        for (int i = 0; i < replays; i++) cpool_graph_launch(g, s);
+        BENCH_CHECK(cpool_stream_synchronize(s));
+        a[rep] = (bench_now_ns() - t0) / replays / 1e3;
+    }
+    r->dev_ours_us = bench_median(a, REPEATS);
+    r->dev_raw_us = st->cuda ? bench_median(b, REPEATS) : 0;
+    cpool_graph_release(g);
+}
+
+static void print_ratio(double ours, double raw) {
+    if (raw > 0)
+        printf(" %6.2fx", ours / raw);
+    else
+        printf(" %7s", "n/a");
+}
+
+int main(int argc, char **argv) {
+    int max_kernels = argc > 1 ? atoi(argv[1]) : 1000;
+    cpool_device *dev;
+    BENCH_CHECK(cpool_device_open(CPOOL_BACKEND_AUTO, 0, &dev));
+    cpool_stream *s;
+    BENCH_CHECK(cpool_stream_create(dev, &s));
+    cpool_pool *pool;
+    BENCH_CHECK(cpool_pool_create(dev, NULL, &pool));
+    step st = {0};
+#ifdef CPOOL_HAVE_NVCC
+    st.cuda = cpool_device_backend(dev) == CPOOL_BACKEND_CUDA;
+#endif
+    void *x = NULL;
+    if (st.cuda) {
+        BENCH_CHECK(cpool_alloc(pool, 32 * sizeof(float), s, &x));
+        BENCH_CHECK(cpool_memset_async(s, x, 0, 32 * sizeof(float)));
+        st.x = x;
+    }
+    const char *backend = cpool_device_backend(dev) == CPOOL_BACKEND_CUDA ? "cuda" : "host";
+    printf("launch_bench: backend %s, %s per step; times in us, medians of %d repeats\n", backend,
+           st.cuda ? "32-thread kernels" : "host tasks", REPEATS);
+    printf("%7s | %9s %9s | %9s %9s %7s | %9s %9s %7s | %9s %9s %7s\n", "kernels", "eager-cpu", "eager-dev",
+           "dev-ours", "dev-raw", "ratio", "launch", "launch-raw", "ratio", "capture", "capt-raw", "ratio");
+    row rows[4];
+    int nrows = 0;
+    for (int n = 1; n <= max_kernels && nrows < 4; n *= 10) {
+        st.kernels = n;
+        row *r = &rows[nrows++];
+        r->kernels = n;
+        measure(dev, s, pool, &st, r);
+        printf("%7d | %9.2f %9.2f | %9.2f %9.2f", n, r->eager_cpu_us, r->eager_dev_us, r->dev_ours_us, r->dev_raw_us);
+        print_ratio(r->dev_ours_us, r->dev_raw_us);
+        printf(" | %9.3f %9.3f", r->launch_ours_us, r->launch_raw_us);
+        print_ratio(r->launch_ours_us, r->launch_raw_us);
+        printf(" | %9.1f %9.1f", r->capture_ours_us, r->capture_raw_us);
+        print_ratio(r->capture_ours_us, r->capture_raw_us);
+        printf("\n");
+    }
+    for (int i = 0; i < nrows; i++)
+        printf("csv,capturepool,%s,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n", backend, rows[i].kernels,
+               rows[i].eager_cpu_us, rows[i].eager_dev_us, rows[i].dev_ours_us, rows[i].dev_raw_us,
+               rows[i].launch_ours_us, rows[i].launch_raw_us, rows[i].capture_ours_us, rows[i].capture_raw_us);
+    BENCH_CHECK(cpool_stream_synchronize(s));
+    if (x) BENCH_CHECK(cpool_free(pool, x, s));
+    cpool_pool_release(pool);
+    cpool_stream_destroy(s);
+    cpool_device_close(dev);
+    return 0;
+}
