@@ -91,7 +91,10 @@ typedef struct cpool_stream cpool_stream;
 
 /* Opens a device. CPOOL_BACKEND_AUTO opens CUDA device `ordinal` where a GPU
  * and a driver are usable and the host backend otherwise; the host backend
- * has one device, ordinal 0.
+ * has one device, ordinal 0. The environment variable CPOOL_BACKEND=host (or
+ * =cuda) makes AUTO pick that backend, so one program can run on either.
+ * Opening a device that is already open returns the same device with one
+ * more reference.
  * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (out is NULL, ordinal < 0 or
  * unknown backend), CPOOL_ERR_NO_DEVICE (CUDA asked for and no usable GPU,
  * or no such ordinal), CPOOL_ERR_OUT_OF_MEMORY, CPOOL_ERR_BACKEND. */

@@ -428,8 +428,6 @@ cpool_status cpool__allocator_free(cpool__allocator *a, void *ptr, uint64_t stre
     return CPOOL_OK;
 }
 
-bool cpool__allocator_owns(const cpool__allocator *a, const void *ptr) { return map_find(a, (uintptr_t)ptr) != SIZE_MAX; }
-
 uint64_t cpool__allocator_free_seq(const cpool__allocator *a) { return a->next_free_seq; }
 
 size_t cpool__allocator_restricted_streams(const cpool__allocator *a, uint64_t *streams, uint64_t *seqs, size_t cap) {

@@ -95,8 +95,6 @@ void cpool__allocator_reclaim_graph(cpool__allocator *a);
 /* Gives back every segment that is one free, unrestricted block of general
  * use; returns the bytes given back. */
 uint64_t cpool__allocator_trim(cpool__allocator *a);
-/* Whether ptr is a live block of this allocator. */
-bool cpool__allocator_owns(const cpool__allocator *a, const void *ptr);
 
 /* Checks every invariant; aborts with a message on the first broken one. */
 void cpool__allocator_check(const cpool__allocator *a);

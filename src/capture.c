@@ -10,23 +10,26 @@
 
 #include "internal.h"
 
-static cpool_status hold_pool(cpool__capture *cap, cpool_pool *pool) {
-    if (cap->pool_count == cap->pool_cap) {
-        size_t n = cap->pool_cap ? 2 * cap->pool_cap : 4;
-        cpool__held_pool *pools = realloc(cap->pools, n * sizeof *pools);
-        if (!pools) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory holding a pool for a capture");
-        cap->pools = pools;
-        cap->pool_cap = n;
-    }
-    cap->pools[cap->pool_count++] = (cpool__held_pool){cpool_pool_retain(pool), cpool__pool_generation(pool)};
-    cpool__pool_capture_attach(pool);
+bool cpool__capture_holds(const cpool__capture *cap, const cpool_pool *pool) {
+    for (size_t i = 0; i < cap->pool_count; i++)
+        if (cap->pools[i].pool == pool) return true;
+    return false;
+}
+
+cpool_status cpool__capture_reserve(cpool__capture *cap) {
+    if (cap->pool_count < cap->pool_cap) return CPOOL_OK;
+    size_t n = cap->pool_cap ? 2 * cap->pool_cap : 4;
+    cpool__held_pool *pools = realloc(cap->pools, n * sizeof *pools);
+    if (!pools) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory holding a pool for a capture");
+    cap->pools = pools;
+    cap->pool_cap = n;
     return CPOOL_OK;
 }
 
-cpool_status cpool__capture_use_pool(cpool__capture *cap, cpool_pool *pool) {
-    for (size_t i = 0; i < cap->pool_count; i++)
-        if (cap->pools[i].pool == pool) return CPOOL_OK;
-    return hold_pool(cap, pool);
+void cpool__capture_hold(cpool__capture *cap, cpool_pool *pool) {
+    if (cpool__capture_holds(cap, pool)) return;
+    cap->pools[cap->pool_count++] = (cpool__held_pool){cpool_pool_retain(pool), cpool__pool_generation(pool)};
+    cpool__pool_capture_attach(pool);
 }
 
 static void capture_free(cpool__capture *cap) {
@@ -47,30 +50,33 @@ cpool_status cpool_capture_begin(cpool_stream *s, cpool_pool *pool, cpool_captur
     if (s->capture) return cpool__fail(CPOOL_ERR_ALREADY_CAPTURING, "cpool_capture_begin: the stream is already capturing");
     cpool__capture *cap = calloc(1, sizeof *cap);
     if (!cap) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory beginning a capture");
-    cpool_status st = pool ? hold_pool(cap, pool) : CPOOL_OK;
+    cpool_status st = pool ? cpool__capture_reserve(cap) : CPOOL_OK;
+    if (st == CPOOL_OK && pool) cpool__capture_hold(cap, pool);
     cap->has_bound_pool = pool != NULL;
+    if (st == CPOOL_OK) st = cpool__stream_mark_capture(s);
     if (st == CPOOL_OK) st = s->dev->be->capture_begin(s->impl, mode);
     if (st != CPOOL_OK) {
         capture_free(cap);
         return st;
     }
-    s->capture = cap;
+    cpool__stream_set_capture(s, cap);
     return CPOOL_OK;
 }
 
 /* Ends the backend capture and wraps it; on failure drops the capture. */
 static cpool_status capture_finish(cpool_stream *s, cpool_graph **graph_out) {
     cpool__capture *cap = s->capture;
-    s->capture = NULL;
+    cpool__stream_set_capture(s, NULL);
     cpool__bgraph *impl = NULL;
     cpool_status st = s->dev->be->capture_end(s->impl, &impl);
     if (st == CPOOL_OK) {
         st = cpool__graph_wrap(s->dev, impl, cap, graph_out); /* takes cap's references on success */
         if (st != CPOOL_OK) s->dev->be->graph_destroy(impl);
     }
-    if (st != CPOOL_OK) capture_free(cap);
+    if (st == CPOOL_OK)
+        free(cap); /* its references are the graph's now */
     else
-        free(cap);
+        capture_free(cap);
     return st;
 }
 

@@ -29,6 +29,45 @@ static cpool_backend auto_choice(void) {
     return CPOOL_BACKEND_AUTO;
 }
 
+/* Open devices, so that opening a (backend, ordinal) again returns the same
+ * device: streams and pools of both handles then work together. Device
+ * reference counts change under this lock. */
+static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
+static cpool_device *open_devices;
+
+static cpool_status device_get(const cpool__backend *be, int ordinal, cpool_device **out) {
+    pthread_mutex_lock(&registry_mu);
+    for (cpool_device *d = open_devices; d; d = d->next_open)
+        if (d->be == be && d->ordinal == ordinal) {
+            d->refs++;
+            pthread_mutex_unlock(&registry_mu);
+            *out = d;
+            return CPOOL_OK;
+        }
+    cpool__bdevice *impl = NULL;
+    cpool_status st = be->device_open(ordinal, &impl);
+    cpool_device *dev = NULL;
+    if (st == CPOOL_OK) {
+        dev = calloc(1, sizeof *dev);
+        if (!dev) {
+            be->device_close(impl);
+            st = cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory opening a device");
+        }
+    }
+    if (st == CPOOL_OK) {
+        dev->refs = 1;
+        dev->be = be;
+        dev->impl = impl;
+        dev->ordinal = ordinal;
+        pthread_mutex_init(&dev->streams_mu, NULL);
+        dev->next_open = open_devices;
+        open_devices = dev;
+        *out = dev;
+    }
+    pthread_mutex_unlock(&registry_mu);
+    return st;
+}
+
 cpool_status cpool_device_open(cpool_backend backend, int ordinal, cpool_device **out) {
     if (!out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_device_open: out is NULL");
     if (ordinal < 0) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_device_open: negative ordinal %d", ordinal);
@@ -36,42 +75,35 @@ cpool_status cpool_device_open(cpool_backend backend, int ordinal, cpool_device 
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_device_open: unknown backend %d", (int)backend);
     if (backend == CPOOL_BACKEND_AUTO) backend = auto_choice();
 
-    const cpool__backend *be = NULL;
-    cpool__bdevice *impl = NULL;
     cpool_status st = CPOOL_ERR_NO_DEVICE;
     if (backend == CPOOL_BACKEND_AUTO || backend == CPOOL_BACKEND_CUDA) {
-        be = backend_for(CPOOL_BACKEND_CUDA);
-        st = be ? be->device_open(ordinal, &impl)
+        const cpool__backend *be = backend_for(CPOOL_BACKEND_CUDA);
+        st = be ? device_get(be, ordinal, out)
                 : cpool__fail(CPOOL_ERR_NO_DEVICE, "capturepool was built without the CUDA backend");
-        if (st == CPOOL_ERR_NO_DEVICE && backend == CPOOL_BACKEND_AUTO) backend = CPOOL_BACKEND_HOST;
+        if (st != CPOOL_ERR_NO_DEVICE || backend == CPOOL_BACKEND_CUDA) return st;
     }
-    if (backend == CPOOL_BACKEND_HOST) {
-        be = backend_for(CPOOL_BACKEND_HOST);
-        st = be->device_open(ordinal, &impl);
-    }
-    if (st != CPOOL_OK) return st;
-
-    cpool_device *dev = calloc(1, sizeof *dev);
-    if (!dev) {
-        be->device_close(impl);
-        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory opening a device");
-    }
-    atomic_init(&dev->refs, 1);
-    dev->be = be;
-    dev->impl = impl;
-    dev->ordinal = ordinal;
-    pthread_mutex_init(&dev->streams_mu, NULL);
-    *out = dev;
-    return CPOOL_OK;
+    return device_get(backend_for(CPOOL_BACKEND_HOST), ordinal, out);
 }
 
 cpool_device *cpool__device_retain(cpool_device *dev) {
-    atomic_fetch_add(&dev->refs, 1);
+    pthread_mutex_lock(&registry_mu);
+    dev->refs++;
+    pthread_mutex_unlock(&registry_mu);
     return dev;
 }
 
 void cpool__device_release(cpool_device *dev) {
-    if (!dev || atomic_fetch_sub(&dev->refs, 1) != 1) return;
+    if (!dev) return;
+    pthread_mutex_lock(&registry_mu);
+    bool last = --dev->refs == 0;
+    if (last)
+        for (cpool_device **p = &open_devices; *p; p = &(*p)->next_open)
+            if (*p == dev) {
+                *p = dev->next_open;
+                break;
+            }
+    pthread_mutex_unlock(&registry_mu);
+    if (!last) return;
     dev->be->device_close(dev->impl);
     pthread_mutex_destroy(&dev->streams_mu);
     free(dev);
@@ -83,7 +115,7 @@ cpool_backend cpool_device_backend(const cpool_device *dev) { return dev ? dev->
 
 void cpool__device_add_stream(cpool_device *dev, cpool_stream *s) {
     static _Atomic uint64_t next_id = 1;
-    s->id = atomic_fetch_add(&next_id, 1);
+    s->id = atomic_fetch_add(&next_id, 1); /* never reused, unlike addresses */
     pthread_mutex_lock(&dev->streams_mu);
     s->prev_in_device = NULL;
     s->next_in_device = dev->streams;
@@ -102,37 +134,59 @@ void cpool__device_remove_stream(cpool_device *dev, cpool_stream *s) {
     pthread_mutex_unlock(&dev->streams_mu);
 }
 
+void cpool__shared_event_release(cpool__shared_event *e) {
+    if (!e || atomic_fetch_sub(&e->refs, 1) != 1) return;
+    e->dev->be->event_destroy(e->event);
+    cpool__device_release(e->dev);
+    free(e);
+}
+
 cpool_status cpool__device_quiesce(cpool_device *dev) {
     const cpool__backend *be = dev->be;
     cpool_status result = CPOOL_OK;
     pthread_mutex_lock(&dev->streams_mu);
     size_t count = 0;
     for (cpool_stream *s = dev->streams; s; s = s->next_in_device) count++;
-    cpool__bevent **events = count ? calloc(count, sizeof *events) : NULL;
-    size_t recorded = 0;
-    if (count && !events) {
-        /* No memory for the events: wait for each stream in place instead. */
-        for (cpool_stream *s = dev->streams; s; s = s->next_in_device)
-            if (!s->capture) be->stream_synchronize(s->impl);
-    }
-    for (cpool_stream *s = dev->streams; events && s; s = s->next_in_device) {
-        cpool__bevent *ev;
-        if (be->event_create(dev->impl, &ev) != CPOOL_OK) {
-            result = CPOOL_ERR_BACKEND;
-            continue;
+    /* One fence a stream: a new event at its end, or, while it captures,
+     * the event recorded when its capture began. */
+    cpool__shared_event **fences = count ? calloc(count, sizeof *fences) : NULL;
+    size_t n = 0;
+    for (cpool_stream *s = dev->streams; s; s = s->next_in_device) {
+        cpool__shared_event *f = NULL;
+        if (s->capture) {
+            f = s->capture_fence;
+            if (f) atomic_fetch_add(&f->refs, 1);
+        } else if (fences) {
+            f = calloc(1, sizeof *f);
+            if (f && be->event_create(dev->impl, &f->event) == CPOOL_OK) {
+                atomic_init(&f->refs, 1);
+                f->dev = cpool__device_retain(dev);
+                if (be->event_record(f->event, s->impl) != CPOOL_OK) {
+                    cpool__shared_event_release(f);
+                    f = NULL;
+                }
+            } else {
+                free(f);
+                f = NULL;
+            }
         }
-        if (be->event_record(ev, s->impl) == CPOOL_OK)
-            events[recorded++] = ev;
+        if (!f && !s->capture) {
+            /* No memory for a fence: wait for this stream in place. */
+            cpool_status st = be->stream_synchronize(s->impl);
+            if (st != CPOOL_OK && result == CPOOL_OK) result = st;
+        }
+        if (f && fences)
+            fences[n++] = f;
         else
-            be->event_destroy(ev); /* capturing: its captured work does not run */
+            cpool__shared_event_release(f);
     }
     pthread_mutex_unlock(&dev->streams_mu);
-    for (size_t i = 0; i < recorded; i++) {
-        cpool_status st = be->event_synchronize(events[i]);
+    for (size_t i = 0; i < n; i++) {
+        cpool_status st = be->event_synchronize(fences[i]->event);
         if (st != CPOOL_OK && result == CPOOL_OK) result = st;
-        be->event_destroy(events[i]);
+        cpool__shared_event_release(fences[i]);
     }
-    free(events);
+    free(fences);
     return result;
 }
 

@@ -48,7 +48,8 @@ void cpool__defer(cpool__deferred *task);
 /* ---- device.c ------------------------------------------------------------ */
 
 struct cpool_device {
-    atomic_int refs;
+    int refs; /* under the registry's lock (device.c) */
+    struct cpool_device *next_open;
     const cpool__backend *be;
     cpool__bdevice *impl;
     int ordinal;
@@ -56,15 +57,24 @@ struct cpool_device {
      * stream work the way cudaFree waits for the whole device. */
     pthread_mutex_t streams_mu;
     struct cpool_stream *streams;
-    uint64_t next_stream_id;
 };
+
+/* An event shared between a stream and a quiesce waiting on it. */
+typedef struct cpool__shared_event {
+    atomic_int refs;
+    cpool_device *dev;
+    cpool__bevent *event;
+} cpool__shared_event;
+
+void cpool__shared_event_release(cpool__shared_event *e);
 
 cpool_device *cpool__device_retain(cpool_device *dev);
 void cpool__device_release(cpool_device *dev);
 void cpool__device_add_stream(cpool_device *dev, struct cpool_stream *s);
 void cpool__device_remove_stream(cpool_device *dev, struct cpool_stream *s);
-/* Waits until every non-capturing stream of the device has finished the work
- * enqueued so far. Returns CPOOL_OK or the first backend error. */
+/* Waits until every stream of the device has finished the work enqueued so
+ * far (for a capturing stream: before its capture began). Returns CPOOL_OK
+ * or the first backend error. */
 cpool_status cpool__device_quiesce(cpool_device *dev);
 typedef enum cpool__fence_result {
     CPOOL__FENCE_RECORDED, /* ev now marks the stream's current end */
@@ -83,7 +93,11 @@ struct cpool_stream {
     cpool__bstream *impl;
     uint64_t id; /* unique for the process's life: tags freed blocks */
     bool owned;
-    cpool__capture *capture; /* the capture begun here with cpool_capture_begin */
+    /* The capture begun here with cpool_capture_begin, and an event recorded
+     * just before it began, so teardown can wait for the work enqueued
+     * before the capture. Both change under dev->streams_mu. */
+    cpool__capture *capture;
+    cpool__shared_event *capture_fence;
     struct cpool_stream *next_in_device, *prev_in_device;
 };
 
@@ -105,10 +119,18 @@ struct cpool__capture {
     bool has_bound_pool;
 };
 
+/* Records s's capture fence (before a capture begins). */
+cpool_status cpool__stream_mark_capture(cpool_stream *s);
+/* Sets or clears s's capture under the device's stream lock. */
+void cpool__stream_set_capture(cpool_stream *s, cpool__capture *cap);
 /* Ends a capture begun on s (if any) and discards it with its references. */
 void cpool__capture_discard(cpool_stream *s);
-/* Makes the capture hold a reference to `pool` (no-op if it already does). */
-cpool_status cpool__capture_use_pool(cpool__capture *cap, cpool_pool *pool);
+/* Whether the capture holds `pool`. */
+bool cpool__capture_holds(const cpool__capture *cap, const cpool_pool *pool);
+/* Makes room to hold one more pool (the only step that can fail). */
+cpool_status cpool__capture_reserve(cpool__capture *cap);
+/* Takes a reference to `pool` (no-op if held); call after a reserve. */
+void cpool__capture_hold(cpool__capture *cap, cpool_pool *pool);
 
 /* ---- graph.c ------------------------------------------------------------- */
 

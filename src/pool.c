@@ -359,9 +359,11 @@ cpool_status cpool_alloc(cpool_pool *pool, size_t bytes, cpool_stream *s, void *
     if (bytes == 0) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_alloc: size 0");
     if (s->dev != pool->dev) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_alloc: the stream is on another device");
     if (atomic_load(&pool->sealed)) return cpool__fail(CPOOL_ERR_SEALED, "cpool_alloc: the pool is sealed");
+    /* Under capture the graph will need a reference to this pool: make room
+     * for it first, take it only once the allocation succeeded. */
     cpool__capture *cap = s->capture;
-    if (cap) {
-        cpool_status st = cpool__capture_use_pool(cap, pool);
+    if (cap && !cpool__capture_holds(cap, pool)) {
+        cpool_status st = cpool__capture_reserve(cap);
         if (st != CPOOL_OK) return st;
     }
     bool graph = cap != NULL;
@@ -371,27 +373,25 @@ cpool_status cpool_alloc(cpool_pool *pool, size_t bytes, cpool_stream *s, void *
         st = alloc_slow(pool, bytes, s->id, graph, ptr_out);
     CHECK_ALLOCATOR(pool);
     pthread_mutex_unlock(&pool->mu);
+    if (st == CPOOL_OK && cap) cpool__capture_hold(cap, pool);
     return st;
 }
 
 cpool_status cpool_free(cpool_pool *pool, void *ptr, cpool_stream *s) {
     if (!pool || !ptr || !s) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_free: NULL argument");
     if (s->dev != pool->dev) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_free: the stream is on another device");
+    /* A block freed under capture is the graph's on every replay: the graph
+     * will need a reference to this pool. */
     cpool__capture *cap = s->capture;
-    if (cap) {
-        /* The graph uses the block on every replay: it must hold the pool. */
-        pthread_mutex_lock(&pool->mu);
-        bool owned = cpool__allocator_owns(&pool->alloc, ptr);
-        pthread_mutex_unlock(&pool->mu);
-        if (!owned)
-            return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_free: %p was not handed out by this pool, or is already freed", ptr);
-        cpool_status st = cpool__capture_use_pool(cap, pool);
+    if (cap && !cpool__capture_holds(cap, pool)) {
+        cpool_status st = cpool__capture_reserve(cap);
         if (st != CPOOL_OK) return st;
     }
     pthread_mutex_lock(&pool->mu);
     cpool_status st = cpool__allocator_free(&pool->alloc, ptr, s->id, cap != NULL);
     CHECK_ALLOCATOR(pool);
     pthread_mutex_unlock(&pool->mu);
+    if (st == CPOOL_OK && cap) cpool__capture_hold(cap, pool);
     return st;
 }
 

@@ -35,10 +35,39 @@ cpool_status cpool_stream_synchronize(cpool_stream *s) {
     return s->dev->be->stream_synchronize(s->impl);
 }
 
+cpool_status cpool__stream_mark_capture(cpool_stream *s) {
+    cpool__shared_event *f = s->capture_fence;
+    if (!f || atomic_load(&f->refs) != 1) {
+        /* None yet, or a quiesce still waits on the old one: take a new one. */
+        f = calloc(1, sizeof *f);
+        if (!f) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory beginning a capture");
+        cpool_status st = s->dev->be->event_create(s->dev->impl, &f->event);
+        if (st != CPOOL_OK) {
+            free(f);
+            return st;
+        }
+        atomic_init(&f->refs, 1);
+        f->dev = cpool__device_retain(s->dev);
+        pthread_mutex_lock(&s->dev->streams_mu);
+        cpool__shared_event *old = s->capture_fence;
+        s->capture_fence = f;
+        pthread_mutex_unlock(&s->dev->streams_mu);
+        cpool__shared_event_release(old);
+    }
+    return s->dev->be->event_record(f->event, s->impl);
+}
+
+void cpool__stream_set_capture(cpool_stream *s, cpool__capture *cap) {
+    pthread_mutex_lock(&s->dev->streams_mu);
+    s->capture = cap;
+    pthread_mutex_unlock(&s->dev->streams_mu);
+}
+
 void cpool_stream_destroy(cpool_stream *s) {
     if (!s) return;
     cpool__capture_discard(s);
     cpool__device_remove_stream(s->dev, s);
+    cpool__shared_event_release(s->capture_fence);
     s->dev->be->stream_destroy(s->impl);
     cpool__device_release(s->dev);
     free(s);
