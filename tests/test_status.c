@@ -1,0 +1,148 @@
+/* Status codes, their strings, the per-thread last error, version macros and
+ * the fixed enum values of the ABI. */
+#include "check.h"
+#include "helpers.h"
+
+/* The numeric values are part of the ABI: never renumbered. */
+static void status_values_are_fixed(cpool_device *dev) {
+    (void)dev;
+    CHECK_EQ(CPOOL_OK, 0);
+    CHECK_EQ(CPOOL_ERR_INVALID_ARGUMENT, 1);
+    CHECK_EQ(CPOOL_ERR_OUT_OF_MEMORY, 2);
+    CHECK_EQ(CPOOL_ERR_SEALED, 3);
+    CHECK_EQ(CPOOL_ERR_NOT_CAPTURING, 4);
+    CHECK_EQ(CPOOL_ERR_ALREADY_CAPTURING, 5);
+    CHECK_EQ(CPOOL_ERR_CAPTURE_INVALIDATED, 6);
+    CHECK_EQ(CPOOL_ERR_STALE_GRAPH, 7);
+    CHECK_EQ(CPOOL_ERR_NO_DEVICE, 8);
+    CHECK_EQ(CPOOL_ERR_BACKEND, 9);
+    CHECK_EQ(CPOOL_ERR_UNSUPPORTED, 10);
+    CHECK_EQ(CPOOL_BACKEND_AUTO, 0);
+    CHECK_EQ(CPOOL_BACKEND_CUDA, 1);
+    CHECK_EQ(CPOOL_BACKEND_HOST, 2);
+    CHECK_EQ(CPOOL_CAPTURE_GLOBAL, 0);
+    CHECK_EQ(CPOOL_CAPTURE_THREAD_LOCAL, 1);
+    CHECK_EQ(CPOOL_CAPTURE_RELAXED, 2);
+    CHECK_EQ(CPOOL_CAPTURE_NONE, 0);
+    CHECK_EQ(CPOOL_CAPTURE_ACTIVE, 1);
+    CHECK_EQ(CPOOL_CAPTURE_INVALIDATED, 2);
+}
+
+/* Every status has its own non-empty text; any other value still gets one. */
+static void status_strings_never_null(cpool_device *dev) {
+    int i, j;
+    const int out_of_range[] = {11, 12, 100, 1 << 20, -1, -100};
+    (void)dev;
+    for (i = CPOOL_OK; i <= CPOOL_ERR_UNSUPPORTED; i++) {
+        const char *s = cpool_status_string((cpool_status)i);
+        CHECK(s != NULL);
+        if (!s) continue;
+        CHECK_GT(strlen(s), 0);
+        for (j = CPOOL_OK; j < i; j++) {
+            const char *t = cpool_status_string((cpool_status)j);
+            if (t && strcmp(s, t) == 0) check_report_(__FILE__, __LINE__, "statuses %d and %d share text \"%s\"", j, i, s);
+        }
+    }
+    for (i = 0; i < (int)(sizeof out_of_range / sizeof out_of_range[0]); i++) {
+        const char *s = cpool_status_string((cpool_status)out_of_range[i]);
+        CHECK(s != NULL);
+        if (s) CHECK_GT(strlen(s), 0);
+    }
+    /* Static text: the same pointer on every call. */
+    CHECK_PTR_EQ(cpool_status_string(CPOOL_ERR_SEALED), cpool_status_string(CPOOL_ERR_SEALED));
+}
+
+static void version_string_matches_macros(cpool_device *dev) {
+    char expected[64];
+    const char *v = cpool_version_string();
+    (void)dev;
+    snprintf(expected, sizeof expected, "%d.%d.%d", CPOOL_VERSION_MAJOR, CPOOL_VERSION_MINOR, CPOOL_VERSION_PATCH);
+    CHECK(v != NULL);
+    CHECK_STR_EQ(v, expected);
+    CHECK_GE(CPOOL_VERSION_MAJOR, 0);
+    CHECK_GE(CPOOL_VERSION_MINOR, 0);
+    CHECK_GE(CPOOL_VERSION_PATCH, 0);
+}
+
+/* ---- cpool_last_error ---------------------------------------------------------- */
+
+typedef struct last_error_probe {
+    char before[256]; /* last error on a fresh thread */
+    int was_null;
+} last_error_probe;
+
+static void *last_error_thread(void *arg) {
+    last_error_probe *p = (last_error_probe *)arg;
+    const char *e = cpool_last_error();
+    p->was_null = e == NULL;
+    snprintf(p->before, sizeof p->before, "%s", e ? e : "");
+    return NULL;
+}
+
+/* "" on a thread that has seen no failure. */
+static void last_error_empty_on_fresh_thread(cpool_device *dev) {
+    pthread_t t;
+    last_error_probe p;
+    (void)dev;
+    memset(&p, 0, sizeof p);
+    CHECK_EQ(pthread_create(&t, NULL, last_error_thread, &p), 0);
+    pthread_join(t, NULL);
+    CHECK(!p.was_null);
+    CHECK_STR_EQ(p.before, "");
+}
+
+/* A failure sets this thread's text; a success after it keeps it; other
+ * threads do not see it. */
+static void last_error_is_per_thread_and_sticky(cpool_device *dev) {
+    cpool_pool *pool = NULL;
+    void *p = NULL;
+    char text[512];
+    pthread_t t;
+    last_error_probe other;
+
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    CHECK_STATUS(cpool_alloc(pool, 0, NULL, &p), CPOOL_ERR_INVALID_ARGUMENT);
+    CHECK(cpool_last_error() != NULL);
+    snprintf(text, sizeof text, "%s", cpool_last_error() ? cpool_last_error() : "");
+    CHECK_GT(strlen(text), 0);
+
+    /* A successful call does not clear the text. */
+    CHECK(cpool_pool_buffer_count(pool) == 0);
+    CHECK_OK(cpool_pool_record(pool, NULL, NULL, NULL));
+    CHECK_STR_EQ(cpool_last_error(), text);
+
+    memset(&other, 0, sizeof other);
+    CHECK_EQ(pthread_create(&t, NULL, last_error_thread, &other), 0);
+    pthread_join(t, NULL);
+    CHECK(!other.was_null);
+    CHECK_STR_EQ(other.before, "");
+
+    /* A different failure replaces it. */
+    CHECK_STATUS(cpool_capture_end(NULL, NULL), CPOOL_ERR_INVALID_ARGUMENT);
+    CHECK(cpool_last_error() != NULL);
+    if (cpool_last_error()) CHECK_GT(strlen(cpool_last_error()), 0);
+    cpool_pool_release(pool);
+}
+
+/* The failures of each kind of argument error carry words. */
+static void last_error_set_by_each_failure(cpool_device *dev) {
+    cpool_stream *s = NULL;
+    cpool_graph *g = NULL;
+    cpool_capture_state state;
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    CHECK_STATUS(cpool_capture_end(s, &g), CPOOL_ERR_NOT_CAPTURING);
+    CHECK(cpool_last_error() != NULL && strlen(cpool_last_error()) > 0);
+    CHECK_STATUS(cpool_capture_status(NULL, &state), CPOOL_ERR_INVALID_ARGUMENT);
+    CHECK(cpool_last_error() != NULL && strlen(cpool_last_error()) > 0);
+    cpool_stream_destroy(s);
+}
+
+static const check_case cases[] = {
+    CHECK_CASE(status_values_are_fixed),
+    CHECK_CASE(status_strings_never_null),
+    CHECK_CASE(version_string_matches_macros),
+    CHECK_CASE(last_error_empty_on_fresh_thread),
+    CHECK_CASE(last_error_is_per_thread_and_sticky),
+    CHECK_CASE(last_error_set_by_each_failure),
+};
+CHECK_MAIN(cases, CHECK_ON_ALL)

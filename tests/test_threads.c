@@ -1,0 +1,376 @@
+/* Thread safety: several threads alloc/free/record/retain/release on one
+ * shared pool, capture and launch into it, and race the last release; the
+ * counts are exact afterwards. */
+#include "check.h"
+#include "helpers.h"
+
+enum { T = 4 };
+
+/* ---- alloc / free / record / retain / release ------------------------------------ */
+
+enum { ITERS = 150, LIVE = 4 };
+
+typedef struct worker {
+    cpool_device *dev;
+    cpool_pool *pool;
+    int id;
+    drop_log *log;
+    tracked *objs;   /* ITERS of them */
+    size_t *indices; /* index_out of each record */
+    uint64_t bytes;  /* total bytes this thread allocated */
+} worker;
+
+static void *alloc_worker(void *arg) {
+    worker *w = (worker *)arg;
+    cpool_stream *s = NULL;
+    void *live[LIVE] = {NULL, NULL, NULL, NULL};
+    size_t live_n[LIVE] = {0, 0, 0, 0};
+    int i, k;
+    if (!CHECK_OK(cpool_stream_create(w->dev, &s))) return NULL;
+    for (i = 0; i < ITERS; i++) {
+        size_t n = 64 + (size_t)((i * 977 + w->id * 131) % 20000);
+        unsigned char pattern = (unsigned char)(w->id * 16 + i % 16);
+        cpool_pool *ref;
+        int slot = i % LIVE;
+        ref = cpool_pool_retain(w->pool);
+        CHECK(ref == w->pool);
+        if (live[slot]) {
+            /* The block still holds what this thread wrote: no other thread got it. */
+            if (i % 8 == 0) CHECK_BYTES(s, live[slot], live_n[slot], (unsigned char)(w->id * 16 + (i - LIVE) % 16));
+            CHECK_OK(cpool_free(w->pool, live[slot], s));
+            live[slot] = NULL;
+        }
+        if (!CHECK_OK(cpool_alloc(w->pool, n, s, &live[slot]))) {
+            cpool_pool_release(ref);
+            continue;
+        }
+        live_n[slot] = n;
+        w->bytes += n;
+        CHECK_OK(cpool_memset_async(s, live[slot], pattern, n));
+        tracked_init(&w->objs[i], w->log, w->id * ITERS + i, NULL);
+        w->indices[i] = (size_t)-1;
+        CHECK_OK(cpool_pool_record(w->pool, &w->objs[i], tracked_drop, &w->indices[i]));
+        cpool_pool_release(ref);
+    }
+    for (k = 0; k < LIVE; k++)
+        if (live[k]) CHECK_OK(cpool_free(w->pool, live[k], s));
+    CHECK_OK(cpool_stream_synchronize(s));
+    cpool_stream_destroy(s);
+    return NULL;
+}
+
+static void shared_pool_alloc_free_record(cpool_device *dev) {
+    static drop_log log;
+    static tracked objs[T][ITERS];
+    static size_t indices[T][ITERS];
+    static char seen[T * ITERS];
+    cpool_pool *pool = NULL;
+    pthread_t th[T];
+    worker w[T];
+    cpool_pool_stats st;
+    uint64_t total = 0;
+    int i, j;
+    drop_log_init(&log);
+    memset(seen, 0, sizeof seen);
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    for (i = 0; i < T; i++) {
+        w[i].dev = dev;
+        w[i].pool = pool;
+        w[i].id = i;
+        w[i].log = &log;
+        w[i].objs = objs[i];
+        w[i].indices = indices[i];
+        w[i].bytes = 0;
+        CHECK_EQ(pthread_create(&th[i], NULL, alloc_worker, &w[i]), 0);
+    }
+    for (i = 0; i < T; i++) pthread_join(th[i], NULL);
+    for (i = 0; i < T; i++) total += w[i].bytes;
+
+    st = stats_of(pool);
+    CHECK_EQ(st.alloc_count, T * ITERS);
+    CHECK_EQ(st.free_count, T * ITERS);
+    CHECK_EQ(st.allocated_bytes, 0);
+    CHECK_GT(total, 0);
+    CHECK_STATS_SANE(st);
+    CHECK_EQ(cpool_pool_buffer_count(pool), T * ITERS);
+    /* The indices are exactly 0 .. T*ITERS-1. */
+    for (i = 0; i < T; i++)
+        for (j = 0; j < ITERS; j++) {
+            size_t x = indices[i][j];
+            if (x >= (size_t)(T * ITERS) || seen[x]) {
+                check_report_(__FILE__, __LINE__, "index %zu (thread %d, record %d) out of range or repeated", x, i,
+                              j);
+                continue;
+            }
+            seen[x] = 1;
+        }
+    CHECK_EQ(aload(&log.count), 0);
+    cpool_pool_release(pool);
+    CHECK_EQ(aload(&log.count), T * ITERS);
+    for (i = 0; i < T; i++)
+        for (j = 0; j < ITERS; j++) CHECK_EQ(aload(&objs[i][j].drops), 1);
+}
+
+/* ---- stats snapshots are consistent while others allocate ------------------------- */
+
+typedef struct reader {
+    cpool_pool *pool;
+    int *stop;
+    int reads;
+} reader;
+
+static void *stats_reader(void *arg) {
+    reader *r = (reader *)arg;
+    while (!aload(r->stop)) {
+        cpool_pool_stats st = stats_of(r->pool);
+        CHECK_STATS_SANE(st);
+        r->reads++;
+    }
+    return NULL;
+}
+
+static void stats_consistent_under_contention(cpool_device *dev) {
+    static drop_log log;
+    static tracked objs[T][ITERS];
+    static size_t indices[T][ITERS];
+    cpool_pool *pool = NULL;
+    pthread_t th[T], rt;
+    worker w[T];
+    reader r;
+    int stop = 0, i;
+    drop_log_init(&log);
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    r.pool = pool;
+    r.stop = &stop;
+    r.reads = 0;
+    CHECK_EQ(pthread_create(&rt, NULL, stats_reader, &r), 0);
+    for (i = 0; i < T - 1; i++) {
+        w[i].dev = dev;
+        w[i].pool = pool;
+        w[i].id = i;
+        w[i].log = &log;
+        w[i].objs = objs[i];
+        w[i].indices = indices[i];
+        w[i].bytes = 0;
+        CHECK_EQ(pthread_create(&th[i], NULL, alloc_worker, &w[i]), 0);
+    }
+    for (i = 0; i < T - 1; i++) pthread_join(th[i], NULL);
+    astore(&stop, 1);
+    pthread_join(rt, NULL);
+    CHECK_GT(r.reads, 0);
+    CHECK_EQ(stats_of(pool).alloc_count, (T - 1) * ITERS);
+    CHECK_EQ(stats_of(pool).allocated_bytes, 0);
+    cpool_pool_release(pool);
+    CHECK_EQ(aload(&log.count), (T - 1) * ITERS);
+}
+
+/* ---- captures and launches from several threads ----------------------------------- */
+
+enum { LAUNCHES = 20 };
+
+typedef struct capturer {
+    cpool_device *dev;
+    cpool_pool *pool;
+    cpool_capture_mode mode;
+    int *counter;
+    cpool_graph *graph; /* out */
+} capturer;
+
+static void *capture_worker(void *arg) {
+    capturer *c = (capturer *)arg;
+    cpool_stream *s = NULL;
+    void *p = NULL;
+    int i;
+    if (!CHECK_OK(cpool_stream_create(c->dev, &s))) return NULL;
+    for (i = 0; i < 10; i++) { /* captures that are thrown away, racing the others */
+        cpool_graph *g = NULL;
+        if (!CHECK_OK(cpool_capture_begin(s, c->pool, c->mode))) break;
+        CHECK_OK(cpool_alloc(c->pool, 4096 * (size_t)(i + 1), s, &p));
+        CHECK_OK(cpool_free(c->pool, p, s));
+        CHECK_OK(cpool_capture_end(s, &g));
+        cpool_graph_release(g);
+    }
+    if (CHECK_OK(cpool_capture_begin(s, c->pool, c->mode))) {
+        CHECK_OK(cpool_alloc(c->pool, 1 << 16, s, &p));
+        CHECK_OK(cpool_memset_async(s, p, 0x7e, 1 << 16));
+        CHECK_OK(cpool_launch_host(s, cb_inc, c->counter));
+        CHECK_OK(cpool_free(c->pool, p, s));
+        CHECK_OK(cpool_capture_end(s, &c->graph));
+    }
+    cpool_stream_destroy(s);
+    return NULL;
+}
+
+/* Threads capture into one pool at once (in modes that allow concurrent
+ * captures). Their graphs share the pool's graph memory, so, as the design
+ * asks, they are launched one after the other, not at once. */
+static void concurrent_captures_on_one_pool(cpool_device *dev) {
+    static int counter;
+    static drop_log log;
+    static tracked obj;
+    cpool_pool *pool = NULL;
+    cpool_stream *s = NULL;
+    pthread_t th[T];
+    capturer c[T];
+    cpool_pool_stats st;
+    int i, k;
+    astore(&counter, 0);
+    drop_log_init(&log);
+    tracked_init(&obj, &log, 0, NULL);
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    CHECK_OK(cpool_pool_record(pool, &obj, tracked_drop, NULL));
+    for (i = 0; i < T; i++) {
+        c[i].dev = dev;
+        c[i].pool = pool;
+        c[i].mode = i % 2 ? CPOOL_CAPTURE_RELAXED : CPOOL_CAPTURE_THREAD_LOCAL;
+        c[i].counter = &counter;
+        c[i].graph = NULL;
+        CHECK_EQ(pthread_create(&th[i], NULL, capture_worker, &c[i]), 0);
+    }
+    for (i = 0; i < T; i++) pthread_join(th[i], NULL);
+    CHECK_EQ(stats_of(pool).graph_count, T);
+    for (k = 0; k < LAUNCHES; k++)
+        for (i = 0; i < T; i++)
+            if (c[i].graph) CHECK_OK(cpool_graph_launch(c[i].graph, s));
+    CHECK_OK(cpool_stream_synchronize(s));
+    CHECK_EQ(aload(&counter), T * LAUNCHES);
+    for (i = 0; i < T; i++) {
+        CHECK_EQ(cpool_graph_replays(c[i].graph), LAUNCHES);
+        cpool_graph_release(c[i].graph);
+    }
+    CHECK(wait_graph_count(pool, 0, WAIT_TIMEOUT_MS));
+    st = stats_of(pool);
+    CHECK_EQ(st.alloc_count, T * 11);
+    CHECK_EQ(st.free_count, T * 11);
+    CHECK_EQ(st.allocated_bytes, 0);
+    CHECK_STATS_SANE(st);
+    CHECK_EQ(aload(&obj.drops), 0);
+    cpool_pool_release(pool);
+    CHECK_EQ(aload(&obj.drops), 1);
+    cpool_stream_destroy(s);
+}
+
+/* ---- reference races --------------------------------------------------------------- */
+
+typedef struct refs_arg {
+    cpool_pool *pool;
+    cpool_graph *graph;
+    int release_at_end; /* release one reference owned by this thread at the end */
+} refs_arg;
+
+static void *refs_worker(void *arg) {
+    refs_arg *a = (refs_arg *)arg;
+    int i;
+    for (i = 0; i < 2000; i++) {
+        cpool_pool *p = cpool_pool_retain(a->pool);
+        cpool_graph *g = a->graph ? cpool_graph_retain(a->graph) : NULL;
+        if (i % 3 == 0) CHECK_OK(cpool_pool_record(p, NULL, NULL, NULL));
+        cpool_graph_release(g);
+        cpool_pool_release(p);
+    }
+    if (a->release_at_end) {
+        cpool_graph_release(a->graph);
+        cpool_pool_release(a->pool);
+    }
+    return NULL;
+}
+
+/* Retains and releases race each other, then the threads drop the last
+ * references at once: exactly one teardown, every drop exactly once. */
+static void retain_release_races(cpool_device *dev) {
+    static drop_log log;
+    static tracked obj[3];
+    static int count;
+    cpool_stream *s = NULL;
+    cpool_pool *pool = NULL;
+    cpool_graph *g = NULL;
+    pthread_t th[T];
+    refs_arg a[T];
+    int i;
+    drop_log_init(&log);
+    astore(&count, 0);
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    for (i = 0; i < 3; i++) {
+        tracked_init(&obj[i], &log, i, NULL);
+        CHECK_OK(cpool_pool_record(pool, &obj[i], tracked_drop, NULL));
+    }
+    REQUIRE_OK(cpool_capture_begin(s, pool, CPOOL_CAPTURE_GLOBAL));
+    CHECK_OK(cpool_launch_host(s, cb_inc, &count));
+    REQUIRE_OK(cpool_capture_end(s, &g));
+    CHECK_OK(cpool_graph_launch(g, s));
+    /* One pool and one graph reference per thread; the caller's go now. */
+    for (i = 0; i < T; i++) {
+        a[i].pool = cpool_pool_retain(pool);
+        a[i].graph = cpool_graph_retain(g);
+        a[i].release_at_end = 1;
+    }
+    cpool_pool_release(pool);
+    cpool_graph_release(g);
+    for (i = 0; i < T; i++) CHECK_EQ(pthread_create(&th[i], NULL, refs_worker, &a[i]), 0);
+    for (i = 0; i < T; i++) pthread_join(th[i], NULL);
+    CHECK(wait_for_int(&log.count, 3, WAIT_TIMEOUT_MS));
+    CHECK_EQ(aload(&log.count), 3);
+    for (i = 0; i < 3; i++) {
+        CHECK_EQ(log.order[i], i);
+        CHECK_EQ(aload(&obj[i].drops), 1);
+    }
+    CHECK_OK(cpool_stream_synchronize(s));
+    CHECK_EQ(aload(&count), 1);
+    cpool_stream_destroy(s);
+}
+
+/* Clear and record race: every object recorded is dropped exactly once. */
+typedef struct clear_arg {
+    cpool_pool *pool;
+    drop_log *log;
+    tracked *objs;
+    int n;
+    int base;
+} clear_arg;
+
+static void *record_worker(void *arg) {
+    clear_arg *c = (clear_arg *)arg;
+    int i;
+    for (i = 0; i < c->n; i++) {
+        tracked_init(&c->objs[i], c->log, c->base + i, NULL);
+        CHECK_OK(cpool_pool_record(c->pool, &c->objs[i], tracked_drop, NULL));
+        if (i % 50 == 49) cpool_pool_clear_buffers(c->pool);
+    }
+    return NULL;
+}
+
+static void record_and_clear_race(cpool_device *dev) {
+    enum { PER = 400 };
+    static drop_log log;
+    static tracked objs[T][PER];
+    cpool_pool *pool = NULL;
+    pthread_t th[T];
+    clear_arg c[T];
+    int i, j;
+    drop_log_init(&log);
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    for (i = 0; i < T; i++) {
+        c[i].pool = pool;
+        c[i].log = &log;
+        c[i].objs = objs[i];
+        c[i].n = PER;
+        c[i].base = i * PER;
+        CHECK_EQ(pthread_create(&th[i], NULL, record_worker, &c[i]), 0);
+    }
+    for (i = 0; i < T; i++) pthread_join(th[i], NULL);
+    cpool_pool_release(pool);
+    CHECK_EQ(aload(&log.count), T * PER);
+    for (i = 0; i < T; i++)
+        for (j = 0; j < PER; j++) CHECK_EQ(aload(&objs[i][j].drops), 1);
+}
+
+static const check_case cases[] = {
+    CHECK_CASE(shared_pool_alloc_free_record),
+    CHECK_CASE(stats_consistent_under_contention),
+    CHECK_CASE(concurrent_captures_on_one_pool),
+    CHECK_CASE(retain_release_races),
+    CHECK_CASE(record_and_clear_race),
+};
+CHECK_MAIN(cases, CHECK_ON_ALL)
