@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Builds capturepool with warnings as errors and the allocator's internal
+# checks (in build-test/), then runs the whole test suite with ctest.
+# Extra arguments go to the CMake configure step; CPOOL_BUILD_DIR picks another
+# build directory (e.g. for a sanitizer build). Safe to run again.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+build_dir=${CPOOL_BUILD_DIR:-build-test}
+jobs=$(nproc 2>/dev/null || echo 2)
+
+configure_args=(-S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Debug -DCPOOL_WERROR=ON -DCPOOL_DEBUG_CHECKS=ON)
+# Pick a generator only for a new build directory: CMake refuses to switch.
+if [[ ! -f $build_dir/CMakeCache.txt ]]; then
+    if command -v ninja >/dev/null 2>&1; then
+        configure_args+=(-G Ninja)
+    else
+        configure_args+=(-G "Unix Makefiles")
+    fi
+fi
+
+cmake "${configure_args[@]}" "$@"
+cmake --build "$build_dir" -j "$jobs"
+cd "$build_dir"
+ctest --output-on-failure
