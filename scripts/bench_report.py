@@ -1,0 +1,108 @@
+"""Collects the logs of scripts/gpu-check.sh into OUTDIR/results.md and
+plots (PNG, where matplotlib is installed). Every figure comes from the
+benchmarks' "csv," lines of that one run.
+Usage: python3 scripts/bench_report.py OUTDIR"""
+import glob
+import os
+import re
+import sys
+
+
+def csv_rows(out, kind):
+    rows = []
+    for path in sorted(glob.glob(os.path.join(out, "*.log"))):
+        with open(path, errors="replace") as f:
+            for line in f:
+                if line.startswith("csv," + kind + ","):
+                    rows.append(line.strip().split(",")[2:])
+    return rows
+
+
+def log_text(out, name):
+    path = os.path.join(out, name + ".log")
+    return open(path, errors="replace").read() if os.path.exists(path) else ""
+
+
+def table(header, rows):
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def main():
+    out = sys.argv[1]
+    md = ["# capturepool GPU check", ""]
+    gpu = open(os.path.join(out, "gpu.txt")).read().strip() if os.path.exists(os.path.join(out, "gpu.txt")) else "?"
+    md += [f"GPU: {gpu}", ""]
+
+    ctest = log_text(out, "ctest")
+    summary = [l for l in ctest.splitlines() if "tests passed" in l or "tests failed" in l]
+    md += ["## Tests", "", "ctest (both backends): " + (summary[-1].strip() if summary else "no summary"), ""]
+    mem = log_text(out, "memcheck")
+    errors = re.findall(r"ERROR SUMMARY: (\d+) error", mem)
+    md += [f"compute-sanitizer memcheck: {len(errors)} binaries, {sum(int(e) for e in errors)} errors in all", ""]
+
+    md += ["## Allocator: cached alloc+free pair", "", "```", log_text(out, "alloc-bench").strip(),
+           log_text(out, "alloc-bench-host").strip(), "```", ""]
+
+    ours = {int(r[1]): [float(x) for x in r[2:]] for r in csv_rows(out, "capturepool") if r[0] == "cuda"}
+    torch = {int(r[1]): [float(x) for x in r[2:]] for r in csv_rows(out, "torch")}
+    rows = []
+    for n in sorted(ours):
+        e_cpu, e_dev, d_ours, d_raw, l_ours, l_raw, c_ours, c_raw = ours[n]
+        t_cpu, t_dev = torch.get(n, [float("nan")] * 2)
+        rows.append([n, f"{e_dev:.1f}", f"{d_ours:.2f}", f"{d_raw:.2f}", f"{t_dev:.2f}",
+                     f"{l_ours:.2f}", f"{l_raw:.2f}", f"{l_ours / l_raw:.3f}x", f"{t_cpu:.2f}",
+                     f"{c_ours:.1f}", f"{c_raw:.1f}", f"{c_ours / c_raw:.3f}x"])
+    md += ["## Replay and capture (us; medians)", "",
+           table(["kernels", "eager step (dev)", "replay dev: ours", "raw", "PyTorch",
+                  "launch CPU: ours", "raw", "ours/raw", "PyTorch replay CPU",
+                  "capture+end: ours", "raw", "ours/raw"], rows), ""]
+
+    gm = csv_rows(out, "graphmem")
+    md += ["## Graph memory: 8 graphs x 256 MiB scratch", "",
+           table(["variant", "graphs", "scratch MiB", "reserved / scratch"], [[r[0], r[1], r[2], r[3] + "x"] for r in gm]), ""]
+
+    tr = csv_rows(out, "trace")
+    mib = 1 << 20
+    md += ["## Real-model traces: peak reserved", "",
+           table(["trace", "events", "ours MiB", "PyTorch MiB", "ours/PyTorch", "peak in use MiB", "ns/op"],
+                 [[r[0], r[1], f"{int(r[2]) / mib:.1f}", f"{int(r[3]) / mib:.1f}", f"{int(r[2]) / int(r[3]):.3f}x",
+                   f"{int(r[4]) / mib:.1f}", r[5]] for r in tr]), ""]
+
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        ns = sorted(ours)
+        if ns:
+            fig, ax = plt.subplots(1, 2, figsize=(11, 4))
+            ax[0].plot(ns, [ours[n][1] for n in ns], "o-", label="eager launches")
+            ax[0].plot(ns, [ours[n][2] for n in ns], "o-", label="capturepool replay")
+            ax[0].plot(ns, [ours[n][3] for n in ns], "x--", label="raw cudaGraphLaunch")
+            if torch:
+                ax[0].plot(ns, [torch[n][1] for n in ns], "s:", label="PyTorch CUDAGraph.replay")
+            ax[0].set(xscale="log", yscale="log", xlabel="kernels per graph", ylabel="us per step (device)",
+                      title="Device time per step")
+            ax[0].legend()
+            ax[1].plot(ns, [ours[n][4] for n in ns], "o-", label="cpool_graph_launch")
+            ax[1].plot(ns, [ours[n][5] for n in ns], "x--", label="cudaGraphLaunch")
+            if torch:
+                ax[1].plot(ns, [torch[n][0] for n in ns], "s:", label="PyTorch replay()")
+            ax[1].set(xscale="log", xlabel="kernels per graph", ylabel="us of CPU per launch",
+                      title="CPU cost of one launch")
+            ax[1].legend()
+            fig.tight_layout()
+            fig.savefig(os.path.join(out, "replay.png"), dpi=110)
+            md += ["![replay](replay.png)", ""]
+    except ImportError:
+        md += ["(matplotlib not installed: no plots)", ""]
+
+    with open(os.path.join(out, "results.md"), "w") as f:
+        f.write("\n".join(md) + "\n")
+
+
+if __name__ == "__main__":
+    main()

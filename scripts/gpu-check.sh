@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# One command for a GPU machine (no network needed): builds capturepool, runs
+# the whole test suite on both backends, the CUDA part under
+# compute-sanitizer memcheck, the demo on both backends, and every benchmark
+# with its PyTorch counterpart; writes every log and one results file
+# (results.md, plus plots) into OUTDIR (default: build-gpu/results).
+# Usage: scripts/gpu-check.sh [OUTDIR]
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+root=$PWD
+out=$(mkdir -p "${1:-build-gpu/results}" && cd "${1:-build-gpu/results}" && pwd)
+jobs=$(nproc 2>/dev/null || echo 4)
+gen=(); command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
+failed=()
+
+step() { # step NAME COMMAND...: runs it, logs to OUTDIR/NAME.log, records failure
+    local name=$1; shift
+    echo "=== $name: $*"
+    local start=$SECONDS
+    if "$@" >"$out/$name.log" 2>&1; then
+        echo "    ok ($((SECONDS - start)) s)"
+    else
+        echo "    FAILED ($((SECONDS - start)) s); last lines:"; tail -n 25 "$out/$name.log"
+        failed+=("$name")
+    fi
+}
+
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$out/gpu.txt" 2>&1
+cat "$out/gpu.txt"
+
+# Tests: internal checks on, warnings as errors. Benchmarks: Release.
+step configure-test cmake -S . -B build-gpu/test "${gen[@]}" -DCMAKE_BUILD_TYPE=Debug \
+    -DCPOOL_WERROR=ON -DCPOOL_DEBUG_CHECKS=ON -DCPOOL_CUDA=ON
+step build-test cmake --build build-gpu/test -j "$jobs"
+step configure-rel cmake -S . -B build-gpu/rel "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DCPOOL_CUDA=ON \
+    -DCPOOL_BUILD_TESTS=OFF
+step build-rel cmake --build build-gpu/rel -j "$jobs"
+
+step ctest bash -c "cd build-gpu/test && ctest --output-on-failure -j 4"
+memcheck() {
+    local status=0
+    for t in build-gpu/test/tests/test_*; do
+        [[ -x $t && ! -d $t ]] || continue
+        echo "--- memcheck $t"
+        CPOOL_BACKEND=cuda compute-sanitizer --tool memcheck --leak-check full --error-exitcode 99 "$t" || status=1
+    done
+    return $status
+}
+step memcheck memcheck
+
+step demo-cuda env CPOOL_BACKEND=cuda build-gpu/rel/examples/demo
+step demo-host env CPOOL_BACKEND=host build-gpu/rel/examples/demo
+
+step alloc-bench build-gpu/rel/bench/alloc_bench
+step alloc-bench-host env CPOOL_BACKEND=host build-gpu/rel/bench/alloc_bench
+step launch-bench build-gpu/rel/bench/launch_bench
+step torch-launch python3 bench/torch_launch.py
+step graph-memory bash -c "build-gpu/rel/bench/graph_memory_bench && python3 bench/graph_memory_torch.py"
+if [[ ! -s bench/traces/resnet50_train.trace || ${CPOOL_RECORD_TRACES:-0} == 1 ]]; then
+    step record-traces python3 bench/traces/record_traces.py "$out/traces"
+    trace_dir=$out/traces
+else
+    trace_dir=bench/traces
+fi
+step trace-replay bash -c "build-gpu/rel/bench/trace_replay $trace_dir/*.trace"
+step trace-replay-host bash -c "CPOOL_BACKEND=host build-gpu/rel/bench/trace_replay $trace_dir/*.trace"
+
+python3 scripts/bench_report.py "$out" >"$out/report.log" 2>&1 || failed+=(report)
+echo
+cat "$out/results.md" 2>/dev/null
+if ((${#failed[@]})); then
+    echo "FAILED: ${failed[*]}"
+    exit 1
+fi
+echo "gpu-check: all steps passed"
