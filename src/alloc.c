@@ -7,7 +7,9 @@
  * - A block is live (handed out, found by address in `map`) or free (in one
  *   bin of one heap). Each block belongs to the general or the
  *   graph-reserved set (`graph`); a segment may hold blocks of both.
- * - Heaps: heaps[0] general, heaps[1] graph-reserved. A heap has
+ * - Segments are small (2 MiB, for requests up to CPOOL__SMALL_MAX) or
+ *   large (for bigger requests); a block's class is its segment's.
+ * - Heaps: one per set and class, heaps[graph * 2 + large]. A heap has
  *   CPOOL__BINS size classes, log-linear (exact up to 8 KiB, then 8 classes
  *   per power of two), each a list of free blocks, with a bitmap of the
  *   non-empty ones so a search skips empty classes in a few instructions.
@@ -16,17 +18,15 @@
  *   event recorded after the free complete and calls unfence. A block with
  *   `stream` == 0 is free for anyone. Graph-reserved blocks are always 0:
  *   graphs sharing a pool are ordered by the user (they never run at once).
- * - Adjacent free blocks of the same set and the same stream tag are merged,
- *   except those in the exact-size caches (`quick`): a freed general block
- *   first goes to a small LIFO per size class, unmerged, where an allocation
- *   of exactly its size takes it back without splitting or merging. A miss
- *   flushes the caches into the heaps before a segment is added, and every
- *   walk over the blocks flushes them first.
+ * - Adjacent free blocks of the same set merge when their stream tags allow
+ *   it (see mergeable). Freed blocks are merged at once: keeping them apart
+ *   for faster exact-size reuse was measured to raise peak reserved memory
+ *   on real-model traces (bench/trace_replay).
  *
- * Placement: best fit by size class; a block is split when the rest is at
- * least CPOOL__BLOCK_ALIGN. A new segment is sized for its request: requests
- * up to 1 MiB share 2 MiB segments, larger ones get their size rounded up to
- * 2 MiB, so reserved memory stays close to what is in use.
+ * Placement: best fit by size class within the request's class; a block is
+ * split when the rest is at least CPOOL__BLOCK_ALIGN. A new segment is sized
+ * for its request: small requests share 2 MiB segments, larger ones get their
+ * size rounded up to 2 MiB, so reserved memory stays close to what is in use.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,12 +47,12 @@ struct cpool__block {
     uint16_t bin;
     bool live;
     bool graph;
-    bool quick; /* free, unmerged, in a.quick[bin] */
 };
 
 struct cpool__segment {
     uintptr_t base;
     size_t size;
+    bool large;
     cpool__segment *prev, *next;
     cpool__block *first;
 };
@@ -199,35 +199,44 @@ void cpool__allocator_init(cpool__allocator *a, const cpool__segment_source *sou
     a->max_reserved = max_reserved;
 }
 
-static cpool__heap *heap_for(cpool__allocator *a, const cpool__block *b) { return &a->heaps[b->graph ? 1 : 0]; }
+static unsigned heap_index(bool graph, bool large) { return (graph ? 2u : 0u) + (large ? 1u : 0u); }
 
-static bool mergeable(const cpool__block *x, const cpool__block *y) {
-    return x && y && !x->live && !y->live && !x->quick && !y->quick && x->graph == y->graph && x->stream == y->stream;
+static cpool__heap *heap_for(cpool__allocator *a, const cpool__block *b) {
+    return &a->heaps[heap_index(b->graph, b->seg->large)];
 }
 
-/* Merges free block b (in no heap) with its free neighbours of the same set
- * and tag, then puts the result in its heap and returns it. */
+/* Free neighbours merge when they are of the same set and their stream tags
+ * agree, or one is free for any stream: the merged block then keeps the
+ * other's tag, which only narrows who may reuse the free part. */
+static bool mergeable(const cpool__block *x, const cpool__block *y) {
+    return x && y && !x->live && !y->live && x->graph == y->graph &&
+           (x->stream == y->stream || !x->stream || !y->stream);
+}
+
+/* Merges free block `right` (in no heap) into its left neighbour `left`. */
+static void absorb(cpool__allocator *a, cpool__block *left, cpool__block *right) {
+    if (left->stream && right->stream) a->restricted_blocks--;
+    if (!left->stream) left->stream = right->stream;
+    left->size += right->size;
+    left->free_seq = left->free_seq > right->free_seq ? left->free_seq : right->free_seq;
+    left->next = right->next;
+    if (right->next) right->next->prev = left;
+    block_recycle(a, right);
+}
+
+/* Merges free block b (in no heap) with its mergeable free neighbours, then
+ * puts the result in its heap and returns it. */
 static cpool__block *release_block(cpool__allocator *a, cpool__block *b) {
-    cpool__block *prev = b->prev, *next = b->next;
+    cpool__block *prev = b->prev;
     if (mergeable(prev, b)) {
         heap_remove(heap_for(a, prev), prev);
-        prev->size += b->size;
-        prev->free_seq = prev->free_seq > b->free_seq ? prev->free_seq : b->free_seq;
-        prev->next = next;
-        if (next) next->prev = prev;
-        if (b->stream) a->restricted_blocks--;
-        block_recycle(a, b);
+        absorb(a, prev, b);
         b = prev;
     }
-    next = b->next;
+    cpool__block *next = b->next;
     if (mergeable(b, next)) {
         heap_remove(heap_for(a, next), next);
-        b->size += next->size;
-        b->free_seq = b->free_seq > next->free_seq ? b->free_seq : next->free_seq;
-        b->next = next->next;
-        if (next->next) next->next->prev = b;
-        if (next->stream) a->restricted_blocks--;
-        block_recycle(a, next);
+        absorb(a, b, next);
     }
     heap_insert(heap_for(a, b), b);
     return b;
@@ -274,55 +283,29 @@ static bool rounded_size(size_t bytes, size_t *out) {
     return true;
 }
 
-/* The heap block that serves a request: for a graph, a graph-reserved block
- * or else an unrestricted general one (no pending work, so it may become
- * graph-reserved); otherwise a general block usable by `stream`. */
+/* The heap block that serves a request, searched in this order: for a graph,
+ * graph-reserved blocks, then unrestricted general ones (no pending work, so
+ * they may become graph-reserved); otherwise general blocks usable by
+ * `stream`. Within a set, a request's own size class first, then, for a
+ * small request, large blocks before a new segment would be taken. */
 static cpool__block *heap_take(cpool__allocator *a, size_t rounded, uint64_t stream, bool graph, cpool__heap **from) {
-    cpool__block *b = NULL;
-    if (graph) {
-        *from = &a->heaps[1];
-        b = heap_find(*from, rounded, 0);
-        if (b) return b;
-        stream = 0;
-    }
-    *from = &a->heaps[0];
-    return heap_find(*from, rounded, stream);
-}
-
-void cpool__allocator_flush_quick(cpool__allocator *a) {
-    if (!a->quick_total) return;
-    for (unsigned bin = 0; bin < CPOOL__BINS; bin++) {
-        while (a->quick_count[bin]) {
-            cpool__block *b = a->quick[bin][--a->quick_count[bin]];
-            b->quick = false;
-            release_block(a, b);
+    bool large = rounded > CPOOL__SMALL_MAX;
+    for (int set = graph ? 1 : 0; set >= 0; set--) {
+        uint64_t tag = set == 1 || graph ? 0 : stream;
+        for (int cls = large; cls <= 1; cls++) {
+            *from = &a->heaps[heap_index(set == 1, cls == 1)];
+            cpool__block *b = heap_find(*from, rounded, tag);
+            if (b) return b;
         }
     }
-    a->quick_total = 0;
+    return NULL;
 }
 
 bool cpool__allocator_alloc_cached(cpool__allocator *a, size_t bytes, uint64_t stream, bool graph, void **out) {
     size_t rounded;
     if (!rounded_size(bytes, &rounded)) return false;
-    if (!graph) {
-        unsigned bin = bin_of(rounded);
-        unsigned n = a->quick_count[bin];
-        cpool__block *b = n ? a->quick[bin][n - 1] : NULL;
-        if (b && b->size == rounded && usable_by(b, stream) && a->map_count + 1 <= a->map_cap / 2) {
-            a->quick_count[bin] = (uint8_t)(n - 1);
-            a->quick_total--;
-            b->quick = false;
-            hand_out(a, b, bytes, rounded, false); /* cannot fail: no split, map has room */
-            *out = (void *)b->addr;
-            return true;
-        }
-    }
     cpool__heap *from;
     cpool__block *b = heap_take(a, rounded, stream, graph, &from);
-    if (!b && a->quick_total) {
-        cpool__allocator_flush_quick(a);
-        b = heap_take(a, rounded, stream, graph, &from);
-    }
     if (!b) return false;
     heap_remove(from, b);
     if (!hand_out(a, b, bytes, rounded, graph)) {
@@ -333,19 +316,26 @@ bool cpool__allocator_alloc_cached(cpool__allocator *a, size_t bytes, uint64_t s
     return true;
 }
 
-static cpool_status segment_new(cpool__allocator *a, size_t seg_size, bool graph, cpool__block **out);
+static cpool_status segment_new(cpool__allocator *a, size_t seg_size, bool graph, bool large, cpool__block **out);
 
 cpool_status cpool__allocator_alloc_grow(cpool__allocator *a, size_t bytes, bool graph, void **out) {
     size_t rounded;
     if (!rounded_size(bytes, &rounded))
         return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "cpool_alloc: %zu bytes is more than any device holds", bytes);
-    size_t seg_size = rounded <= CPOOL__SEGMENT_GRANULE / 2 ? CPOOL__SEGMENT_GRANULE : round_up(rounded, CPOOL__SEGMENT_GRANULE);
+    bool large = rounded > CPOOL__SMALL_MAX;
+    /* As PyTorch's caching allocator: requests between 1 and 10 MiB share
+     * 20 MiB segments (unless the pool's bound leaves no room for one); the
+     * others get their own, rounded to 2 MiB. */
+    size_t seg_size = round_up(rounded, CPOOL__SEGMENT_GRANULE);
+    if (large && rounded < ((size_t)10 << 20) &&
+        (!a->max_reserved || a->reserved + ((size_t)20 << 20) <= a->max_reserved))
+        seg_size = (size_t)20 << 20;
     if (a->max_reserved && a->reserved + seg_size > a->max_reserved)
         return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY,
                            "cpool_alloc: a %zu-byte segment would take the pool past max_reserved_bytes (%llu reserved of %llu)",
                            seg_size, (unsigned long long)a->reserved, (unsigned long long)a->max_reserved);
     cpool__block *b = NULL;
-    cpool_status st = segment_new(a, seg_size, graph, &b);
+    cpool_status st = segment_new(a, seg_size, graph, large, &b);
     if (st != CPOOL_OK) return st;
     if (!hand_out(a, b, bytes, rounded, graph)) {
         /* The segment stays, free and cached: nothing is lost. */
@@ -358,13 +348,13 @@ cpool_status cpool__allocator_alloc_grow(cpool__allocator *a, size_t bytes, bool
 
 cpool_status cpool__allocator_reserve(cpool__allocator *a, size_t bytes) {
     cpool__block *b = NULL;
-    cpool_status st = segment_new(a, round_up(bytes, CPOOL__SEGMENT_GRANULE), false, &b);
-    if (st == CPOOL_OK) heap_insert(&a->heaps[0], b);
+    cpool_status st = segment_new(a, round_up(bytes, CPOOL__SEGMENT_GRANULE), false, true, &b);
+    if (st == CPOOL_OK) heap_insert(heap_for(a, b), b);
     return st;
 }
 
 /* Takes a segment from the source, as one free block (in no heap yet). */
-static cpool_status segment_new(cpool__allocator *a, size_t seg_size, bool graph, cpool__block **out) {
+static cpool_status segment_new(cpool__allocator *a, size_t seg_size, bool graph, bool large, cpool__block **out) {
     cpool__segment *seg = calloc(1, sizeof *seg);
     cpool__block *b = block_new(a);
     if (!seg || !b) {
@@ -381,6 +371,7 @@ static cpool_status segment_new(cpool__allocator *a, size_t seg_size, bool graph
     }
     seg->base = (uintptr_t)base;
     seg->size = seg_size;
+    seg->large = large;
     seg->first = b;
     seg->next = a->segments;
     if (a->segments) a->segments->prev = seg;
@@ -416,14 +407,6 @@ cpool_status cpool__allocator_free(cpool__allocator *a, void *ptr, uint64_t stre
     b->stream = b->graph ? 0 : stream;
     b->free_seq = ++a->next_free_seq;
     if (b->stream) a->restricted_blocks++;
-    unsigned bin = bin_of(b->size);
-    if (!b->graph && a->quick_count[bin] < CPOOL__QUICK_DEPTH) {
-        b->bin = (uint16_t)bin;
-        b->quick = true;
-        a->quick[bin][a->quick_count[bin]++] = b;
-        a->quick_total++;
-        return CPOOL_OK;
-    }
     release_block(a, b);
     return CPOOL_OK;
 }
@@ -431,7 +414,7 @@ cpool_status cpool__allocator_free(cpool__allocator *a, void *ptr, uint64_t stre
 uint64_t cpool__allocator_free_seq(const cpool__allocator *a) { return a->next_free_seq; }
 
 size_t cpool__allocator_restricted_streams(const cpool__allocator *a, uint64_t *streams, uint64_t *seqs, size_t cap) {
-    size_t n = 0; /* quick blocks count too: they are free blocks with their tags */
+    size_t n = 0;
     if (!a->restricted_blocks) return 0;
     for (const cpool__segment *seg = a->segments; seg; seg = seg->next)
         for (const cpool__block *b = seg->first; b; b = b->next) {
@@ -450,14 +433,17 @@ size_t cpool__allocator_restricted_streams(const cpool__allocator *a, uint64_t *
 }
 
 /* Moves every free block that `pick` selects into the general set, free for
- * any stream, merging as it goes. A block so moved never matches `pick`
- * again, and what it merges with did not match either, so one pass does. */
+ * any stream, merging as it goes. A merge can hand the result a neighbour's
+ * tag that `pick` selects again: then the result is looked at once more. */
 static void retag_free_blocks(cpool__allocator *a, bool (*pick)(const cpool__block *, uint64_t, uint64_t), uint64_t x,
                               uint64_t y) {
-    cpool__allocator_flush_quick(a);
-    for (cpool__segment *seg = a->segments; seg; seg = seg->next)
-        for (cpool__block *b = seg->first; b; b = b->next) {
-            if (b->live || !pick(b, x, y)) continue;
+    for (cpool__segment *seg = a->segments; seg; seg = seg->next) {
+        cpool__block *b = seg->first;
+        while (b) {
+            if (b->live || !pick(b, x, y)) {
+                b = b->next;
+                continue;
+            }
             heap_remove(heap_for(a, b), b);
             if (b->stream) a->restricted_blocks--;
             if (b->graph) a->graph_reserved -= b->size;
@@ -465,6 +451,7 @@ static void retag_free_blocks(cpool__allocator *a, bool (*pick)(const cpool__blo
             b->stream = 0;
             b = release_block(a, b);
         }
+    }
 }
 
 static bool pick_fenced(const cpool__block *b, uint64_t stream, uint64_t upto) {
@@ -504,13 +491,12 @@ static void segment_free(cpool__allocator *a, cpool__segment *seg) {
 
 uint64_t cpool__allocator_trim(cpool__allocator *a) {
     uint64_t given = 0;
-    cpool__allocator_flush_quick(a);
     cpool__segment *seg = a->segments;
     while (seg) {
         cpool__segment *next = seg->next;
         cpool__block *b = seg->first;
         if (!b->live && !b->next && !b->graph && !b->stream) {
-            heap_remove(&a->heaps[0], b);
+            heap_remove(heap_for(a, b), b);
             block_recycle(a, b);
             given += seg->size;
             segment_free(a, seg);
@@ -556,15 +542,9 @@ static bool in_heap(const cpool__heap *h, const cpool__block *b) {
     return false;
 }
 
-static bool in_quick(const cpool__allocator *a, const cpool__block *b) {
-    for (unsigned i = 0; i < a->quick_count[b->bin]; i++)
-        if (a->quick[b->bin][i] == b) return true;
-    return false;
-}
-
 void cpool__allocator_check(const cpool__allocator *a) {
     uint64_t reserved = 0, graph = 0, live_bytes = 0, requested = 0, segments = 0;
-    size_t live = 0, restricted = 0, free_blocks = 0, quick = 0;
+    size_t live = 0, restricted = 0, free_blocks = 0;
     for (const cpool__segment *seg = a->segments; seg; seg = seg->next) {
         segments++;
         reserved += seg->size;
@@ -584,33 +564,27 @@ void cpool__allocator_check(const cpool__allocator *a) {
                 requested += b->requested;
                 INVARIANT(b->requested > 0 && b->requested <= b->size, "live block's requested size");
                 INVARIANT(map_find(a, b->addr) != SIZE_MAX, "live block missing from the map");
-            } else if (b->quick) {
-                quick++;
-                if (b->stream) restricted++;
-                INVARIANT(!b->graph, "graph-reserved block in an exact-size cache");
-                INVARIANT(b->bin == bin_of(b->size) && in_quick(a, b), "cached block missing from its cache");
             } else {
                 free_blocks++;
                 if (b->stream) restricted++;
                 INVARIANT(!b->graph || !b->stream, "graph-reserved block with a stream tag");
                 INVARIANT(b->bin == bin_of(b->size), "free block in the wrong class");
-                INVARIANT(in_heap(&a->heaps[b->graph ? 1 : 0], b), "free block missing from its heap");
+                INVARIANT(in_heap(&a->heaps[heap_index(b->graph, seg->large)], b), "free block missing from its heap");
                 INVARIANT(!mergeable(b, b->next), "two mergeable free blocks side by side");
             }
         }
         INVARIANT(at == seg->base + seg->size, "blocks do not cover their segment");
     }
     size_t in_heaps = 0;
-    for (int h = 0; h < 2; h++)
+    for (unsigned h = 0; h < 4; h++)
         for (unsigned bin = 0; bin < CPOOL__BINS; bin++) {
             bool bit = (a->heaps[h].nonempty[bin / 64] >> (bin % 64)) & 1;
             INVARIANT(bit == (a->heaps[h].bins[bin] != NULL), "class bitmap disagrees with class %u", bin);
             for (const cpool__block *b = a->heaps[h].bins[bin]; b; b = b->free_next) {
                 in_heaps++;
-                INVARIANT(!b->live && (b->graph == (h == 1)), "heap holds a live block or one of the other set");
+                INVARIANT(!b->live && heap_index(b->graph, b->seg->large) == h, "heap holds a live block or a foreign one");
             }
         }
-    INVARIANT(quick == a->quick_total, "exact-size caches hold %zu blocks, counted %zu", quick, a->quick_total);
     INVARIANT(in_heaps == free_blocks, "heaps hold %zu blocks, segments %zu free ones", in_heaps, free_blocks);
     INVARIANT(live == a->map_count, "map holds %zu blocks, segments %zu live ones", a->map_count, live);
     INVARIANT(reserved == a->reserved, "reserved %llu, segments sum to %llu", (unsigned long long)a->reserved,

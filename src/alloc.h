@@ -17,8 +17,11 @@
 
 /* Requests are rounded up to this; blocks are aligned to it. */
 #define CPOOL__BLOCK_ALIGN ((size_t)512)
-/* Segments are multiples of this; requests up to half of it share one. */
+/* Segments are multiples of this. */
 #define CPOOL__SEGMENT_GRANULE ((size_t)2 << 20)
+/* Requests up to this are small: they share 2 MiB segments of their own, so
+ * that small blocks never split the large free ranges big requests need. */
+#define CPOOL__SMALL_MAX ((size_t)1 << 20)
 
 typedef struct cpool__segment_source {
     void *ctx;
@@ -30,8 +33,6 @@ typedef struct cpool__block cpool__block;
 typedef struct cpool__segment cpool__segment;
 
 #define CPOOL__BINS 320
-/* Freed general blocks kept unmerged per size class, for exact-size reuse. */
-#define CPOOL__QUICK_DEPTH 4
 
 typedef struct cpool__heap {
     cpool__block *bins[CPOOL__BINS];
@@ -40,15 +41,13 @@ typedef struct cpool__heap {
 
 typedef struct cpool__allocator {
     cpool__segment_source source;
-    cpool__heap heaps[2]; /* [0] general use, [1] graph-reserved */
+    /* By set and size class: [graph * 2 + large]. */
+    cpool__heap heaps[4];
     cpool__segment *segments;
     /* Live blocks by address: open addressing, linear probing. */
     cpool__block **map;
     size_t map_cap, map_count;
     cpool__block *spare_blocks; /* recycled block records */
-    cpool__block *quick[CPOOL__BINS][CPOOL__QUICK_DEPTH];
-    uint8_t quick_count[CPOOL__BINS];
-    size_t quick_total;
     uint64_t next_free_seq;
     size_t restricted_blocks; /* free blocks reusable by one stream only */
     uint64_t max_reserved;    /* 0: unbounded */
@@ -68,7 +67,8 @@ bool cpool__allocator_alloc_cached(cpool__allocator *a, size_t bytes, uint64_t s
 /* Takes a new segment for the request and serves it from there. */
 cpool_status cpool__allocator_alloc_grow(cpool__allocator *a, size_t bytes, bool graph, void **out);
 
-/* Adds a free general segment of at least `bytes` (pool reserve). */
+/* Adds a free general segment of at least `bytes` (pool reserve), for
+ * requests larger than CPOOL__SMALL_MAX. */
 cpool_status cpool__allocator_reserve(cpool__allocator *a, size_t bytes);
 
 /* Frees a live block. Under capture (`graph`) the block joins the
@@ -80,8 +80,6 @@ cpool_status cpool__allocator_free(cpool__allocator *a, void *ptr, uint64_t stre
 
 /* The free sequence number of the last free (fences cover up to it). */
 uint64_t cpool__allocator_free_seq(const cpool__allocator *a);
-/* Merges every block of the exact-size caches back into the heaps. */
-void cpool__allocator_flush_quick(cpool__allocator *a);
 /* Lists up to `cap` distinct streams that have restricted blocks, with the
  * newest free sequence number among each one's blocks; returns the count. */
 size_t cpool__allocator_restricted_streams(const cpool__allocator *a, uint64_t *streams, uint64_t *seqs, size_t cap);

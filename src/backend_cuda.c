@@ -92,7 +92,8 @@ typedef struct device_guard {
     bool relaxed;
 } device_guard;
 
-/* Makes dev current and, if relaxed, this thread's capture mode relaxed. */
+/* Makes dev current (unless dev is NULL) and, if relaxed, this thread's
+ * capture mode relaxed. */
 static cpool_status guard_enter(device_guard *g, const cpool__bdevice *dev, bool relaxed) {
     g->switched = false;
     g->relaxed = relaxed;
@@ -100,6 +101,7 @@ static cpool_status guard_enter(device_guard *g, const cpool__bdevice *dev, bool
         g->mode = cudaStreamCaptureModeRelaxed;
         CHECK_CUDA(cudaThreadExchangeStreamCaptureMode(&g->mode));
     }
+    if (!dev) return CPOOL_OK;
     cudaError_t err = cudaGetDevice(&g->previous);
     if (err == cudaSuccess && g->previous != dev->ordinal) {
         err = cudaSetDevice(dev->ordinal);
@@ -232,8 +234,11 @@ static void discard_capture(cpool__bstream *s) {
 
 static void cuda_stream_destroy(cpool__bstream *s) {
     discard_capture(s);
+    device_guard g;
+    bool relaxed = guard_enter(&g, NULL, true) == CPOOL_OK;
     if (cudaStreamSynchronize(s->stream) != cudaSuccess) cudaGetLastError();
     if (s->owned && cudaStreamDestroy(s->stream) != cudaSuccess) cudaGetLastError();
+    if (relaxed) guard_exit(&g);
     free(s);
 }
 
@@ -335,32 +340,54 @@ static cpool_status cuda_event_create(cpool__bdevice *dev, cpool__bevent **out) 
     return CPOOL_OK;
 }
 
+/* Event calls are the library's own bookkeeping: they run in relaxed
+ * capture mode, so that a GLOBAL-mode capture on any thread is not broken by
+ * them (CUDA counts event queries and waits as unsafe under capture). */
+
 static void cuda_event_destroy(cpool__bevent *ev) {
     if (!ev) return;
+    device_guard g;
+    bool relaxed = guard_enter(&g, NULL, true) == CPOOL_OK;
     if (cudaEventDestroy(ev->event) != cudaSuccess) cudaGetLastError();
+    if (relaxed) guard_exit(&g);
     free(ev);
 }
 
 static cpool_status cuda_event_record(cpool__bevent *ev, cpool__bstream *s) {
     enum cudaStreamCaptureStatus status;
-    CHECK_CUDA(cudaStreamIsCapturing(s->stream, &status));
-    if (status != cudaStreamCaptureStatusNone)
-        return cpool__fail(CPOOL_ERR_UNSUPPORTED, "cannot record an event on a capturing stream");
-    CHECK_CUDA(cudaEventRecord(ev->event, s->stream));
-    ev->recorded = true;
-    return CPOOL_OK;
+    device_guard g;
+    cpool_status st = guard_enter(&g, NULL, true);
+    if (st != CPOOL_OK) return st;
+    cudaError_t err = cudaStreamIsCapturing(s->stream, &status);
+    if (err == cudaSuccess && status != cudaStreamCaptureStatusNone)
+        st = cpool__fail(CPOOL_ERR_UNSUPPORTED, "cannot record an event on a capturing stream");
+    else if (err == cudaSuccess)
+        err = cudaEventRecord(ev->event, s->stream);
+    guard_exit(&g);
+    if (err != cudaSuccess) return cuda_fail(err, "cudaEventRecord");
+    if (st == CPOOL_OK) ev->recorded = true;
+    return st;
 }
 
 static bool cuda_event_done(cpool__bevent *ev) {
     if (!ev->recorded) return true;
+    device_guard g;
+    bool relaxed = guard_enter(&g, NULL, true) == CPOOL_OK;
     cudaError_t err = cudaEventQuery(ev->event);
+    if (relaxed) guard_exit(&g);
     if (err == cudaErrorNotReady) return false;
     if (err != cudaSuccess) cudaGetLastError(); /* a failed device has nothing left running */
     return true;
 }
 
 static cpool_status cuda_event_synchronize(cpool__bevent *ev) {
-    if (ev->recorded) CHECK_CUDA(cudaEventSynchronize(ev->event));
+    if (!ev->recorded) return CPOOL_OK;
+    device_guard g;
+    cpool_status st = guard_enter(&g, NULL, true);
+    if (st != CPOOL_OK) return st;
+    cudaError_t err = cudaEventSynchronize(ev->event);
+    guard_exit(&g);
+    if (err != cudaSuccess) return cuda_fail(err, "cudaEventSynchronize");
     return CPOOL_OK;
 }
 
@@ -373,12 +400,14 @@ static cpool_status cuda_capture_begin(cpool__bstream *s, cpool_capture_mode mod
         [CPOOL_CAPTURE_RELAXED] = cudaStreamCaptureModeRelaxed,
     };
     enum cudaStreamCaptureStatus status;
-    CHECK_CUDA(cudaStreamIsCapturing(s->stream, &status));
-    if (status != cudaStreamCaptureStatusNone)
-        return cpool__fail(CPOOL_ERR_ALREADY_CAPTURING, "the stream is already capturing");
     cuda_capture *c = calloc(1, sizeof *c);
     if (!c) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory beginning a capture");
     cudaError_t err = cudaStreamBeginCapture(s->stream, modes[mode]);
+    if (err == cudaErrorIllegalState) {
+        free(c);
+        cudaGetLastError();
+        return cpool__fail(CPOOL_ERR_ALREADY_CAPTURING, "the stream is already capturing");
+    }
     if (err == cudaSuccess) err = cudaStreamGetCaptureInfo(s->stream, &status, &c->id, NULL, NULL, NULL, NULL);
     if (err != cudaSuccess) {
         cpool_status st = cuda_fail(err, "cudaStreamBeginCapture");
@@ -476,8 +505,11 @@ static cpool_status cuda_graph_upload(cpool__bgraph *g, cpool__bstream *s) {
 /* Both calls are safe while launches are in flight: the driver frees the
  * executable, and runs the thunks' user object destructor, once they finish. */
 static void cuda_graph_destroy(cpool__bgraph *g) {
+    device_guard guard;
+    bool relaxed = guard_enter(&guard, NULL, true) == CPOOL_OK;
     if (cudaGraphExecDestroy(g->exec) != cudaSuccess) cudaGetLastError();
     if (cudaGraphDestroy(g->graph) != cudaSuccess) cudaGetLastError();
+    if (relaxed) guard_exit(&guard);
     free(g);
 }
 
