@@ -379,6 +379,72 @@ cpool_graph *cpool_graph_retain(cpool_graph *g);
  * that was then waits and tears down as cpool_pool_release says. */
 void cpool_graph_release(cpool_graph *g);
 
+/* ------------------------------------------------------------------------ */
+/* Graph update, per-replay parameters, graphed calls, dumps                 */
+/* ------------------------------------------------------------------------ */
+
+/* Captures body(s, ctx) again on `s`, with the graph's pool and capture
+ * mode, and makes `g` run the new work from its next launch on. Where the
+ * new work has the same shape (the same nodes, only their parameters
+ * changed) the executable is updated in place (cudaGraphExecUpdate), which
+ * is much cheaper than instantiating anew; otherwise the new capture is
+ * instantiated and replaces the old executable, which is freed once its
+ * launches finished. Captured host work (cpool_launch_host) always takes
+ * the second way. Nothing runs. The graph takes the pool references and
+ * generations of the new capture, so an update after
+ * cpool_pool_clear_buffers makes a stale graph launchable again. The replay
+ * count goes on counting.
+ * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL argument, a stream of
+ * another device or one that is capturing), the body's status, or any
+ * status of cpool_capture. On failure `g` is unchanged and launches its old
+ * work. */
+cpool_status cpool_graph_update(cpool_graph *g, cpool_stream *s, cpool_capture_fn body, void *ctx);
+
+/* A parameter block: `bytes` of device memory owned by a pool, at a fixed
+ * address for the pool's whole life, for captured work to read on every
+ * replay (a step counter, a scale, a pointer table).
+ * Created by cpool_param_create; it ends with its pool (there is no
+ * destroy: graphs that read it keep the pool, and so the block, alive). */
+typedef struct cpool_param cpool_param;
+
+/* Creates a parameter block of `bytes` in `pool`; its contents are
+ * undefined until the first cpool_param_set. It counts as a live allocation
+ * of the pool (allocated_bytes) until the pool ends, and clear_buffers
+ * leaves it alone.
+ * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL argument, bytes == 0),
+ * CPOOL_ERR_SEALED, CPOOL_ERR_OUT_OF_MEMORY, CPOOL_ERR_BACKEND. */
+cpool_status cpool_param_create(cpool_pool *pool, size_t bytes, cpool_param **out);
+
+/* The block's device address (host memory on the host backend, readable by
+ * host work); NULL for NULL. */
+void *cpool_param_device_ptr(const cpool_param *p);
+
+/* Writes `bytes` from `value` to the start of the block in stream order on
+ * `s`: work enqueued on `s` before the call sees the old value, work after
+ * it the new one. `value` may be reused as soon as the call returns. One
+ * small copy; not allowed while `s` captures (a captured copy would read
+ * `value` again on every replay).
+ * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL argument, bytes == 0 or
+ * larger than the block, a stream of another device or one that captures;
+ * nothing is enqueued), CPOOL_ERR_OUT_OF_MEMORY, CPOOL_ERR_BACKEND. */
+cpool_status cpool_param_set(cpool_param *p, const void *value, size_t bytes, cpool_stream *s);
+
+/* Runs body(s, ctx) eagerly `warmup_runs` times on `s` (so that lazy
+ * initialisation, library handles and workspace allocations happen outside
+ * capture), then captures it once with `pool` and `mode` into *out.
+ * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL argument, warmup_runs
+ * < 0), the body's first failing status (eagerly or under capture), or any
+ * status of cpool_capture. On failure *out is NULL. */
+cpool_status cpool_graphed_call(cpool_stream *s, cpool_pool *pool, cpool_capture_mode mode, int warmup_runs,
+                                cpool_capture_fn body, void *ctx, cpool_graph **out);
+
+/* Writes the graph to `path` in Graphviz DOT: CUDA's own dump
+ * (cudaGraphDebugDotPrint, verbose) on the CUDA backend, the recorded
+ * operations in order on the host backend.
+ * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL argument),
+ * CPOOL_ERR_BACKEND (the file could not be written). */
+cpool_status cpool_graph_dump_dot(const cpool_graph *g, const char *path);
+
 #if defined(__GNUC__)
 #pragma GCC visibility pop
 #endif

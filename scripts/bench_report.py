@@ -59,6 +59,11 @@ def main():
                   "launch CPU: ours", "raw", "ours/raw", "PyTorch replay CPU",
                   "capture+end: ours", "raw", "ours/raw"], rows), ""]
 
+    up = [r for r in csv_rows(out, "update") if r[0] == "cuda"]
+    md += ["## Graph update vs capturing anew (us; medians)", "",
+           table(["kernels", "cpool_graph_update", "release + capture + instantiate", "anew / update"],
+                 [[r[1], r[2], r[3], f"{float(r[3]) / float(r[2]):.2f}x"] for r in up]), ""]
+
     gm = csv_rows(out, "graphmem")
     md += ["## Graph memory: 8 graphs x 256 MiB scratch", "",
            table(["variant", "graphs", "scratch MiB", "reserved / scratch"], [[r[0], r[1], r[2], r[3] + "x"] for r in gm]), ""]

@@ -57,6 +57,7 @@ step alloc-bench build-gpu/rel/bench/alloc_bench
 step alloc-bench-host env CPOOL_BACKEND=host build-gpu/rel/bench/alloc_bench
 step launch-bench build-gpu/rel/bench/launch_bench
 step torch-launch python3 bench/torch_launch.py
+step update-bench build-gpu/rel/bench/update_bench
 step graph-memory bash -c "build-gpu/rel/bench/graph_memory_bench && python3 bench/graph_memory_torch.py"
 if [[ ! -s bench/traces/resnet50_train.trace || ${CPOOL_RECORD_TRACES:-0} == 1 ]]; then
     step record-traces python3 bench/traces/record_traces.py "$out/traces"

@@ -51,6 +51,9 @@ typedef struct cpool__backend {
     cpool_status (*launch_host)(cpool__bstream *s, void (*fn)(void *), void *arg);
     cpool_status (*memcpy_async)(cpool__bstream *s, void *dst, const void *src, size_t bytes);
     cpool_status (*memset_async)(cpool__bstream *s, void *dst, int value, size_t bytes);
+    /* A stream-ordered copy from host memory that the caller may reuse as
+     * soon as the call returns. */
+    cpool_status (*upload_async)(cpool__bstream *s, void *dst, const void *src, size_t bytes);
 
     cpool_status (*event_create)(cpool__bdevice *dev, cpool__bevent **out);
     void (*event_destroy)(cpool__bevent *ev);
@@ -72,6 +75,11 @@ typedef struct cpool__backend {
     cpool_status (*graph_upload)(cpool__bgraph *g, cpool__bstream *s);
     void (*graph_destroy)(cpool__bgraph *g);
     void *(*graph_native)(const cpool__bgraph *g);
+    /* Makes g's executable run fresh's work in place, if the backend can;
+     * g then holds fresh's graph and fresh what g no longer needs (to be
+     * destroyed). false: nothing changed (the caller swaps the graphs). */
+    bool (*graph_update_in_place)(cpool__bgraph *g, cpool__bgraph *fresh);
+    cpool_status (*graph_dump_dot)(const cpool__bgraph *g, const char *path);
 } cpool__backend;
 
 extern const cpool__backend cpool__backend_host;

@@ -59,8 +59,9 @@ struct cpool__bevent {
 };
 
 struct cpool__bgraph {
-    cudaGraph_t graph;
+    cudaGraph_t graph; /* the captured graph the executable was made from */
     cudaGraphExec_t exec;
+    bool has_host_work; /* holds thunks: never updated in place (see update) */
 };
 
 /* ---- errors and guards --------------------------------------------------- */
@@ -314,6 +315,13 @@ static cpool_status cuda_memcpy_async(cpool__bstream *s, void *dst, const void *
     return CPOOL_OK;
 }
 
+/* From pageable memory CUDA stages the source before returning, so the
+ * caller may reuse it at once. */
+static cpool_status cuda_upload_async(cpool__bstream *s, void *dst, const void *src, size_t bytes) {
+    CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s->stream));
+    return CPOOL_OK;
+}
+
 static cpool_status cuda_memset_async(cpool__bstream *s, void *dst, int value, size_t bytes) {
     CHECK_CUDA(cudaMemsetAsync(dst, value, bytes, s->stream));
     return CPOOL_OK;
@@ -455,6 +463,7 @@ static cpool_status cuda_capture_end(cpool__bstream *s, cpool__bgraph **out) {
         return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory ending a capture");
     }
     g->graph = graph;
+    g->has_host_work = thunks != NULL;
     if (thunks) {
         /* From here the driver owns the thunk list: the user object frees it. */
         cudaUserObject_t owner;
@@ -515,6 +524,33 @@ static void cuda_graph_destroy(cpool__bgraph *g) {
 
 static void *cuda_graph_native(const cpool__bgraph *g) { return (void *)g->exec; }
 
+/* cudaGraphExecUpdate copies the new graph's node parameters into the
+ * executable. Host nodes' thunks are owned through user objects that the
+ * executable took at instantiation; an update would leave the executable
+ * pointing at thunks it holds no reference to, so graphs with host work are
+ * always instantiated anew instead. */
+static bool cuda_graph_update_in_place(cpool__bgraph *g, cpool__bgraph *fresh) {
+    if (g->has_host_work || fresh->has_host_work) return false;
+    cudaGraphExecUpdateResultInfo info;
+    device_guard guard;
+    if (guard_enter(&guard, NULL, true) != CPOOL_OK) return false;
+    cudaError_t err = cudaGraphExecUpdate(g->exec, fresh->graph, &info);
+    guard_exit(&guard);
+    if (err != cudaSuccess) {
+        cudaGetLastError(); /* a topology change: the caller swaps instead */
+        return false;
+    }
+    cudaGraph_t old = g->graph;
+    g->graph = fresh->graph;
+    fresh->graph = old;
+    return true;
+}
+
+static cpool_status cuda_graph_dump_dot(const cpool__bgraph *g, const char *path) {
+    CHECK_CUDA(cudaGraphDebugDotPrint(g->graph, path, cudaGraphDebugDotFlagsVerbose));
+    return CPOOL_OK;
+}
+
 const cpool__backend cpool__backend_cuda = {
     .kind = CPOOL_BACKEND_CUDA,
     .name = "cuda",
@@ -529,6 +565,7 @@ const cpool__backend cpool__backend_cuda = {
     .launch_host = cuda_launch_host,
     .memcpy_async = cuda_memcpy_async,
     .memset_async = cuda_memset_async,
+    .upload_async = cuda_upload_async,
     .event_create = cuda_event_create,
     .event_destroy = cuda_event_destroy,
     .event_record = cuda_event_record,
@@ -541,4 +578,6 @@ const cpool__backend cpool__backend_cuda = {
     .graph_upload = cuda_graph_upload,
     .graph_destroy = cuda_graph_destroy,
     .graph_native = cuda_graph_native,
+    .graph_update_in_place = cuda_graph_update_in_place,
+    .graph_dump_dot = cuda_graph_dump_dot,
 };

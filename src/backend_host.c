@@ -282,6 +282,29 @@ static cpool_status host_memset_async(cpool__bstream *s, void *dst, int value, s
     return enqueue(s, &op);
 }
 
+/* The source is copied now, into the task, so the caller may reuse it. */
+static cpool_status host_upload_async(cpool__bstream *s, void *dst, const void *src, size_t bytes) {
+    if (s->capture) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "an upload cannot be captured");
+    void *copy = malloc(bytes);
+    if (!copy) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory staging an upload");
+    memcpy(copy, src, bytes);
+    host_op op = {.kind = OP_COPY, .dst = dst, .src = copy, .bytes = bytes};
+    cpool_status st = enqueue(s, &op);
+    if (st == CPOOL_OK) {
+        host_op release = {.kind = OP_HOST_FN, .fn = free, .arg = copy};
+        st = enqueue(s, &release);
+        if (st != CPOOL_OK) {
+            /* The copy is queued and reads `copy`: wait for it before freeing. */
+            host_stream_synchronize(s);
+            free(copy);
+            st = CPOOL_OK;
+        }
+    } else {
+        free(copy);
+    }
+    return st;
+}
+
 /* ---- events -------------------------------------------------------------- */
 
 static cpool_status host_event_create(cpool__bdevice *dev, cpool__bevent **out) {
@@ -378,6 +401,46 @@ static void *host_graph_native(const cpool__bgraph *g) {
     return NULL;
 }
 
+/* Host graphs are immutable arrays shared with launches in flight: an
+ * update always swaps in the new graph. */
+static bool host_graph_update_in_place(cpool__bgraph *g, cpool__bgraph *fresh) {
+    CPOOL_UNUSED(g);
+    CPOOL_UNUSED(fresh);
+    return false;
+}
+
+/* One node per operation, chained in the order they run. */
+static void dot_ops(FILE *f, const cpool__bgraph *g) {
+    for (size_t i = 0; i < g->count; i++) {
+        const host_op *op = &g->ops[i];
+        switch (op->kind) {
+        case OP_HOST_FN:
+            fprintf(f, "  n%zu [shape=box label=\"host fn %p\\narg %p\"];\n", i, (void *)(uintptr_t)op->fn, op->arg);
+            break;
+        case OP_COPY:
+            fprintf(f, "  n%zu [shape=box label=\"copy %zu bytes\\n%p -> %p\"];\n", i, op->bytes, op->src, op->dst);
+            break;
+        case OP_SET:
+            fprintf(f, "  n%zu [shape=box label=\"memset %zu bytes = %d\\n%p\"];\n", i, op->bytes, op->value, op->dst);
+            break;
+        case OP_GRAPH:
+            fprintf(f, "  n%zu [shape=ellipse label=\"child graph (%zu ops)\"];\n", i, op->graph->count);
+            break;
+        }
+        if (i > 0) fprintf(f, "  n%zu -> n%zu;\n", i - 1, i);
+    }
+}
+
+static cpool_status host_graph_dump_dot(const cpool__bgraph *g, const char *path) {
+    FILE *f = fopen(path, "w");
+    if (!f) return cpool__fail(CPOOL_ERR_BACKEND, "cannot open %s for writing", path);
+    fprintf(f, "digraph capturepool_host_graph {\n  rankdir=TB;\n  label=\"host graph, %zu operations in stream order\";\n", g->count);
+    dot_ops(f, g);
+    fprintf(f, "}\n");
+    if (fclose(f) != 0) return cpool__fail(CPOOL_ERR_BACKEND, "cannot write %s", path);
+    return CPOOL_OK;
+}
+
 const cpool__backend cpool__backend_host = {
     .kind = CPOOL_BACKEND_HOST,
     .name = "host",
@@ -392,6 +455,7 @@ const cpool__backend cpool__backend_host = {
     .launch_host = host_launch_host,
     .memcpy_async = host_memcpy_async,
     .memset_async = host_memset_async,
+    .upload_async = host_upload_async,
     .event_create = host_event_create,
     .event_destroy = host_event_destroy,
     .event_record = host_event_record,
@@ -404,4 +468,6 @@ const cpool__backend cpool__backend_host = {
     .graph_upload = host_graph_upload,
     .graph_destroy = host_graph_destroy,
     .graph_native = host_graph_native,
+    .graph_update_in_place = host_graph_update_in_place,
+    .graph_dump_dot = host_graph_dump_dot,
 };

@@ -53,6 +53,7 @@ cpool_status cpool_capture_begin(cpool_stream *s, cpool_pool *pool, cpool_captur
     cpool_status st = pool ? cpool__capture_reserve(cap) : CPOOL_OK;
     if (st == CPOOL_OK && pool) cpool__capture_hold(cap, pool);
     cap->has_bound_pool = pool != NULL;
+    cap->mode = mode;
     if (st == CPOOL_OK) st = cpool__stream_mark_capture(s);
     if (st == CPOOL_ERR_UNSUPPORTED) /* the stream captures already, outside capturepool */
         st = cpool__fail(CPOOL_ERR_ALREADY_CAPTURING, "cpool_capture_begin: the stream is already capturing");
@@ -117,4 +118,17 @@ cpool_status cpool_capture(cpool_stream *s, cpool_pool *pool, cpool_capture_mode
         return st;
     }
     return cpool_capture_end(s, graph_out);
+}
+
+cpool_status cpool_graphed_call(cpool_stream *s, cpool_pool *pool, cpool_capture_mode mode, int warmup_runs,
+                                cpool_capture_fn body, void *ctx, cpool_graph **out) {
+    if (!s || !body || !out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_graphed_call: NULL argument");
+    *out = NULL;
+    if (warmup_runs < 0)
+        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_graphed_call: negative warmup_runs %d", warmup_runs);
+    for (int i = 0; i < warmup_runs; i++) {
+        cpool_status st = body(s, ctx);
+        if (st != CPOOL_OK) return st;
+    }
+    return cpool_capture(s, pool, mode, body, ctx, out);
 }

@@ -22,6 +22,7 @@ struct cpool_graph {
     cpool__held_pool *pools; /* pools[0] is the capture's bound pool when has_bound_pool */
     size_t pool_count;
     bool has_bound_pool;
+    cpool_capture_mode mode; /* of its capture, reused by update */
     _Atomic uint64_t replays;
 };
 
@@ -34,6 +35,7 @@ cpool_status cpool__graph_wrap(cpool_device *dev, cpool__bgraph *impl, cpool__ca
     g->pools = cap->pools; /* the capture's references move here */
     g->pool_count = cap->pool_count;
     g->has_bound_pool = cap->has_bound_pool;
+    g->mode = cap->mode;
     for (size_t i = 0; i < g->pool_count; i++) {
         cpool__pool_graph_attach(g->pools[i].pool);
         cpool__pool_capture_detach(g->pools[i].pool);
@@ -92,6 +94,36 @@ cpool_pool *cpool_graph_pool(const cpool_graph *g) { return g && g->has_bound_po
 size_t cpool_graph_pool_buffer_count(const cpool_graph *g) { return cpool_pool_buffer_count(cpool_graph_pool(g)); }
 
 void *cpool_graph_native(const cpool_graph *g) { return g ? g->dev->be->graph_native(g->impl) : NULL; }
+
+cpool_status cpool_graph_update(cpool_graph *g, cpool_stream *s, cpool_capture_fn body, void *ctx) {
+    cpool_status st = launch_check("cpool_graph_update", g, s);
+    if (st != CPOOL_OK) return st;
+    if (!body) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_graph_update: body is NULL");
+    cpool_graph *fresh = NULL;
+    st = cpool_capture(s, cpool_graph_pool(g), g->mode, body, ctx, &fresh);
+    if (st != CPOOL_OK) return st;
+    /* From here nothing can fail. g takes the new work (in place, or by
+     * trading executables) and the new capture's pool references; fresh
+     * leaves with what g no longer needs. */
+    if (!g->dev->be->graph_update_in_place(g->impl, fresh->impl)) {
+        cpool__bgraph *impl = g->impl;
+        g->impl = fresh->impl;
+        fresh->impl = impl;
+    }
+    cpool__held_pool *pools = g->pools;
+    size_t count = g->pool_count;
+    g->pools = fresh->pools;
+    g->pool_count = fresh->pool_count;
+    fresh->pools = pools;
+    fresh->pool_count = count;
+    cpool_graph_release(fresh);
+    return CPOOL_OK;
+}
+
+cpool_status cpool_graph_dump_dot(const cpool_graph *g, const char *path) {
+    if (!g || !path) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_graph_dump_dot: NULL argument");
+    return g->dev->be->graph_dump_dot(g->impl, path);
+}
 
 cpool_graph *cpool_graph_retain(cpool_graph *g) {
     if (g) atomic_fetch_add(&g->refs, 1);

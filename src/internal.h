@@ -111,6 +111,7 @@ typedef struct cpool__held_pool {
 } cpool__held_pool;
 
 struct cpool__capture {
+    cpool_capture_mode mode;
     /* pools[0] is the pool bound at begin (when there is one), then every
      * other pool allocated from or freed to under the capture. Each is a
      * reference. */
@@ -138,6 +139,15 @@ void cpool__capture_hold(cpool__capture *cap, cpool_pool *pool);
  * pool references (cap is left empty). */
 cpool_status cpool__graph_wrap(cpool_device *dev, cpool__bgraph *impl, cpool__capture *cap, cpool_graph **out);
 
+/* ---- param.c ------------------------------------------------------------- */
+
+struct cpool_param {
+    struct cpool_param *next; /* in its pool's list, freed with the pool */
+    cpool_pool *pool;         /* borrowed: the param lives inside it */
+    void *ptr;
+    size_t bytes;
+};
+
 /* ---- pool.c -------------------------------------------------------------- */
 
 cpool_device *cpool__pool_device(const cpool_pool *pool);
@@ -152,5 +162,8 @@ void cpool__pool_graph_attach(cpool_pool *pool);
 void cpool__pool_graph_detach(cpool_pool *pool);
 void cpool__pool_capture_attach(cpool_pool *pool);
 void cpool__pool_capture_detach(cpool_pool *pool);
+/* Allocates a block for the pool's whole life (a parameter block) and keeps
+ * `param` in the pool's list, freed with the pool. */
+cpool_status cpool__pool_add_param(cpool_pool *pool, cpool_param *param);
 
 #endif /* CPOOL_INTERNAL_H */

@@ -58,6 +58,7 @@ struct cpool_pool {
     cpool__bevent **spare_events;
     size_t spare_count, spare_cap;
 
+    cpool_param *params; /* blocks for the pool's whole life */
     size_t graph_count, capture_count;
     uint64_t holder_epoch; /* counts every graph or capture that took hold */
 
@@ -144,6 +145,11 @@ static void pool_destroy(cpool_pool *pool) {
     /* Nobody else can reach the pool now: no lock needed. */
     run_drops(pool->doomed);
     run_drops(pool->records);
+    while (pool->params) {
+        cpool_param *p = pool->params;
+        pool->params = p->next;
+        free(p); /* its memory goes with the segments */
+    }
     const cpool__backend *be = pool->dev->be;
     for (size_t i = 0; i < pool->fence_count; i++) be->event_destroy(pool->fences[i].event);
     for (size_t i = 0; i < pool->spare_count; i++) be->event_destroy(pool->spare_events[i]);
@@ -392,6 +398,22 @@ cpool_status cpool_free(cpool_pool *pool, void *ptr, cpool_stream *s) {
     CHECK_ALLOCATOR(pool);
     pthread_mutex_unlock(&pool->mu);
     if (st == CPOOL_OK && cap) cpool__capture_hold(cap, pool);
+    return st;
+}
+
+cpool_status cpool__pool_add_param(cpool_pool *pool, cpool_param *param) {
+    if (atomic_load(&pool->sealed)) return cpool__fail(CPOOL_ERR_SEALED, "cpool_param_create: the pool is sealed");
+    pthread_mutex_lock(&pool->mu);
+    /* Stream 0: only blocks with no pending stream work. */
+    cpool_status st = CPOOL_OK;
+    if (!cpool__allocator_alloc_cached(&pool->alloc, param->bytes, 0, false, &param->ptr))
+        st = alloc_slow(pool, param->bytes, 0, false, &param->ptr);
+    if (st == CPOOL_OK) {
+        param->next = pool->params;
+        pool->params = param;
+    }
+    CHECK_ALLOCATOR(pool);
+    pthread_mutex_unlock(&pool->mu);
     return st;
 }
 

@@ -537,6 +537,106 @@ static void failed_alloc_under_capture_takes_no_reference(cpool_device *dev) {
     cpool_stream_destroy(s);
 }
 
+/* The pool and graph calls that do internal device work (grow, give back,
+ * wait for the device, destroy an executable) keep a GLOBAL-mode capture on
+ * the calling thread valid: that work is the library's, not the capture's.
+ * Each call gets a capture of its own, so a failure names the call. */
+typedef enum {
+    OP_ALLOC_GROW_OTHER_STREAM,
+    OP_RECORD_AND_STATS,
+    OP_CLEAR_OTHER_POOL,
+    OP_TRIM_OTHER_POOL,
+    OP_RELEASE_OTHER_POOL,
+    OP_RELEASE_GRAPH,
+    OP_COUNT
+} capture_op;
+static const char *const capture_op_names[OP_COUNT] = {
+    "alloc (growing) on another stream", "record and get_stats", "clear_buffers of another pool",
+    "trim of another pool",              "last release of another pool", "last release of a graph"};
+
+static void library_calls_keep_global_capture_valid(cpool_device *dev) {
+    static drop_log log;
+    static tracked obj;
+    static int count;
+    cpool_stream *s = NULL, *t = NULL;
+    cpool_pool *bound = NULL;
+    int op;
+    drop_log_init(&log);
+    astore(&count, 0);
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    REQUIRE_OK(cpool_stream_create(dev, &t));
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &bound));
+    for (op = 0; op < OP_COUNT; op++) {
+        cpool_pool *other = NULL;
+        cpool_graph *victim = NULL, *g = NULL;
+        cpool_capture_state state;
+        cpool_status st;
+        void *p = NULL;
+        tracked_init(&obj, &log, op, NULL);
+        REQUIRE_OK(cpool_pool_create(dev, NULL, &other));
+        CHECK_OK(cpool_pool_record(other, &obj, tracked_drop, NULL));
+        CHECK_OK(cpool_alloc(other, 1u << 20, t, &p)); /* a segment for trim/release to give back */
+        CHECK_OK(cpool_free(other, p, t));
+        if (op == OP_RELEASE_GRAPH) {
+            REQUIRE_OK(cpool_capture_begin(t, NULL, CPOOL_CAPTURE_GLOBAL));
+            CHECK_OK(cpool_launch_host(t, cb_inc, &count));
+            REQUIRE_OK(cpool_capture_end(t, &victim));
+            CHECK_OK(cpool_graph_launch(victim, t));
+            CHECK_OK(cpool_stream_synchronize(t));
+        }
+        CHECK_OK(cpool_launch_host(t, cb_inc, &count)); /* t has work recorded before the capture */
+        REQUIRE_OK(cpool_capture_begin(s, bound, CPOOL_CAPTURE_GLOBAL));
+        CHECK_OK(cpool_launch_host(s, cb_inc, &count));
+        switch ((capture_op)op) {
+        case OP_ALLOC_GROW_OTHER_STREAM:
+            CHECK_OK(cpool_alloc(other, 64u << 20, t, &p));
+            CHECK_OK(cpool_free(other, p, t));
+            break;
+        case OP_RECORD_AND_STATS:
+            CHECK_OK(cpool_pool_record(other, NULL, NULL, NULL));
+            CHECK_OK(cpool_pool_record(bound, NULL, NULL, NULL));
+            (void)stats_of(other);
+            (void)stats_of(bound);
+            break;
+        case OP_CLEAR_OTHER_POOL:
+            cpool_pool_clear_buffers(other);
+            break;
+        case OP_TRIM_OTHER_POOL:
+            CHECK_OK(cpool_pool_trim(other));
+            break;
+        case OP_RELEASE_OTHER_POOL:
+            cpool_pool_release(other);
+            other = NULL;
+            break;
+        case OP_RELEASE_GRAPH:
+            cpool_graph_release(victim);
+            victim = NULL;
+            break;
+        case OP_COUNT:
+            break;
+        }
+        CHECK_OK(cpool_capture_status(s, &state));
+        if (state != CPOOL_CAPTURE_ACTIVE)
+            check_report_(__FILE__, __LINE__, "%s broke the capture (state %d)", capture_op_names[op], (int)state);
+        st = cpool_capture_end(s, &g);
+        if (st != CPOOL_OK)
+            check_report_(__FILE__, __LINE__, "after %s, capture_end returned %s: %s", capture_op_names[op],
+                          cpool_status_string(st), cpool_last_error());
+        if (g) {
+            CHECK_OK(cpool_graph_launch(g, s));
+            CHECK_OK(cpool_stream_synchronize(s));
+        }
+        cpool_graph_release(g);
+        cpool_graph_release(victim);
+        cpool_pool_release(other);
+        CHECK_OK(cpool_stream_synchronize(t));
+        CHECK(wait_for_int(&obj.drops, 1, WAIT_TIMEOUT_MS));
+    }
+    cpool_pool_release(bound);
+    cpool_stream_destroy(s);
+    cpool_stream_destroy(t);
+}
+
 /* A capture bound to a pool of another device is refused (needs CUDA and the
  * host backend side by side). */
 static void capture_pool_of_other_device(cpool_device *dev) {
@@ -571,6 +671,7 @@ static const check_case cases[] = {
     CHECK_CASE(sealed_pool_under_capture),
     CHECK_CASE(alloc_under_capture_stats),
     CHECK_CASE(failed_alloc_under_capture_takes_no_reference),
+    CHECK_CASE(library_calls_keep_global_capture_valid),
     CHECK_CASE(capture_pool_of_other_device),
 };
 CHECK_MAIN(cases, CHECK_ON_ALL)

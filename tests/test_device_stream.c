@@ -37,9 +37,32 @@ static void device_backend_is_never_auto(cpool_device *dev) {
     else CHECK_EQ(b, CPOOL_BACKEND_HOST);
     cpool_device_close(cuda);
     REQUIRE_OK(cpool_device_open(CPOOL_BACKEND_AUTO, 0, &autodev));
-    CHECK_EQ(cpool_device_backend(autodev), have_cuda ? CPOOL_BACKEND_CUDA : CPOOL_BACKEND_HOST);
+    if (!getenv("CPOOL_BACKEND")) /* the README's override is tested below */
+        CHECK_EQ(cpool_device_backend(autodev), have_cuda ? CPOOL_BACKEND_CUDA : CPOOL_BACKEND_HOST);
+    else
+        CHECK_NE(cpool_device_backend(autodev), CPOOL_BACKEND_AUTO);
     cpool_device_close(autodev);
     cpool_device_close(NULL); /* no-op */
+}
+
+/* README: CPOOL_BACKEND=host (or =cuda) in the environment overrides AUTO. */
+static void auto_honours_cpool_backend_env(cpool_device *dev) {
+    cpool_device *d = NULL;
+    const char *old = getenv("CPOOL_BACKEND");
+    char saved[64] = "";
+    (void)dev;
+    if (old) snprintf(saved, sizeof saved, "%s", old);
+    setenv("CPOOL_BACKEND", "host", 1);
+    CHECK_OK(cpool_device_open(CPOOL_BACKEND_AUTO, 0, &d));
+    CHECK_EQ(cpool_device_backend(d), CPOOL_BACKEND_HOST);
+    cpool_device_close(d);
+    /* An explicit backend is not overridden. */
+    d = NULL;
+    CHECK_OK(cpool_device_open(CPOOL_BACKEND_HOST, 0, &d));
+    CHECK_EQ(cpool_device_backend(d), CPOOL_BACKEND_HOST);
+    cpool_device_close(d);
+    if (old) setenv("CPOOL_BACKEND", saved, 1);
+    else unsetenv("CPOOL_BACKEND");
 }
 
 /* Streams and pools keep their device alive after the caller closes it. */
@@ -368,6 +391,7 @@ static void copies_ordered_with_host_work(cpool_device *dev) {
 static const check_case cases[] = {
     CHECK_CASE(device_open_rejects_bad_arguments),
     CHECK_CASE(device_backend_is_never_auto),
+    CHECK_CASE(auto_honours_cpool_backend_env),
     CHECK_CASE(device_kept_alive_by_stream_and_pool),
     CHECK_CASE(stream_create_and_destroy),
     CHECK_CASE(stream_native_per_backend),

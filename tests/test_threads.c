@@ -251,6 +251,85 @@ static void concurrent_captures_on_one_pool(cpool_device *dev) {
     cpool_stream_destroy(s);
 }
 
+/* ---- a GLOBAL capture on one thread, pool work on another --------------------- */
+
+typedef struct other_thread_work {
+    cpool_device *dev;
+    cpool_stream *t; /* made and destroyed outside the capture */
+    int *capture_started;
+    int *work_done;
+} other_thread_work;
+
+/* Grows, frees, trims, clears and releases pools while another thread
+ * captures in GLOBAL mode: the library's internal device work must not break
+ * that capture. */
+static void *pool_work_worker(void *arg) {
+    other_thread_work *w = (other_thread_work *)arg;
+    static drop_log log;
+    static tracked obj;
+    cpool_stream *t = w->t;
+    cpool_pool *q = NULL;
+    void *p = NULL;
+    drop_log_init(&log);
+    tracked_init(&obj, &log, 0, NULL);
+    wait_for_int(w->capture_started, 1, WAIT_TIMEOUT_MS);
+    if (CHECK_OK(cpool_pool_create(w->dev, NULL, &q))) {
+        CHECK_OK(cpool_pool_record(q, &obj, tracked_drop, NULL));
+        CHECK_OK(cpool_alloc(q, 32u << 20, t, &p));
+        CHECK_OK(cpool_memset_async(t, p, 1, 32u << 20));
+        CHECK_OK(cpool_free(q, p, t));
+        CHECK_OK(cpool_alloc(q, 1000, t, &p));
+        CHECK_OK(cpool_free(q, p, t));
+        CHECK_OK(cpool_pool_trim(q));
+        cpool_pool_clear_buffers(q);
+        CHECK_EQ(aload(&obj.drops), 1);
+        cpool_pool_release(q);
+    }
+    astore(w->work_done, 1);
+    return NULL;
+}
+
+static void global_capture_survives_pool_work_elsewhere(cpool_device *dev) {
+    static int started, done, count;
+    cpool_stream *s = NULL;
+    cpool_pool *pool = NULL;
+    cpool_graph *g = NULL;
+    cpool_capture_state state;
+    pthread_t th;
+    other_thread_work w;
+    void *p = NULL;
+    astore(&started, 0);
+    astore(&done, 0);
+    astore(&count, 0);
+    w.dev = dev;
+    w.capture_started = &started;
+    w.work_done = &done;
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    REQUIRE_OK(cpool_stream_create(dev, &w.t));
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    CHECK_EQ(pthread_create(&th, NULL, pool_work_worker, &w), 0);
+    REQUIRE_OK(cpool_capture_begin(s, pool, CPOOL_CAPTURE_GLOBAL));
+    CHECK_OK(cpool_alloc(pool, 4096, s, &p));
+    CHECK_OK(cpool_memset_async(s, p, 2, 4096));
+    CHECK_OK(cpool_launch_host(s, cb_inc, &count));
+    astore(&started, 1);
+    CHECK(wait_for_int(&done, 1, WAIT_TIMEOUT_MS));
+    CHECK_OK(cpool_free(pool, p, s));
+    CHECK_OK(cpool_capture_status(s, &state));
+    CHECK_EQ(state, CPOOL_CAPTURE_ACTIVE);
+    CHECK_OK(cpool_capture_end(s, &g));
+    pthread_join(th, NULL);
+    if (g) {
+        CHECK_OK(cpool_graph_launch(g, s));
+        CHECK_OK(cpool_stream_synchronize(s));
+        CHECK_EQ(aload(&count), 1);
+    }
+    cpool_graph_release(g);
+    cpool_pool_release(pool);
+    cpool_stream_destroy(w.t);
+    cpool_stream_destroy(s);
+}
+
 /* ---- reference races --------------------------------------------------------------- */
 
 typedef struct refs_arg {
@@ -370,6 +449,7 @@ static const check_case cases[] = {
     CHECK_CASE(shared_pool_alloc_free_record),
     CHECK_CASE(stats_consistent_under_contention),
     CHECK_CASE(concurrent_captures_on_one_pool),
+    CHECK_CASE(global_capture_survives_pool_work_elsewhere),
     CHECK_CASE(retain_release_races),
     CHECK_CASE(record_and_clear_race),
 };

@@ -1,0 +1,96 @@
+/*
+ * Graph update against re-capture, measured side by side in one run: a graph
+ * of 100 and of 1000 small kernels (host tasks on the host backend) whose
+ * only change is an argument (the buffer they work on, alternating between
+ * two). "update" is cpool_graph_update (capture again + cudaGraphExecUpdate
+ * in place); "anew" is releasing the graph and capturing and instantiating
+ * it again with cpool_capture. Medians over repeats, in us.
+ * Usage: update_bench
+ */
+#include <stdlib.h>
+
+#include "bench_util.h"
+#include "capturepool.h"
+#ifdef CPOOL_HAVE_NVCC
+#include "bench_kernels.h"
+#endif
+
+enum { REPEATS = 21 };
+
+typedef struct step {
+    int kernels;
+    bool cuda;
+    void *x;
+} step;
+
+static void host_tick(void *arg) { ((float *)arg)[0] += 1.0f; }
+
+static cpool_status enqueue_step(cpool_stream *s, void *ctx) {
+    step *st = ctx;
+    for (int i = 0; i < st->kernels; i++) {
+#ifdef CPOOL_HAVE_NVCC
+        if (st->cuda) {
+            if (bench_tick(cpool_stream_native(s), st->x) != 0) return CPOOL_ERR_BACKEND;
+            continue;
+        }
+#endif
+        cpool_status rc = cpool_launch_host(s, host_tick, st->x);
+        if (rc != CPOOL_OK) return rc;
+    }
+    return CPOOL_OK;
+}
+
+int main(void) {
+    cpool_device *dev;
+    BENCH_CHECK(cpool_device_open(CPOOL_BACKEND_AUTO, 0, &dev));
+    cpool_stream *s;
+    BENCH_CHECK(cpool_stream_create(dev, &s));
+    cpool_pool *pool;
+    BENCH_CHECK(cpool_pool_create(dev, NULL, &pool));
+    step st = {0};
+#ifdef CPOOL_HAVE_NVCC
+    st.cuda = cpool_device_backend(dev) == CPOOL_BACKEND_CUDA;
+#endif
+    void *bufs[2];
+    for (int i = 0; i < 2; i++) {
+        BENCH_CHECK(cpool_alloc(pool, 32 * sizeof(float), s, &bufs[i]));
+        BENCH_CHECK(cpool_memset_async(s, bufs[i], 0, 32 * sizeof(float)));
+    }
+    const char *backend = cpool_device_backend(dev) == CPOOL_BACKEND_CUDA ? "cuda" : "host";
+    printf("update_bench: backend %s; a graph whose kernels changed only an argument; us, medians of %d\n", backend,
+           REPEATS);
+    printf("%7s | %12s %12s %10s\n", "kernels", "update", "anew", "anew/update");
+    const int sizes[] = {100, 1000};
+    for (int k = 0; k < 2; k++) {
+        st.kernels = sizes[k];
+        st.x = bufs[0];
+        cpool_graph *g;
+        BENCH_CHECK(cpool_capture(s, pool, CPOOL_CAPTURE_GLOBAL, enqueue_step, &st, &g));
+        BENCH_CHECK(cpool_graph_launch(g, s));
+        double upd[REPEATS], anew[REPEATS];
+        for (int r = 0; r < REPEATS; r++) {
+            st.x = bufs[(r + 1) % 2];
+            double t0 = bench_now_ns();
+            BENCH_CHECK(cpool_graph_update(g, s, enqueue_step, &st));
+            upd[r] = (bench_now_ns() - t0) / 1e3;
+            BENCH_CHECK(cpool_graph_launch(g, s));
+            st.x = bufs[r % 2];
+            t0 = bench_now_ns();
+            cpool_graph_release(g);
+            BENCH_CHECK(cpool_capture(s, pool, CPOOL_CAPTURE_GLOBAL, enqueue_step, &st, &g));
+            anew[r] = (bench_now_ns() - t0) / 1e3;
+            BENCH_CHECK(cpool_graph_launch(g, s));
+            BENCH_CHECK(cpool_stream_synchronize(s));
+        }
+        double u = bench_median(upd, REPEATS), a = bench_median(anew, REPEATS);
+        printf("%7d | %12.1f %12.1f %9.2fx\n", sizes[k], u, a, a / u);
+        printf("csv,update,%s,%d,%.3f,%.3f\n", backend, sizes[k], u, a);
+        cpool_graph_release(g);
+    }
+    BENCH_CHECK(cpool_stream_synchronize(s));
+    for (int i = 0; i < 2; i++) BENCH_CHECK(cpool_free(pool, bufs[i], s));
+    cpool_pool_release(pool);
+    cpool_stream_destroy(s);
+    cpool_device_close(dev);
+    return 0;
+}
