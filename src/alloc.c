@@ -126,7 +126,7 @@ static cpool__block *block_new(cpool__allocator *a) {
     if (b)
         a->spare_blocks = b->next;
     else
-        b = malloc(sizeof *b);
+        b = cpool__malloc(sizeof *b);
     if (b) memset(b, 0, sizeof *b);
     return b;
 }
@@ -144,7 +144,7 @@ static size_t map_slot(uintptr_t addr, size_t cap) {
 
 static bool map_grow(cpool__allocator *a) {
     size_t cap = a->map_cap ? a->map_cap * 2 : 256;
-    cpool__block **map = calloc(cap, sizeof *map);
+    cpool__block **map = cpool__calloc(cap, sizeof *map);
     if (!map) return false;
     for (size_t i = 0; i < a->map_cap; i++) {
         cpool__block *b = a->map[i];
@@ -355,7 +355,7 @@ cpool_status cpool__allocator_reserve(cpool__allocator *a, size_t bytes) {
 
 /* Takes a segment from the source, as one free block (in no heap yet). */
 static cpool_status segment_new(cpool__allocator *a, size_t seg_size, bool graph, bool large, cpool__block **out) {
-    cpool__segment *seg = calloc(1, sizeof *seg);
+    cpool__segment *seg = cpool__calloc(1, sizeof *seg);
     cpool__block *b = block_new(a);
     if (!seg || !b) {
         free(seg);

@@ -132,7 +132,7 @@ static cpool_status cuda_device_open(int ordinal, cpool__bdevice **out) {
     }
     if (ordinal >= count)
         return cpool__fail(CPOOL_ERR_NO_DEVICE, "CUDA device %d asked for, %d present", ordinal, count);
-    cpool__bdevice *d = calloc(1, sizeof *d);
+    cpool__bdevice *d = cpool__calloc(1, sizeof *d);
     if (!d) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory opening a CUDA device");
     d->ordinal = ordinal;
     pthread_mutex_init(&d->captures_mu, NULL);
@@ -161,7 +161,7 @@ static cpool_status cuda_segment_alloc(cpool__bdevice *dev, size_t bytes, void *
     device_guard g;
     cpool_status st = guard_enter(&g, dev, true);
     if (st != CPOOL_OK) return st;
-    cudaError_t err = cudaMalloc(out, bytes);
+    cudaError_t err = cpool__fault_hit() ? cudaErrorMemoryAllocation : cudaMalloc(out, bytes);
     guard_exit(&g);
     if (err != cudaSuccess) return cuda_fail(err, "cudaMalloc of a segment");
     return CPOOL_OK;
@@ -177,7 +177,7 @@ static void cuda_segment_free(cpool__bdevice *dev, void *base) {
 /* ---- streams ------------------------------------------------------------- */
 
 static cpool_status cuda_stream_create(cpool__bdevice *dev, void *native, bool wrap, cpool__bstream **out) {
-    cpool__bstream *s = calloc(1, sizeof *s);
+    cpool__bstream *s = cpool__calloc(1, sizeof *s);
     if (!s) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating a stream");
     s->dev = dev;
     if (wrap) {
@@ -186,7 +186,8 @@ static cpool_status cuda_stream_create(cpool__bdevice *dev, void *native, bool w
         device_guard g;
         cpool_status st = guard_enter(&g, dev, false);
         if (st == CPOOL_OK) {
-            cudaError_t err = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking);
+            cudaError_t err = cpool__fault_hit() ? cudaErrorMemoryAllocation
+                                                 : cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking);
             guard_exit(&g);
             if (err != cudaSuccess) st = cuda_fail(err, "cudaStreamCreateWithFlags");
         }
@@ -290,7 +291,7 @@ static cpool_status cuda_launch_host(cpool__bstream *s, void (*fn)(void *), void
     if (capturing && !c)
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT,
                            "host work on a stream captured outside capturepool: begin the capture with cpool_capture_begin");
-    thunk *t = malloc(sizeof *t);
+    thunk *t = cpool__malloc(sizeof *t);
     if (!t) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory enqueueing host work");
     t->fn = fn;
     t->arg = arg;
@@ -330,12 +331,13 @@ static cpool_status cuda_memset_async(cpool__bstream *s, void *dst, int value, s
 /* ---- events -------------------------------------------------------------- */
 
 static cpool_status cuda_event_create(cpool__bdevice *dev, cpool__bevent **out) {
-    cpool__bevent *ev = calloc(1, sizeof *ev);
+    cpool__bevent *ev = cpool__calloc(1, sizeof *ev);
     if (!ev) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating an event");
     device_guard g;
     cpool_status st = guard_enter(&g, dev, true);
     if (st == CPOOL_OK) {
-        cudaError_t err = cudaEventCreateWithFlags(&ev->event, cudaEventDisableTiming);
+        cudaError_t err = cpool__fault_hit() ? cudaErrorMemoryAllocation
+                                             : cudaEventCreateWithFlags(&ev->event, cudaEventDisableTiming);
         guard_exit(&g);
         if (err != cudaSuccess) st = cuda_fail(err, "cudaEventCreateWithFlags");
     }
@@ -408,7 +410,7 @@ static cpool_status cuda_capture_begin(cpool__bstream *s, cpool_capture_mode mod
         [CPOOL_CAPTURE_RELAXED] = cudaStreamCaptureModeRelaxed,
     };
     enum cudaStreamCaptureStatus status;
-    cuda_capture *c = calloc(1, sizeof *c);
+    cuda_capture *c = cpool__calloc(1, sizeof *c);
     if (!c) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory beginning a capture");
     cudaError_t err = cudaStreamBeginCapture(s->stream, modes[mode]);
     if (err == cudaErrorIllegalState) {
@@ -456,7 +458,7 @@ static cpool_status cuda_capture_end(cpool__bstream *s, cpool__bgraph **out) {
         free_thunks(thunks);
         return st;
     }
-    cpool__bgraph *g = calloc(1, sizeof *g);
+    cpool__bgraph *g = cpool__calloc(1, sizeof *g);
     if (!g) {
         cudaGraphDestroy(graph);
         free_thunks(thunks);

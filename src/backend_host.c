@@ -14,6 +14,7 @@
  *   graph destroyed while launched lives until the launch finished.
  * - Device memory is host memory.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,7 +149,7 @@ static cpool_status enqueue(cpool__bstream *s, const host_op *op) {
         host_capture *c = s->capture;
         if (c->count == c->cap) {
             size_t cap = c->cap ? 2 * c->cap : 16;
-            host_op *ops = realloc(c->ops, cap * sizeof *ops);
+            host_op *ops = cpool__realloc(c->ops, cap * sizeof *ops);
             if (!ops) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory recording captured work");
             c->ops = ops;
             c->cap = cap;
@@ -156,7 +157,7 @@ static cpool_status enqueue(cpool__bstream *s, const host_op *op) {
         c->ops[c->count++] = *op;
         return CPOOL_OK;
     }
-    host_task *t = malloc(sizeof *t);
+    host_task *t = cpool__malloc(sizeof *t);
     if (!t) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory queueing stream work");
     t->next = NULL;
     t->op = *op;
@@ -177,7 +178,7 @@ static cpool_status enqueue(cpool__bstream *s, const host_op *op) {
 
 static cpool_status host_device_open(int ordinal, cpool__bdevice **out) {
     if (ordinal != 0) return cpool__fail(CPOOL_ERR_NO_DEVICE, "the host backend has one device, ordinal 0 (asked for %d)", ordinal);
-    cpool__bdevice *d = calloc(1, sizeof *d);
+    cpool__bdevice *d = cpool__calloc(1, sizeof *d);
     if (!d) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory opening the host device");
     *out = d;
     return CPOOL_OK;
@@ -188,7 +189,7 @@ static void host_device_close(cpool__bdevice *dev) { free(dev); }
 static cpool_status host_segment_alloc(cpool__bdevice *dev, size_t bytes, void **out) {
     CPOOL_UNUSED(dev);
     void *p = NULL;
-    if (posix_memalign(&p, 4096, bytes) != 0)
+    if (cpool__fault_hit() || posix_memalign(&p, 4096, bytes) != 0)
         return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a %zu-byte segment", bytes);
     *out = p;
     return CPOOL_OK;
@@ -205,8 +206,8 @@ static cpool_status host_stream_create(cpool__bdevice *dev, void *native, bool w
     CPOOL_UNUSED(dev);
     CPOOL_UNUSED(native);
     if (wrap) return cpool__fail(CPOOL_ERR_UNSUPPORTED, "the host backend has no CUDA stream to wrap");
-    cpool__bstream *s = calloc(1, sizeof *s);
-    host_queue *q = calloc(1, sizeof *q);
+    cpool__bstream *s = cpool__calloc(1, sizeof *s);
+    host_queue *q = cpool__calloc(1, sizeof *q);
     if (!s || !q) {
         free(s);
         free(q);
@@ -216,7 +217,7 @@ static cpool_status host_stream_create(cpool__bdevice *dev, void *native, bool w
     pthread_cond_init(&q->work_cv, NULL);
     pthread_cond_init(&q->done_cv, NULL);
     atomic_init(&q->refs, 1);
-    int rc = pthread_create(&q->thread, NULL, worker_main, q);
+    int rc = cpool__fault_hit() ? EAGAIN : pthread_create(&q->thread, NULL, worker_main, q);
     if (rc != 0) {
         queue_release(q);
         free(s);
@@ -285,7 +286,7 @@ static cpool_status host_memset_async(cpool__bstream *s, void *dst, int value, s
 /* The source is copied now, into the task, so the caller may reuse it. */
 static cpool_status host_upload_async(cpool__bstream *s, void *dst, const void *src, size_t bytes) {
     if (s->capture) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "an upload cannot be captured");
-    void *copy = malloc(bytes);
+    void *copy = cpool__malloc(bytes);
     if (!copy) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory staging an upload");
     memcpy(copy, src, bytes);
     host_op op = {.kind = OP_COPY, .dst = dst, .src = copy, .bytes = bytes};
@@ -309,7 +310,7 @@ static cpool_status host_upload_async(cpool__bstream *s, void *dst, const void *
 
 static cpool_status host_event_create(cpool__bdevice *dev, cpool__bevent **out) {
     CPOOL_UNUSED(dev);
-    cpool__bevent *ev = calloc(1, sizeof *ev);
+    cpool__bevent *ev = cpool__calloc(1, sizeof *ev);
     if (!ev) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating an event");
     *out = ev;
     return CPOOL_OK;
@@ -345,7 +346,7 @@ static cpool_status host_event_synchronize(cpool__bevent *ev) {
 
 static cpool_status host_capture_begin(cpool__bstream *s, cpool_capture_mode mode) {
     if (s->capture) return cpool__fail(CPOOL_ERR_ALREADY_CAPTURING, "the stream is already capturing");
-    host_capture *c = calloc(1, sizeof *c);
+    host_capture *c = cpool__calloc(1, sizeof *c);
     if (!c) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory beginning a capture");
     c->mode = mode;
     s->capture = c;
@@ -360,7 +361,7 @@ static cpool_status host_capture_end(cpool__bstream *s, cpool__bgraph **out) {
         return cpool__fail(CPOOL_ERR_CAPTURE_INVALIDATED,
                            "the capture was invalidated by a forbidden call; its work is discarded");
     }
-    cpool__bgraph *g = malloc(sizeof *g + c->count * sizeof(host_op));
+    cpool__bgraph *g = cpool__malloc(sizeof *g + c->count * sizeof(host_op));
     if (!g) {
         discard_capture(s);
         return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory instantiating a graph");

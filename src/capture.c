@@ -19,7 +19,7 @@ bool cpool__capture_holds(const cpool__capture *cap, const cpool_pool *pool) {
 cpool_status cpool__capture_reserve(cpool__capture *cap) {
     if (cap->pool_count < cap->pool_cap) return CPOOL_OK;
     size_t n = cap->pool_cap ? 2 * cap->pool_cap : 4;
-    cpool__held_pool *pools = realloc(cap->pools, n * sizeof *pools);
+    cpool__held_pool *pools = cpool__realloc(cap->pools, n * sizeof *pools);
     if (!pools) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory holding a pool for a capture");
     cap->pools = pools;
     cap->pool_cap = n;
@@ -48,7 +48,7 @@ cpool_status cpool_capture_begin(cpool_stream *s, cpool_pool *pool, cpool_captur
     if (pool && cpool__pool_device(pool) != s->dev)
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_capture_begin: the pool is on another device");
     if (s->capture) return cpool__fail(CPOOL_ERR_ALREADY_CAPTURING, "cpool_capture_begin: the stream is already capturing");
-    cpool__capture *cap = calloc(1, sizeof *cap);
+    cpool__capture *cap = cpool__calloc(1, sizeof *cap);
     if (!cap) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory beginning a capture");
     cpool_status st = pool ? cpool__capture_reserve(cap) : CPOOL_OK;
     if (st == CPOOL_OK && pool) cpool__capture_hold(cap, pool);

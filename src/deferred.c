@@ -10,6 +10,8 @@
  * the queue is empty and nothing is running. The thread is detached and never
  * joined: at process exit it is simply gone, so no CUDA call runs then.
  */
+#include <errno.h>
+
 #include "internal.h"
 
 static pthread_mutex_t queue_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -51,7 +53,7 @@ cpool_status cpool__deferred_start(void) {
         pthread_attr_t attr;
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        int rc = pthread_create(&th, &attr, deferred_main, NULL);
+        int rc = cpool__fault_hit() ? EAGAIN : pthread_create(&th, &attr, deferred_main, NULL);
         pthread_attr_destroy(&attr);
         if (rc == 0)
             thread_started = true;

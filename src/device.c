@@ -48,7 +48,7 @@ static cpool_status device_get(const cpool__backend *be, int ordinal, cpool_devi
     cpool_status st = be->device_open(ordinal, &impl);
     cpool_device *dev = NULL;
     if (st == CPOOL_OK) {
-        dev = calloc(1, sizeof *dev);
+        dev = cpool__calloc(1, sizeof *dev);
         if (!dev) {
             be->device_close(impl);
             st = cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory opening a device");
@@ -149,7 +149,7 @@ cpool_status cpool__device_quiesce(cpool_device *dev) {
     for (cpool_stream *s = dev->streams; s; s = s->next_in_device) count++;
     /* One fence a stream: a new event at its end, or, while it captures,
      * the event recorded when its capture began. */
-    cpool__shared_event **fences = count ? calloc(count, sizeof *fences) : NULL;
+    cpool__shared_event **fences = count ? cpool__calloc(count, sizeof *fences) : NULL;
     size_t n = 0;
     for (cpool_stream *s = dev->streams; s; s = s->next_in_device) {
         cpool__shared_event *f = NULL;
@@ -157,7 +157,7 @@ cpool_status cpool__device_quiesce(cpool_device *dev) {
             f = s->capture_fence;
             if (f) atomic_fetch_add(&f->refs, 1);
         } else if (fences) {
-            f = calloc(1, sizeof *f);
+            f = cpool__calloc(1, sizeof *f);
             if (f && be->event_create(dev->impl, &f->event) == CPOOL_OK) {
                 atomic_init(&f->refs, 1);
                 f->dev = cpool__device_retain(dev);

@@ -27,7 +27,7 @@ struct cpool_graph {
 };
 
 cpool_status cpool__graph_wrap(cpool_device *dev, cpool__bgraph *impl, cpool__capture *cap, cpool_graph **out) {
-    cpool_graph *g = calloc(1, sizeof *g);
+    cpool_graph *g = cpool__calloc(1, sizeof *g);
     if (!g) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory ending a capture");
     atomic_init(&g->refs, 1);
     g->dev = cpool__device_retain(dev);

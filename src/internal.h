@@ -17,6 +17,7 @@
 
 #include "capturepool.h"
 #include "backend.h"
+#include "fault.h"
 
 #define CPOOL_UNUSED(x) ((void)(x))
 

@@ -10,7 +10,7 @@
 cpool_status cpool_param_create(cpool_pool *pool, size_t bytes, cpool_param **out) {
     if (!pool || !out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_param_create: NULL argument");
     if (bytes == 0) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_param_create: size 0");
-    cpool_param *p = calloc(1, sizeof *p);
+    cpool_param *p = cpool__calloc(1, sizeof *p);
     if (!p) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating a parameter block");
     p->pool = pool;
     p->bytes = bytes;

@@ -21,6 +21,7 @@
  * library's thread (deferred.c) through nodes embedded in the pool.
  */
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -101,7 +102,7 @@ cpool_status cpool_pool_create(cpool_device *dev, const cpool_pool_options *opts
     cpool_status st = cpool__deferred_start();
     if (st != CPOOL_OK) return st;
 
-    cpool_pool *pool = calloc(1, sizeof *pool);
+    cpool_pool *pool = cpool__calloc(1, sizeof *pool);
     if (!pool) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating a pool");
     atomic_init(&pool->refs, 1);
     pool->dev = dev;
@@ -188,7 +189,7 @@ bool cpool_pool_is_sealed(const cpool_pool *pool) { return pool && atomic_load(&
 
 cpool_status cpool_pool_record(cpool_pool *pool, void *object, void (*drop)(void *object), size_t *index_out) {
     if (!pool) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_pool_record: pool is NULL");
-    record *r = malloc(sizeof *r);
+    record *r = cpool__malloc(sizeof *r);
     if (!r) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory recording an object");
     r->next = NULL;
     r->object = object;
@@ -275,7 +276,7 @@ static cpool__bevent *event_take(cpool_pool *pool) {
 static void event_give(cpool_pool *pool, cpool__bevent *ev) {
     if (pool->spare_count == pool->spare_cap) {
         size_t cap = pool->spare_cap ? 2 * pool->spare_cap : 8;
-        cpool__bevent **spare = realloc(pool->spare_events, cap * sizeof *spare);
+        cpool__bevent **spare = cpool__realloc(pool->spare_events, cap * sizeof *spare);
         if (!spare) {
             pool->dev->be->event_destroy(ev);
             return;
@@ -316,7 +317,7 @@ static void add_fences(cpool_pool *pool) {
         if (covered) continue;
         if (pool->fence_count == pool->fence_cap) {
             size_t cap = pool->fence_cap ? 2 * pool->fence_cap : 8;
-            fence *fences = realloc(pool->fences, cap * sizeof *fences);
+            fence *fences = cpool__realloc(pool->fences, cap * sizeof *fences);
             if (!fences) return;
             pool->fences = fences;
             pool->fence_cap = cap;
@@ -462,6 +463,20 @@ cpool_status cpool_pool_trim(cpool_pool *pool) {
     CHECK_ALLOCATOR(pool);
     pthread_mutex_unlock(&pool->mu);
     return st;
+}
+
+void cpool__pool_check(const cpool_pool *pool) {
+    cpool_pool *p = (cpool_pool *)pool;
+    pthread_mutex_lock(&p->mu);
+    cpool__allocator_check(&p->alloc);
+    size_t records = 0;
+    for (const record *r = p->records; r; r = r->next) records++;
+    if (records != atomic_load(&p->record_count)) {
+        fprintf(stderr, "capturepool: pool invariant broken: %zu records listed, %zu counted\n", records,
+                atomic_load(&p->record_count));
+        abort();
+    }
+    pthread_mutex_unlock(&p->mu);
 }
 
 /* ---- internal accessors -------------------------------------------------- */

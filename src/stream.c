@@ -8,7 +8,7 @@
 
 static cpool_status stream_make(cpool_device *dev, void *native, bool wrap, cpool_stream **out) {
     if (!dev || !out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_stream_%s: NULL argument", wrap ? "wrap" : "create");
-    cpool_stream *s = calloc(1, sizeof *s);
+    cpool_stream *s = cpool__calloc(1, sizeof *s);
     if (!s) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating a stream");
     cpool_status st = dev->be->stream_create(dev->impl, native, wrap, &s->impl);
     if (st != CPOOL_OK) {
@@ -39,7 +39,7 @@ cpool_status cpool__stream_mark_capture(cpool_stream *s) {
     cpool__shared_event *f = s->capture_fence;
     if (!f || atomic_load(&f->refs) != 1) {
         /* None yet, or a quiesce still waits on the old one: take a new one. */
-        f = calloc(1, sizeof *f);
+        f = cpool__calloc(1, sizeof *f);
         if (!f) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory beginning a capture");
         cpool_status st = s->dev->be->event_create(s->dev->impl, &f->event);
         if (st != CPOOL_OK) {

@@ -1,0 +1,31 @@
+/*
+ * The library's host-memory entry points, and the fault injection counter
+ * behind every resource acquisition (fault.h).
+ */
+#include <stdlib.h>
+
+#include "internal.h"
+
+#ifdef CPOOL_FAULT_INJECTION
+static _Atomic uint64_t fault_nth;   /* 0: no fault armed */
+static _Atomic uint64_t fault_count; /* acquisitions since the arm */
+
+bool cpool__fault_hit(void) {
+    uint64_t n = atomic_fetch_add(&fault_count, 1) + 1;
+    uint64_t nth = atomic_load(&fault_nth);
+    return nth != 0 && n == nth;
+}
+
+void cpool__fault_arm(uint64_t nth) {
+    atomic_store(&fault_count, 0);
+    atomic_store(&fault_nth, nth);
+}
+
+uint64_t cpool__fault_count(void) { return atomic_load(&fault_count); }
+#endif
+
+void *cpool__malloc(size_t bytes) { return cpool__fault_hit() ? NULL : malloc(bytes); }
+
+void *cpool__calloc(size_t count, size_t bytes) { return cpool__fault_hit() ? NULL : calloc(count, bytes); }
+
+void *cpool__realloc(void *p, size_t bytes) { return cpool__fault_hit() ? NULL : realloc(p, bytes); }

@@ -1,0 +1,37 @@
+/*
+ * Fault injection: with the build option CPOOL_FAULT_INJECTION, every
+ * acquisition of a resource (host memory, segments, events, streams, worker
+ * threads) first asks cpool__fault_hit(), and the N-th one after
+ * cpool__fault_arm(N) fails as if the resource could not be had. Without the
+ * option the checks compile to nothing. The tests sweep N over every
+ * acquisition a scenario makes (tests/test_faults.c).
+ */
+#ifndef CPOOL_FAULT_H
+#define CPOOL_FAULT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef CPOOL_FAULT_INJECTION
+/* Counts one acquisition; true if it must fail. */
+bool cpool__fault_hit(void);
+/* Makes the nth acquisition from now on fail (0: none) and resets the count. */
+void cpool__fault_arm(uint64_t nth);
+/* Acquisitions counted since the last arm. */
+uint64_t cpool__fault_count(void);
+#else
+#define cpool__fault_hit() false
+#endif
+
+/* The pool's internal invariants (allocator and records); aborts with a
+ * message on the first broken one. For tests and the fuzzer, which link the
+ * static library. */
+struct cpool_pool;
+void cpool__pool_check(const struct cpool_pool *pool);
+
+void *cpool__malloc(size_t bytes);
+void *cpool__calloc(size_t count, size_t bytes);
+void *cpool__realloc(void *p, size_t bytes);
+
+#endif /* CPOOL_FAULT_H */
