@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds capturepool with warnings as errors and the allocator's internal
-# checks (in build-test/), then runs the whole test suite with ctest.
+# Builds capturepool with warnings as errors, the allocator's internal
+# checks and the fault injection hooks (in build-test/), then runs the whole
+# test suite with ctest (the fault sweep included).
 # Extra arguments go to the CMake configure step; CPOOL_BUILD_DIR picks another
 # build directory (e.g. for a sanitizer build). Safe to run again.
 set -euo pipefail
@@ -9,7 +10,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 build_dir=${CPOOL_BUILD_DIR:-build-test}
 jobs=$(nproc 2>/dev/null || echo 2)
 
-configure_args=(-S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Debug -DCPOOL_WERROR=ON -DCPOOL_DEBUG_CHECKS=ON)
+configure_args=(-S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Debug -DCPOOL_WERROR=ON -DCPOOL_DEBUG_CHECKS=ON
+    -DCPOOL_FAULT_INJECTION=ON)
 # Pick a generator only for a new build directory: CMake refuses to switch.
 if [[ ! -f $build_dir/CMakeCache.txt ]]; then
     if command -v ninja >/dev/null 2>&1; then
