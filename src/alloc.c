@@ -483,7 +483,7 @@ static void segment_free(cpool__allocator *a, cpool__segment *seg) {
     else
         a->segments = seg->next;
     if (seg->next) seg->next->prev = seg->prev;
-    a->source.shrink(a->source.ctx, (void *)seg->base);
+    a->source.shrink(a->source.ctx, (void *)seg->base, seg->size);
     a->reserved -= seg->size;
     a->segment_count--;
     free(seg);

@@ -26,7 +26,7 @@
 typedef struct cpool__segment_source {
     void *ctx;
     cpool_status (*grow)(void *ctx, size_t bytes, void **base);
-    void (*shrink)(void *ctx, void *base);
+    void (*shrink)(void *ctx, void *base, size_t bytes);
 } cpool__segment_source;
 
 typedef struct cpool__block cpool__block;

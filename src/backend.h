@@ -24,6 +24,9 @@
 
 #include "capturepool.h"
 
+/* The byte a debug build fills returned segments with. */
+#define CPOOL__POISON 0xDB
+
 typedef struct cpool__bdevice cpool__bdevice;
 typedef struct cpool__bstream cpool__bstream;
 typedef struct cpool__bevent cpool__bevent;
@@ -38,9 +41,11 @@ typedef struct cpool__backend {
     void (*device_close)(cpool__bdevice *dev);
 
     /* Memory the allocator carves from; at least 512-byte aligned.
-     * segment_free may only be called once no work uses the segment. */
+     * segment_free may only be called once no work uses the segment; with
+     * CPOOL_DEBUG_CHECKS it first fills the segment with CPOOL__POISON, so
+     * that work still using it would see garbage. */
     cpool_status (*segment_alloc)(cpool__bdevice *dev, size_t bytes, void **out);
-    void (*segment_free)(cpool__bdevice *dev, void *base);
+    void (*segment_free)(cpool__bdevice *dev, void *base, size_t bytes);
 
     /* native == NULL && !wrap: a new stream of the backend's own. */
     cpool_status (*stream_create)(cpool__bdevice *dev, void *native, bool wrap, cpool__bstream **out);

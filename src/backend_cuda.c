@@ -167,9 +167,15 @@ static cpool_status cuda_segment_alloc(cpool__bdevice *dev, size_t bytes, void *
     return CPOOL_OK;
 }
 
-static void cuda_segment_free(cpool__bdevice *dev, void *base) {
+static void cuda_segment_free(cpool__bdevice *dev, void *base, size_t bytes) {
     device_guard g;
     if (guard_enter(&g, dev, true) != CPOOL_OK) return;
+#ifdef CPOOL_DEBUG_CHECKS
+    /* On the legacy stream; cudaFree waits for the device before freeing. */
+    if (cudaMemset(base, CPOOL__POISON, bytes) != cudaSuccess) cudaGetLastError();
+#else
+    CPOOL_UNUSED(bytes);
+#endif
     if (cudaFree(base) != cudaSuccess) cudaGetLastError();
     guard_exit(&g);
 }

@@ -195,8 +195,13 @@ static cpool_status host_segment_alloc(cpool__bdevice *dev, size_t bytes, void *
     return CPOOL_OK;
 }
 
-static void host_segment_free(cpool__bdevice *dev, void *base) {
+static void host_segment_free(cpool__bdevice *dev, void *base, size_t bytes) {
     CPOOL_UNUSED(dev);
+#ifdef CPOOL_DEBUG_CHECKS
+    memset(base, CPOOL__POISON, bytes);
+#else
+    CPOOL_UNUSED(bytes);
+#endif
     free(base);
 }
 

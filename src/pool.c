@@ -78,9 +78,9 @@ static cpool_status segment_grow(void *ctx, size_t bytes, void **base) {
     return pool->dev->be->segment_alloc(pool->dev->impl, bytes, base);
 }
 
-static void segment_shrink(void *ctx, void *base) {
+static void segment_shrink(void *ctx, void *base, size_t bytes) {
     cpool_pool *pool = ctx;
-    pool->dev->be->segment_free(pool->dev->impl, base);
+    pool->dev->be->segment_free(pool->dev->impl, base, bytes);
 }
 
 static void run_deferred_clear(cpool__deferred *task);
