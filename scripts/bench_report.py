@@ -38,9 +38,9 @@ def main():
     ctest = log_text(out, "ctest")
     summary = [l for l in ctest.splitlines() if "tests passed" in l or "tests failed" in l]
     md += ["## Tests", "", "ctest (both backends): " + (summary[-1].strip() if summary else "no summary"), ""]
-    mem = log_text(out, "memcheck")
-    errors = re.findall(r"ERROR SUMMARY: (\d+) error", mem)
-    md += [f"compute-sanitizer memcheck: {len(errors)} binaries, {sum(int(e) for e in errors)} errors in all", ""]
+    for tool in ("memcheck", "racecheck", "synccheck"):
+        errors = re.findall(r"ERROR SUMMARY: (\d+) error", log_text(out, tool))
+        md += [f"compute-sanitizer {tool}: {len(errors)} binaries, {sum(int(e) for e in errors)} errors in all", ""]
 
     md += ["## Allocator: cached alloc+free pair", "", "```", log_text(out, "alloc-bench").strip(),
            log_text(out, "alloc-bench-host").strip(), "```", ""]

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One command for a GPU machine (no network needed): builds capturepool, runs
 # the whole test suite on both backends, the CUDA part under
-# compute-sanitizer memcheck, the demo on both backends, and every benchmark
+# compute-sanitizer (memcheck, racecheck, synccheck), the demo on both
+# backends, and every benchmark
 # with its PyTorch counterpart; writes every log and one results file
 # (results.md, plus plots) into OUTDIR (default: build-gpu/results).
 # Usage: scripts/gpu-check.sh [OUTDIR]
@@ -30,25 +31,27 @@ cat "$out/gpu.txt"
 
 # Tests: internal checks on, warnings as errors. Benchmarks: Release.
 step configure-test cmake -S . -B build-gpu/test "${gen[@]}" -DCMAKE_BUILD_TYPE=Debug \
-    -DCPOOL_WERROR=ON -DCPOOL_DEBUG_CHECKS=ON -DCPOOL_CUDA=ON
+    -DCPOOL_WERROR=ON -DCPOOL_DEBUG_CHECKS=ON -DCPOOL_FAULT_INJECTION=ON -DCPOOL_CUDA=ON
 step build-test cmake --build build-gpu/test -j "$jobs"
 step configure-rel cmake -S . -B build-gpu/rel "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DCPOOL_CUDA=ON \
     -DCPOOL_BUILD_TESTS=OFF
 step build-rel cmake --build build-gpu/rel -j "$jobs"
 
 step ctest bash -c "cd build-gpu/test && ctest --output-on-failure -j 4"
-memcheck() {
-    local status=0
+sanitize() { # sanitize TOOL [ARGS...]: every test binary under compute-sanitizer
+    local tool=$1 status=0; shift
     for t in build-gpu/test/tests/test_*; do
         [[ -x $t && ! -d $t ]] || continue
-        echo "--- memcheck $t"
+        echo "--- $tool $t"
         # API errors are not reported: the suite provokes them on purpose
         # (a sync under capture, an invalidated capture's end).
-        compute-sanitizer --tool memcheck --leak-check full --report-api-errors no --error-exitcode 99 "$t" || status=1
+        compute-sanitizer --tool "$tool" "$@" --report-api-errors no --error-exitcode 99 "$t" || status=1
     done
     return $status
 }
-step memcheck memcheck
+step memcheck sanitize memcheck --leak-check full
+step racecheck sanitize racecheck
+step synccheck sanitize synccheck
 
 step demo-cuda env CPOOL_BACKEND=cuda build-gpu/rel/examples/demo
 step demo-host env CPOOL_BACKEND=host build-gpu/rel/examples/demo
