@@ -2,8 +2,8 @@
 # One command for a GPU machine (no network needed): builds capturepool, runs
 # the whole test suite on both backends, the CUDA part under
 # compute-sanitizer (memcheck, racecheck, synccheck), the demo on both
-# backends, and every benchmark
-# with its PyTorch counterpart; writes every log and one results file
+# backends, and every benchmark with its PyTorch counterpart; writes every
+# log and one results file
 # (results.md, plus plots) into OUTDIR (default: build-gpu/results).
 # Usage: scripts/gpu-check.sh [OUTDIR]
 set -uo pipefail
