@@ -228,6 +228,41 @@ int main(int argc, char **argv) {
         print_ratio(r->capture_ours_us, r->capture_raw_us);
         printf("\n");
     }
+#ifdef CPOOL_HAVE_CUDA
+    if (st.cuda) {
+        /* The fixed cost of a capture, in parts (us, medians): the calls
+         * capturepool adds around cudaStreamBeginCapture. */
+        cudaStream_t cs = (cudaStream_t)cpool_stream_native(s);
+        cudaEvent_t ev;
+        cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+        double rec[REPEATS], isc[REPEATS], info[REPEATS], xchg[REPEATS];
+        enum { CALLS = 1000 };
+        for (int rep = 0; rep < REPEATS; rep++) {
+            enum cudaStreamCaptureStatus status;
+            unsigned long long id;
+            enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+            double t0 = bench_now_ns();
+            for (int i = 0; i < CALLS; i++) cudaEventRecord(ev, cs);
+            double t1 = bench_now_ns();
+            for (int i = 0; i < CALLS; i++) cudaStreamIsCapturing(cs, &status);
+            double t2 = bench_now_ns();
+            for (int i = 0; i < CALLS; i++) cudaStreamGetCaptureInfo(cs, &status, &id, NULL, NULL, NULL, NULL);
+            double t3 = bench_now_ns();
+            for (int i = 0; i < CALLS; i++) cudaThreadExchangeStreamCaptureMode(&mode);
+            double t4 = bench_now_ns();
+            rec[rep] = (t1 - t0) / CALLS / 1e3;
+            isc[rep] = (t2 - t1) / CALLS / 1e3;
+            info[rep] = (t3 - t2) / CALLS / 1e3;
+            xchg[rep] = (t4 - t3) / CALLS / 1e3;
+        }
+        cudaStreamSynchronize(cs);
+        cudaEventDestroy(ev);
+        printf("parts of a capture's fixed cost, us: cudaEventRecord %.3f, cudaStreamIsCapturing %.3f, "
+               "cudaStreamGetCaptureInfo %.3f, cudaThreadExchangeStreamCaptureMode %.3f\n",
+               bench_median(rec, REPEATS), bench_median(isc, REPEATS), bench_median(info, REPEATS),
+               bench_median(xchg, REPEATS));
+    }
+#endif
     for (int i = 0; i < nrows; i++)
         printf("csv,capturepool,%s,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n", backend, rows[i].kernels,
                rows[i].eager_cpu_us, rows[i].eager_dev_us, rows[i].dev_ours_us, rows[i].dev_raw_us,

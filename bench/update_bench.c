@@ -11,6 +11,9 @@
 
 #include "bench_util.h"
 #include "capturepool.h"
+#ifdef CPOOL_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
 #ifdef CPOOL_HAVE_NVCC
 #include "bench_kernels.h"
 #endif
@@ -85,6 +88,40 @@ int main(void) {
         double u = bench_median(upd, REPEATS), a = bench_median(anew, REPEATS);
         printf("%7d | %12.1f %12.1f %9.2fx\n", sizes[k], u, a, a / u);
         printf("csv,update,%s,%d,%.3f,%.3f\n", backend, sizes[k], u, a);
+#ifdef CPOOL_HAVE_CUDA
+        if (st.cuda) {
+            /* Where the time goes, raw CUDA: capturing the kernels, then
+             * instantiating, updating in place, destroying. */
+            double cap[REPEATS], inst[REPEATS], upd_raw[REPEATS], destroy[REPEATS];
+            cudaStream_t cs = (cudaStream_t)cpool_stream_native(s);
+            cudaGraphExec_t exec = (cudaGraphExec_t)cpool_graph_native(g);
+            for (int r = 0; r < REPEATS; r++) {
+                cudaGraph_t graph;
+                cudaGraphExec_t fresh;
+                st.x = bufs[r % 2];
+                double t0 = bench_now_ns();
+                BENCH_CHECK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeGlobal));
+                BENCH_CHECK(enqueue_step(s, &st));
+                BENCH_CHECK(cudaStreamEndCapture(cs, &graph));
+                double t1 = bench_now_ns();
+                BENCH_CHECK(cudaGraphInstantiate(&fresh, graph, 0));
+                double t2 = bench_now_ns();
+                cudaGraphExecUpdateResultInfo info;
+                BENCH_CHECK(cudaGraphExecUpdate(exec, graph, &info));
+                double t3 = bench_now_ns();
+                BENCH_CHECK(cudaGraphExecDestroy(fresh));
+                double t4 = bench_now_ns();
+                cudaGraphDestroy(graph);
+                cap[r] = (t1 - t0) / 1e3;
+                inst[r] = (t2 - t1) / 1e3;
+                upd_raw[r] = (t3 - t2) / 1e3;
+                destroy[r] = (t4 - t3) / 1e3;
+            }
+            printf("        raw parts: capture %.1f, instantiate %.1f, cudaGraphExecUpdate %.1f, exec destroy %.1f\n",
+                   bench_median(cap, REPEATS), bench_median(inst, REPEATS), bench_median(upd_raw, REPEATS),
+                   bench_median(destroy, REPEATS));
+        }
+#endif
         cpool_graph_release(g);
     }
     BENCH_CHECK(cpool_stream_synchronize(s));

@@ -70,7 +70,11 @@ typedef struct cpool__backend {
     bool (*event_done)(cpool__bevent *ev);
     cpool_status (*event_synchronize)(cpool__bevent *ev);
 
-    cpool_status (*capture_begin)(cpool__bstream *s, cpool_capture_mode mode);
+    /* Begins capturing on s; first records `fence` (when not NULL) at the
+     * stream's current end, so that its work from before the capture can be
+     * waited for. CPOOL_ERR_ALREADY_CAPTURING (nothing recorded) when s
+     * captures already. */
+    cpool_status (*capture_begin)(cpool__bstream *s, cpool_capture_mode mode, cpool__bevent *fence);
     /* Ends the capture and instantiates it. CPOOL_ERR_CAPTURE_INVALIDATED
      * when it was broken; the stream no longer captures in every case. */
     cpool_status (*capture_end)(cpool__bstream *s, cpool__bgraph **out);

@@ -35,7 +35,8 @@ typedef struct thunk {
 
 typedef struct cuda_capture {
     struct cuda_capture *next; /* in the device's list of live captures */
-    unsigned long long id;
+    cudaStream_t origin;       /* the stream it was begun on */
+    unsigned long long id;     /* CUDA's capture id; 0 until first needed */
     thunk *thunks;
 } cuda_capture;
 
@@ -283,8 +284,14 @@ static cpool_status find_capture(cpool__bstream *s, cuda_capture **out, bool *ac
     if (status == cudaStreamCaptureStatusNone) return CPOOL_OK;
     *active = true;
     pthread_mutex_lock(&s->dev->captures_mu);
-    for (cuda_capture *c = s->dev->captures; c; c = c->next)
+    for (cuda_capture *c = s->dev->captures; c && !*out; c = c->next) {
+        if (!c->id) { /* looked up only now, to keep capture_begin cheap */
+            enum cudaStreamCaptureStatus origin_status;
+            if (cudaStreamGetCaptureInfo(c->origin, &origin_status, &c->id, NULL, NULL, NULL, NULL) != cudaSuccess)
+                cudaGetLastError();
+        }
         if (c->id == id) *out = c;
+    }
     pthread_mutex_unlock(&s->dev->captures_mu);
     return CPOOL_OK;
 }
@@ -409,22 +416,25 @@ static cpool_status cuda_event_synchronize(cpool__bevent *ev) {
 
 /* ---- capture and graphs -------------------------------------------------- */
 
-static cpool_status cuda_capture_begin(cpool__bstream *s, cpool_capture_mode mode) {
+static cpool_status cuda_capture_begin(cpool__bstream *s, cpool_capture_mode mode, cpool__bevent *fence) {
     static const enum cudaStreamCaptureMode modes[] = {
         [CPOOL_CAPTURE_GLOBAL] = cudaStreamCaptureModeGlobal,
         [CPOOL_CAPTURE_THREAD_LOCAL] = cudaStreamCaptureModeThreadLocal,
         [CPOOL_CAPTURE_RELAXED] = cudaStreamCaptureModeRelaxed,
     };
     enum cudaStreamCaptureStatus status;
+    CHECK_CUDA(cudaStreamIsCapturing(s->stream, &status));
+    if (status != cudaStreamCaptureStatusNone)
+        return cpool__fail(CPOOL_ERR_ALREADY_CAPTURING, "the stream is already capturing");
     cuda_capture *c = cpool__calloc(1, sizeof *c);
     if (!c) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory beginning a capture");
-    cudaError_t err = cudaStreamBeginCapture(s->stream, modes[mode]);
-    if (err == cudaErrorIllegalState) {
-        free(c);
-        cudaGetLastError();
-        return cpool__fail(CPOOL_ERR_ALREADY_CAPTURING, "the stream is already capturing");
+    c->origin = s->stream;
+    cudaError_t err = cudaSuccess;
+    if (fence) {
+        err = cudaEventRecord(fence->event, s->stream);
+        fence->recorded = err == cudaSuccess;
     }
-    if (err == cudaSuccess) err = cudaStreamGetCaptureInfo(s->stream, &status, &c->id, NULL, NULL, NULL, NULL);
+    if (err == cudaSuccess) err = cudaStreamBeginCapture(s->stream, modes[mode]);
     if (err != cudaSuccess) {
         cpool_status st = cuda_fail(err, "cudaStreamBeginCapture");
         cudaGraph_t graph = NULL;

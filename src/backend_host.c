@@ -349,10 +349,13 @@ static cpool_status host_event_synchronize(cpool__bevent *ev) {
 
 /* ---- capture and graphs -------------------------------------------------- */
 
-static cpool_status host_capture_begin(cpool__bstream *s, cpool_capture_mode mode) {
+static cpool_status host_event_record(cpool__bevent *ev, cpool__bstream *s);
+
+static cpool_status host_capture_begin(cpool__bstream *s, cpool_capture_mode mode, cpool__bevent *fence) {
     if (s->capture) return cpool__fail(CPOOL_ERR_ALREADY_CAPTURING, "the stream is already capturing");
     host_capture *c = cpool__calloc(1, sizeof *c);
     if (!c) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory beginning a capture");
+    if (fence) host_event_record(fence, s);
     c->mode = mode;
     s->capture = c;
     return CPOOL_OK;

@@ -54,10 +54,9 @@ cpool_status cpool_capture_begin(cpool_stream *s, cpool_pool *pool, cpool_captur
     if (st == CPOOL_OK && pool) cpool__capture_hold(cap, pool);
     cap->has_bound_pool = pool != NULL;
     cap->mode = mode;
-    if (st == CPOOL_OK) st = cpool__stream_mark_capture(s);
-    if (st == CPOOL_ERR_UNSUPPORTED) /* the stream captures already, outside capturepool */
-        st = cpool__fail(CPOOL_ERR_ALREADY_CAPTURING, "cpool_capture_begin: the stream is already capturing");
-    if (st == CPOOL_OK) st = s->dev->be->capture_begin(s->impl, mode);
+    cpool__bevent *fence = NULL;
+    if (st == CPOOL_OK) st = cpool__stream_capture_fence(s, &fence);
+    if (st == CPOOL_OK) st = s->dev->be->capture_begin(s->impl, mode, fence);
     if (st != CPOOL_OK) {
         capture_free(cap);
         return st;

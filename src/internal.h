@@ -121,8 +121,9 @@ struct cpool__capture {
     bool has_bound_pool;
 };
 
-/* Records s's capture fence (before a capture begins). */
-cpool_status cpool__stream_mark_capture(cpool_stream *s);
+/* The event to record on s just before a capture begins there (its capture
+ * fence), made or renewed as needed. */
+cpool_status cpool__stream_capture_fence(cpool_stream *s, cpool__bevent **out);
 /* Sets or clears s's capture under the device's stream lock. */
 void cpool__stream_set_capture(cpool_stream *s, cpool__capture *cap);
 /* Ends a capture begun on s (if any) and discards it with its references. */

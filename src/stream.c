@@ -35,7 +35,7 @@ cpool_status cpool_stream_synchronize(cpool_stream *s) {
     return s->dev->be->stream_synchronize(s->impl);
 }
 
-cpool_status cpool__stream_mark_capture(cpool_stream *s) {
+cpool_status cpool__stream_capture_fence(cpool_stream *s, cpool__bevent **out) {
     cpool__shared_event *f = s->capture_fence;
     if (!f || atomic_load(&f->refs) != 1) {
         /* None yet, or a quiesce still waits on the old one: take a new one. */
@@ -54,7 +54,8 @@ cpool_status cpool__stream_mark_capture(cpool_stream *s) {
         pthread_mutex_unlock(&s->dev->streams_mu);
         cpool__shared_event_release(old);
     }
-    return s->dev->be->event_record(f->event, s->impl);
+    *out = f->event;
+    return CPOOL_OK;
 }
 
 void cpool__stream_set_capture(cpool_stream *s, cpool__capture *cap) {
