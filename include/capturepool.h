@@ -159,7 +159,36 @@ cpool_status cpool_memset_async(cpool_stream *s, void *dst, int value, size_t by
 /* A reference-counted pool of memory and recorded objects.
  * Created by cpool_pool_create (one reference), ended by the last
  * cpool_pool_release; graphs captured with it hold references of their own.
- * Every pool function is thread-safe. */
+ * Every pool function is thread-safe.
+ *
+ * Memory. The pool caches what it takes from the device in segments (2 MiB
+ * ones for requests up to 1 MiB, 20 MiB ones for requests up to 10 MiB,
+ * segments of their own rounded to 2 MiB above) and serves best fit from
+ * them. Outside capture a freed block is reusable at once by its stream and
+ * by other streams once the stream's work before the free has finished. A
+ * block allocated under capture is graph-reserved: it keeps its address on
+ * every replay and is never handed to work outside graphs while the pool
+ * lives (cpool_pool_trim returns graph-reserved memory to general use only
+ * when no graph and no capture holds the pool).
+ *
+ * Graphs that share a pool. Graph-reserved memory is shared: a block freed
+ * inside one capture, or by a graph's owner after its capture, may be handed
+ * to a later capture into the same pool. So graphs sharing a pool
+ *  - MAY be captured one after another, and replayed in any order, any
+ *    number of times, one at a time: each replay is ordered after the
+ *    previous one (the same stream, or an event between streams);
+ *  - MAY read their outputs (blocks still allocated when their capture
+ *    ended) between replays: no other capture reuses such a block until it
+ *    is freed;
+ *  - MUST NOT run at the same time (launched on two streams without an order
+ *    between them): they may be using the same scratch memory;
+ *  - MUST NOT expect an output to survive after it was freed: once freed, a
+ *    later capture may use the same memory, and replaying the older graph
+ *    writes there again. Free an output only when its graph will not be
+ *    launched any more, or give each graph whose outputs must stay apart a
+ *    pool of its own.
+ * This is the rule of PyTorch's shared graph pools. Graphs captured into
+ * different pools never share memory. */
 typedef struct cpool_pool cpool_pool;
 
 /* Zero-initialise, set struct_size = sizeof(cpool_pool_options), then set the
