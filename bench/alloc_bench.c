@@ -84,11 +84,9 @@ static double time_cuda_malloc(size_t size, int pairs) {
 int main(int argc, char **argv) {
     int pairs = argc > 1 ? atoi(argv[1]) : 200000;
     cpool_device *dev;
-    BENCH_CHECK(cpool_device_open(CPOOL_BACKEND_AUTO, 0, &dev));
     cpool_stream *s;
-    BENCH_CHECK(cpool_stream_create(dev, &s));
     cpool_pool *pool;
-    BENCH_CHECK(cpool_pool_create(dev, NULL, &pool));
+    bench_open(&dev, &s, &pool);
     const size_t sizes[] = {512, 4096, 65536, 1 << 20, 16 << 20};
     bool cuda = cpool_device_backend(dev) == CPOOL_BACKEND_CUDA;
     printf("alloc_bench: cached alloc+free pair, ns (median of %d repeats of %d pairs), backend %s\n", REPEATS, pairs,
@@ -111,8 +109,6 @@ int main(int argc, char **argv) {
         double sys = time_malloc(sizes[i], pairs);
         printf("%10zu %10.1f %12.1f %13.2fx\n", sizes[i], ours, sys, ours / sys);
     }
-    cpool_pool_release(pool);
-    cpool_stream_destroy(s);
-    cpool_device_close(dev);
+    bench_close(dev, s, pool);
     return 0;
 }

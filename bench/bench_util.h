@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "capturepool.h"
+
 static inline double bench_now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -34,5 +36,19 @@ static inline double bench_median(double *v, int n) {
             exit(1);                                                                               \
         }                                                                                          \
     } while (0)
+
+/* Opens the default device (CPOOL_BACKEND_AUTO), a stream on it and, where
+ * pool is not NULL, a pool. Exits on failure. */
+static inline void bench_open(cpool_device **dev, cpool_stream **s, cpool_pool **pool) {
+    BENCH_CHECK(cpool_device_open(CPOOL_BACKEND_AUTO, 0, dev));
+    BENCH_CHECK(cpool_stream_create(*dev, s));
+    if (pool) BENCH_CHECK(cpool_pool_create(*dev, NULL, pool));
+}
+
+static inline void bench_close(cpool_device *dev, cpool_stream *s, cpool_pool *pool) {
+    cpool_pool_release(pool);
+    cpool_stream_destroy(s);
+    cpool_device_close(dev);
+}
 
 #endif

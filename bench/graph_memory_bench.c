@@ -37,11 +37,9 @@ int main(int argc, char **argv) {
     size_t mib = argc > 2 ? (size_t)atoi(argv[2]) : 256;
     size_t bytes = mib << 20;
     cpool_device *dev;
-    BENCH_CHECK(cpool_device_open(CPOOL_BACKEND_AUTO, 0, &dev));
     cpool_stream *s;
-    BENCH_CHECK(cpool_stream_create(dev, &s));
     cpool_pool *pool;
-    BENCH_CHECK(cpool_pool_create(dev, NULL, &pool));
+    bench_open(&dev, &s, &pool);
     bool cuda = cpool_device_backend(dev) == CPOOL_BACKEND_CUDA;
 
     cpool_graph **g = calloc((size_t)graphs, sizeof *g);
@@ -93,8 +91,6 @@ int main(int argc, char **argv) {
 
     for (int i = 0; i < graphs; i++) cpool_graph_release(g[i]);
     free(g);
-    cpool_pool_release(pool);
-    cpool_stream_destroy(s);
-    cpool_device_close(dev);
+    bench_close(dev, s, pool);
     return ours <= 1.05 ? 0 : 1;
 }

@@ -19,38 +19,9 @@
 #ifdef CPOOL_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
-#ifdef CPOOL_HAVE_NVCC
-#include "bench_kernels.h"
-#endif
+#include "tick_step.h"
 
 enum { REPEATS = 15 };
-
-typedef struct step {
-    int kernels;
-    bool cuda;
-    float *x; /* device buffer of 32 floats (CUDA) */
-    float host_x[32];
-} step;
-
-static void host_tick(void *arg) {
-    float *x = arg;
-    for (int i = 0; i < 32; i++) x[i] += 1.0f;
-}
-
-static cpool_status enqueue_step(cpool_stream *s, void *ctx) {
-    step *st = ctx;
-    for (int i = 0; i < st->kernels; i++) {
-#ifdef CPOOL_HAVE_NVCC
-        if (st->cuda) {
-            if (bench_tick(cpool_stream_native(s), st->x) != 0) return CPOOL_ERR_BACKEND;
-            continue;
-        }
-#endif
-        cpool_status rc = cpool_launch_host(s, host_tick, st->host_x);
-        if (rc != CPOOL_OK) return rc;
-    }
-    return CPOOL_OK;
-}
 
 typedef struct row {
     int kernels;
@@ -66,7 +37,7 @@ typedef struct cuda_timer {
 } cuda_timer;
 #endif
 
-static void measure(cpool_device *dev, cpool_stream *s, cpool_pool *pool, step *st, row *r) {
+static void measure(cpool_device *dev, cpool_stream *s, cpool_pool *pool, tick_step *st, row *r) {
     double a[REPEATS], b[REPEATS];
     int launches = st->kernels >= 1000 ? 20 : st->kernels >= 100 ? 100 : 400;
     int captures = st->kernels >= 1000 ? 10 : 50;
@@ -76,7 +47,7 @@ static void measure(cpool_device *dev, cpool_stream *s, cpool_pool *pool, step *
     for (int rep = 0; rep < REPEATS; rep++) {
         BENCH_CHECK(cpool_stream_synchronize(s));
         double t0 = bench_now_ns();
-        BENCH_CHECK(enqueue_step(s, st));
+        BENCH_CHECK(tick_step_enqueue(s, st));
         double t1 = bench_now_ns();
         BENCH_CHECK(cpool_stream_synchronize(s));
         a[rep] = (t1 - t0) / 1e3;
@@ -92,7 +63,7 @@ static void measure(cpool_device *dev, cpool_stream *s, cpool_pool *pool, step *
         for (int i = 0; i < captures; i++) {
             cpool_graph *g;
             double t0 = bench_now_ns();
-            BENCH_CHECK(cpool_capture(s, pool, CPOOL_CAPTURE_GLOBAL, enqueue_step, st, &g));
+            BENCH_CHECK(cpool_capture(s, pool, CPOOL_CAPTURE_GLOBAL, tick_step_enqueue, st, &g));
             ours += bench_now_ns() - t0;
             cpool_graph_release(g);
 #ifdef CPOOL_HAVE_CUDA
@@ -102,7 +73,7 @@ static void measure(cpool_device *dev, cpool_stream *s, cpool_pool *pool, step *
                 cudaGraphExec_t exec;
                 t0 = bench_now_ns();
                 BENCH_CHECK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeGlobal));
-                BENCH_CHECK(enqueue_step(s, st));
+                BENCH_CHECK(tick_step_enqueue(s, st));
                 BENCH_CHECK(cudaStreamEndCapture(cs, &graph));
                 BENCH_CHECK(cudaGraphInstantiate(&exec, graph, 0));
                 raw += bench_now_ns() - t0;
@@ -122,7 +93,7 @@ static void measure(cpool_device *dev, cpool_stream *s, cpool_pool *pool, step *
 
     /* One graph for the launch measures. */
     cpool_graph *g;
-    BENCH_CHECK(cpool_capture(s, pool, CPOOL_CAPTURE_GLOBAL, enqueue_step, st, &g));
+    BENCH_CHECK(cpool_capture(s, pool, CPOOL_CAPTURE_GLOBAL, tick_step_enqueue, st, &g));
     BENCH_CHECK(cpool_graph_upload(g, s));
     BENCH_CHECK(cpool_graph_launch(g, s));
     BENCH_CHECK(cpool_stream_synchronize(s));
@@ -193,21 +164,17 @@ static void print_ratio(double ours, double raw) {
 int main(int argc, char **argv) {
     int max_kernels = argc > 1 ? atoi(argv[1]) : 1000;
     cpool_device *dev;
-    BENCH_CHECK(cpool_device_open(CPOOL_BACKEND_AUTO, 0, &dev));
     cpool_stream *s;
-    BENCH_CHECK(cpool_stream_create(dev, &s));
     cpool_pool *pool;
-    BENCH_CHECK(cpool_pool_create(dev, NULL, &pool));
-    step st = {0};
+    bench_open(&dev, &s, &pool);
+    tick_step st = {0};
 #ifdef CPOOL_HAVE_NVCC
     st.cuda = cpool_device_backend(dev) == CPOOL_BACKEND_CUDA;
 #endif
     void *x = NULL;
-    if (st.cuda) {
-        BENCH_CHECK(cpool_alloc(pool, 32 * sizeof(float), s, &x));
-        BENCH_CHECK(cpool_memset_async(s, x, 0, 32 * sizeof(float)));
-        st.x = x;
-    }
+    BENCH_CHECK(cpool_alloc(pool, 32 * sizeof(float), s, &x));
+    BENCH_CHECK(cpool_memset_async(s, x, 0, 32 * sizeof(float)));
+    st.x = x;
     const char *backend = cpool_device_backend(dev) == CPOOL_BACKEND_CUDA ? "cuda" : "host";
     printf("launch_bench: backend %s, %s per step; times in us, medians of %d repeats\n", backend,
            st.cuda ? "32-thread kernels" : "host tasks", REPEATS);
@@ -268,9 +235,7 @@ int main(int argc, char **argv) {
                rows[i].eager_cpu_us, rows[i].eager_dev_us, rows[i].dev_ours_us, rows[i].dev_raw_us,
                rows[i].launch_ours_us, rows[i].launch_raw_us, rows[i].capture_ours_us, rows[i].capture_raw_us);
     BENCH_CHECK(cpool_stream_synchronize(s));
-    if (x) BENCH_CHECK(cpool_free(pool, x, s));
-    cpool_pool_release(pool);
-    cpool_stream_destroy(s);
-    cpool_device_close(dev);
+    BENCH_CHECK(cpool_free(pool, x, s));
+    bench_close(dev, s, pool);
     return 0;
 }

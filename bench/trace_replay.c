@@ -84,9 +84,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     cpool_device *dev;
-    BENCH_CHECK(cpool_device_open(CPOOL_BACKEND_AUTO, 0, &dev));
     cpool_stream *s;
-    BENCH_CHECK(cpool_stream_create(dev, &s));
+    bench_open(&dev, &s, NULL);
     printf("trace_replay: backend %s; MiB, and ns per alloc or free on a warm pool (median of 5 replays)\n",
            cpool_device_backend(dev) == CPOOL_BACKEND_CUDA ? "cuda" : "host");
     printf("%-18s %8s | %12s %12s %8s | %10s | %8s\n", "trace", "events", "ours-peak", "torch-peak", "ratio",
@@ -119,7 +118,6 @@ int main(int argc, char **argv) {
         free(ptrs);
         free(t.events);
     }
-    cpool_stream_destroy(s);
-    cpool_device_close(dev);
+    bench_close(dev, s, NULL);
     return worse ? 1 : 0;
 }

@@ -14,43 +14,16 @@
 #ifdef CPOOL_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
-#ifdef CPOOL_HAVE_NVCC
-#include "bench_kernels.h"
-#endif
+#include "tick_step.h"
 
 enum { REPEATS = 21 };
 
-typedef struct step {
-    int kernels;
-    bool cuda;
-    void *x;
-} step;
-
-static void host_tick(void *arg) { ((float *)arg)[0] += 1.0f; }
-
-static cpool_status enqueue_step(cpool_stream *s, void *ctx) {
-    step *st = ctx;
-    for (int i = 0; i < st->kernels; i++) {
-#ifdef CPOOL_HAVE_NVCC
-        if (st->cuda) {
-            if (bench_tick(cpool_stream_native(s), st->x) != 0) return CPOOL_ERR_BACKEND;
-            continue;
-        }
-#endif
-        cpool_status rc = cpool_launch_host(s, host_tick, st->x);
-        if (rc != CPOOL_OK) return rc;
-    }
-    return CPOOL_OK;
-}
-
 int main(void) {
     cpool_device *dev;
-    BENCH_CHECK(cpool_device_open(CPOOL_BACKEND_AUTO, 0, &dev));
     cpool_stream *s;
-    BENCH_CHECK(cpool_stream_create(dev, &s));
     cpool_pool *pool;
-    BENCH_CHECK(cpool_pool_create(dev, NULL, &pool));
-    step st = {0};
+    bench_open(&dev, &s, &pool);
+    tick_step st = {0};
 #ifdef CPOOL_HAVE_NVCC
     st.cuda = cpool_device_backend(dev) == CPOOL_BACKEND_CUDA;
 #endif
@@ -68,19 +41,19 @@ int main(void) {
         st.kernels = sizes[k];
         st.x = bufs[0];
         cpool_graph *g;
-        BENCH_CHECK(cpool_capture(s, pool, CPOOL_CAPTURE_GLOBAL, enqueue_step, &st, &g));
+        BENCH_CHECK(cpool_capture(s, pool, CPOOL_CAPTURE_GLOBAL, tick_step_enqueue, &st, &g));
         BENCH_CHECK(cpool_graph_launch(g, s));
         double upd[REPEATS], anew[REPEATS];
         for (int r = 0; r < REPEATS; r++) {
             st.x = bufs[(r + 1) % 2];
             double t0 = bench_now_ns();
-            BENCH_CHECK(cpool_graph_update(g, s, enqueue_step, &st));
+            BENCH_CHECK(cpool_graph_update(g, s, tick_step_enqueue, &st));
             upd[r] = (bench_now_ns() - t0) / 1e3;
             BENCH_CHECK(cpool_graph_launch(g, s));
             st.x = bufs[r % 2];
             t0 = bench_now_ns();
             cpool_graph_release(g);
-            BENCH_CHECK(cpool_capture(s, pool, CPOOL_CAPTURE_GLOBAL, enqueue_step, &st, &g));
+            BENCH_CHECK(cpool_capture(s, pool, CPOOL_CAPTURE_GLOBAL, tick_step_enqueue, &st, &g));
             anew[r] = (bench_now_ns() - t0) / 1e3;
             BENCH_CHECK(cpool_graph_launch(g, s));
             BENCH_CHECK(cpool_stream_synchronize(s));
@@ -101,7 +74,7 @@ int main(void) {
                 st.x = bufs[r % 2];
                 double t0 = bench_now_ns();
                 BENCH_CHECK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeGlobal));
-                BENCH_CHECK(enqueue_step(s, &st));
+                BENCH_CHECK(tick_step_enqueue(s, &st));
                 BENCH_CHECK(cudaStreamEndCapture(cs, &graph));
                 double t1 = bench_now_ns();
                 BENCH_CHECK(cudaGraphInstantiate(&fresh, graph, 0));
@@ -126,8 +99,6 @@ int main(void) {
     }
     BENCH_CHECK(cpool_stream_synchronize(s));
     for (int i = 0; i < 2; i++) BENCH_CHECK(cpool_free(pool, bufs[i], s));
-    cpool_pool_release(pool);
-    cpool_stream_destroy(s);
-    cpool_device_close(dev);
+    bench_close(dev, s, pool);
     return 0;
 }
