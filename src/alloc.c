@@ -47,6 +47,7 @@ struct cpool__block {
     uint16_t bin;
     bool live;
     bool graph;
+    bool pinned; /* live for the pool's whole life: never freed by a caller */
 };
 
 struct cpool__segment {
@@ -278,7 +279,7 @@ static bool hand_out(cpool__allocator *a, cpool__block *b, size_t bytes, size_t 
 }
 
 static bool rounded_size(size_t bytes, size_t *out) {
-    if (bytes > ((size_t)1 << 47)) return false; /* beyond any device */
+    if (bytes > CPOOL__MAX_REQUEST) return false;
     *out = round_up(bytes, CPOOL__BLOCK_ALIGN);
     return true;
 }
@@ -347,6 +348,8 @@ cpool_status cpool__allocator_alloc_grow(cpool__allocator *a, size_t bytes, bool
 }
 
 cpool_status cpool__allocator_reserve(cpool__allocator *a, size_t bytes) {
+    if (bytes > CPOOL__MAX_REQUEST)
+        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "cpool_pool_create: reserve_bytes %zu is more than any device holds", bytes);
     cpool__block *b = NULL;
     cpool_status st = segment_new(a, round_up(bytes, CPOOL__SEGMENT_GRANULE), false, true, &b);
     if (st == CPOOL_OK) heap_insert(heap_for(a, b), b);
@@ -393,6 +396,8 @@ cpool_status cpool__allocator_free(cpool__allocator *a, void *ptr, uint64_t stre
     if (j == SIZE_MAX)
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_free: %p was not handed out by this pool, or is already freed", ptr);
     cpool__block *b = a->map[j];
+    if (b->pinned)
+        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_free: %p is a parameter block, owned by the pool", ptr);
     map_erase(a, j);
     a->allocated -= b->requested;
     a->live_block_bytes -= b->size;
@@ -409,6 +414,11 @@ cpool_status cpool__allocator_free(cpool__allocator *a, void *ptr, uint64_t stre
     if (b->stream) a->restricted_blocks++;
     release_block(a, b);
     return CPOOL_OK;
+}
+
+void cpool__allocator_pin(cpool__allocator *a, void *ptr) {
+    size_t j = map_find(a, (uintptr_t)ptr);
+    if (j != SIZE_MAX) a->map[j]->pinned = true;
 }
 
 uint64_t cpool__allocator_free_seq(const cpool__allocator *a) { return a->next_free_seq; }
@@ -565,6 +575,7 @@ void cpool__allocator_check(const cpool__allocator *a) {
                 INVARIANT(b->requested > 0 && b->requested <= b->size, "live block's requested size");
                 INVARIANT(map_find(a, b->addr) != SIZE_MAX, "live block missing from the map");
             } else {
+                INVARIANT(!b->pinned, "a free block is pinned");
                 free_blocks++;
                 if (b->stream) restricted++;
                 INVARIANT(!b->graph || !b->stream, "graph-reserved block with a stream tag");

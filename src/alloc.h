@@ -17,6 +17,8 @@
 
 /* Requests are rounded up to this; blocks are aligned to it. */
 #define CPOOL__BLOCK_ALIGN ((size_t)512)
+/* No request above this can be met by any device. */
+#define CPOOL__MAX_REQUEST ((size_t)1 << 47)
 /* Segments are multiples of this. */
 #define CPOOL__SEGMENT_GRANULE ((size_t)2 << 20)
 /* Requests up to this are small: they share 2 MiB segments of their own, so
@@ -70,6 +72,9 @@ cpool_status cpool__allocator_alloc_grow(cpool__allocator *a, size_t bytes, bool
 /* Adds a free general segment of at least `bytes` (pool reserve), for
  * requests larger than CPOOL__SMALL_MAX. */
 cpool_status cpool__allocator_reserve(cpool__allocator *a, size_t bytes);
+
+/* Marks a live block as the pool's own (a parameter block): free refuses it. */
+void cpool__allocator_pin(cpool__allocator *a, void *ptr);
 
 /* Frees a live block. Under capture (`graph`) the block joins the
  * graph-reserved set; otherwise it keeps its set and, if general, is

@@ -66,7 +66,9 @@ typedef struct host_capture {
 
 struct cpool__bstream {
     host_queue *q;
-    host_capture *capture; /* non-NULL while capturing */
+    /* Non-NULL while capturing. Changed by the stream's owner under q->mu,
+     * so that other threads (event_record) may read it under q->mu. */
+    host_capture *capture;
 };
 
 struct cpool__bevent {
@@ -233,6 +235,12 @@ static cpool_status host_stream_create(cpool__bdevice *dev, void *native, bool w
     return CPOOL_OK;
 }
 
+static void set_capture(cpool__bstream *s, host_capture *c) {
+    pthread_mutex_lock(&s->q->mu);
+    s->capture = c;
+    pthread_mutex_unlock(&s->q->mu);
+}
+
 static void discard_capture(cpool__bstream *s) {
     host_capture *c = s->capture;
     if (!c) return;
@@ -240,7 +248,7 @@ static void discard_capture(cpool__bstream *s) {
         if (c->ops[i].kind == OP_GRAPH) graph_release(c->ops[i].graph);
     free(c->ops);
     free(c);
-    s->capture = NULL;
+    set_capture(s, NULL);
 }
 
 static void host_stream_destroy(cpool__bstream *s) {
@@ -261,8 +269,10 @@ static void *host_stream_native(const cpool__bstream *s) {
 }
 
 static cpool_status host_stream_synchronize(cpool__bstream *s) {
-    if (s->capture) {
+    if (s->capture) { /* only the owner gets here for a capturing stream */
+        pthread_mutex_lock(&s->q->mu);
         s->capture->invalidated = true;
+        pthread_mutex_unlock(&s->q->mu);
         return cpool__fail(CPOOL_ERR_CAPTURE_INVALIDATED,
                            "stream synchronize while the stream captures: the capture is invalidated");
     }
@@ -328,12 +338,13 @@ static void host_event_destroy(cpool__bevent *ev) {
 }
 
 static cpool_status host_event_record(cpool__bevent *ev, cpool__bstream *s) {
-    if (s->capture) return cpool__fail(CPOOL_ERR_UNSUPPORTED, "cannot record an event on a capturing stream");
     host_queue *q = s->q;
-    atomic_fetch_add(&q->refs, 1);
     pthread_mutex_lock(&q->mu);
+    bool capturing = s->capture != NULL;
     uint64_t position = q->enqueued;
     pthread_mutex_unlock(&q->mu);
+    if (capturing) return cpool__fail(CPOOL_ERR_UNSUPPORTED, "cannot record an event on a capturing stream");
+    atomic_fetch_add(&q->refs, 1);
     queue_release(ev->q);
     ev->q = q;
     ev->position = position;
@@ -357,7 +368,7 @@ static cpool_status host_capture_begin(cpool__bstream *s, cpool_capture_mode mod
     if (!c) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory beginning a capture");
     if (fence) host_event_record(fence, s);
     c->mode = mode;
-    s->capture = c;
+    set_capture(s, c);
     return CPOOL_OK;
 }
 
@@ -379,13 +390,15 @@ static cpool_status host_capture_end(cpool__bstream *s, cpool__bgraph **out) {
     if (c->count) memcpy(g->ops, c->ops, c->count * sizeof(host_op));
     free(c->ops);
     free(c);
-    s->capture = NULL;
+    set_capture(s, NULL);
     *out = g;
     return CPOOL_OK;
 }
 
 static cpool_status host_capture_status(cpool__bstream *s, cpool_capture_state *out) {
+    pthread_mutex_lock(&s->q->mu);
     *out = !s->capture ? CPOOL_CAPTURE_NONE : s->capture->invalidated ? CPOOL_CAPTURE_INVALIDATED : CPOOL_CAPTURE_ACTIVE;
+    pthread_mutex_unlock(&s->q->mu);
     return CPOOL_OK;
 }
 

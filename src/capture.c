@@ -41,13 +41,27 @@ static void capture_free(cpool__capture *cap) {
     free(cap);
 }
 
-cpool_status cpool_capture_begin(cpool_stream *s, cpool_pool *pool, cpool_capture_mode mode) {
-    if (!s) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_capture_begin: stream is NULL");
+/* What makes a capture on s with pool and mode impossible, checked before
+ * anything runs. The backend itself refuses a stream captured outside
+ * capturepool at begin; `ask_backend` checks that now too (for a graphed
+ * call, before its warm-ups run). */
+static cpool_status capture_check(const char *what, cpool_stream *s, cpool_pool *pool, cpool_capture_mode mode,
+                                  bool ask_backend) {
+    if (!s) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: stream is NULL", what);
     if (mode != CPOOL_CAPTURE_GLOBAL && mode != CPOOL_CAPTURE_THREAD_LOCAL && mode != CPOOL_CAPTURE_RELAXED)
-        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_capture_begin: unknown capture mode %d", (int)mode);
+        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: unknown capture mode %d", what, (int)mode);
     if (pool && cpool__pool_device(pool) != s->dev)
-        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_capture_begin: the pool is on another device");
-    if (s->capture) return cpool__fail(CPOOL_ERR_ALREADY_CAPTURING, "cpool_capture_begin: the stream is already capturing");
+        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: the pool is on another device", what);
+    cpool_capture_state state = CPOOL_CAPTURE_NONE;
+    if (s->capture ||
+        (ask_backend && s->dev->be->capture_status(s->impl, &state) == CPOOL_OK && state != CPOOL_CAPTURE_NONE))
+        return cpool__fail(CPOOL_ERR_ALREADY_CAPTURING, "%s: the stream is already capturing", what);
+    return CPOOL_OK;
+}
+
+cpool_status cpool_capture_begin(cpool_stream *s, cpool_pool *pool, cpool_capture_mode mode) {
+    cpool_status check = capture_check("cpool_capture_begin", s, pool, mode, false);
+    if (check != CPOOL_OK) return check;
     cpool__capture *cap = cpool__calloc(1, sizeof *cap);
     if (!cap) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory beginning a capture");
     cpool_status st = pool ? cpool__capture_reserve(cap) : CPOOL_OK;
@@ -125,6 +139,8 @@ cpool_status cpool_graphed_call(cpool_stream *s, cpool_pool *pool, cpool_capture
     *out = NULL;
     if (warmup_runs < 0)
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_graphed_call: negative warmup_runs %d", warmup_runs);
+    cpool_status check = capture_check("cpool_graphed_call", s, pool, mode, true);
+    if (check != CPOOL_OK) return check;
     for (int i = 0; i < warmup_runs; i++) {
         cpool_status st = body(s, ctx);
         if (st != CPOOL_OK) return st;

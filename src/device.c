@@ -141,6 +141,20 @@ void cpool__shared_event_release(cpool__shared_event *e) {
     free(e);
 }
 
+cpool_status cpool__shared_event_new(cpool_device *dev, cpool__shared_event **out) {
+    cpool__shared_event *f = cpool__calloc(1, sizeof *f);
+    if (!f) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating an event");
+    cpool_status st = dev->be->event_create(dev->impl, &f->event);
+    if (st != CPOOL_OK) {
+        free(f);
+        return st;
+    }
+    atomic_init(&f->refs, 1);
+    f->dev = cpool__device_retain(dev);
+    *out = f;
+    return CPOOL_OK;
+}
+
 cpool_status cpool__device_quiesce(cpool_device *dev) {
     const cpool__backend *be = dev->be;
     cpool_status result = CPOOL_OK;
@@ -153,32 +167,38 @@ cpool_status cpool__device_quiesce(cpool_device *dev) {
     size_t n = 0;
     for (cpool_stream *s = dev->streams; s; s = s->next_in_device) {
         cpool__shared_event *f = NULL;
-        if (s->capture) {
-            f = s->capture_fence;
-            if (f) atomic_fetch_add(&f->refs, 1);
-        } else if (fences) {
-            f = cpool__calloc(1, sizeof *f);
-            if (f && be->event_create(dev->impl, &f->event) == CPOOL_OK) {
-                atomic_init(&f->refs, 1);
-                f->dev = cpool__device_retain(dev);
-                if (be->event_record(f->event, s->impl) != CPOOL_OK) {
-                    cpool__shared_event_release(f);
-                    f = NULL;
-                }
-            } else {
-                free(f);
+        bool capturing = s->capture != NULL;
+        if (!capturing) {
+            cpool_status st = cpool__shared_event_new(dev, &f);
+            if (st == CPOOL_OK) st = be->event_record(f->event, s->impl);
+            if (st != CPOOL_OK) {
+                cpool__shared_event_release(f);
                 f = NULL;
             }
+            /* UNSUPPORTED: the stream captures after all (its capture is
+             * just beginning or ending on another thread). */
+            capturing = st == CPOOL_ERR_UNSUPPORTED;
+            if (st != CPOOL_OK && !capturing) {
+                /* No event to be had: wait for the stream in place, unless
+                 * that would break a capture. */
+                cpool_capture_state state = CPOOL_CAPTURE_ACTIVE;
+                if (be->capture_status(s->impl, &state) == CPOOL_OK && state == CPOOL_CAPTURE_NONE) {
+                    st = be->stream_synchronize(s->impl);
+                    if (st != CPOOL_OK && result == CPOOL_OK) result = st;
+                }
+            }
         }
-        if (!f && !s->capture) {
-            /* No memory for a fence: wait for this stream in place. */
-            cpool_status st = be->stream_synchronize(s->impl);
-            if (st != CPOOL_OK && result == CPOOL_OK) result = st;
+        if (capturing && s->capture_fence) {
+            f = s->capture_fence;
+            atomic_fetch_add(&f->refs, 1);
         }
-        if (f && fences)
+        if (f && fences) {
             fences[n++] = f;
-        else
+        } else if (f) { /* no room to wait later: wait now */
+            cpool_status st = be->event_synchronize(f->event);
+            if (st != CPOOL_OK && result == CPOOL_OK) result = st;
             cpool__shared_event_release(f);
+        }
     }
     pthread_mutex_unlock(&dev->streams_mu);
     for (size_t i = 0; i < n; i++) {

@@ -67,6 +67,8 @@ typedef struct cpool__shared_event {
     cpool__bevent *event;
 } cpool__shared_event;
 
+/* A new shared event with one reference. */
+cpool_status cpool__shared_event_new(cpool_device *dev, cpool__shared_event **out);
 void cpool__shared_event_release(cpool__shared_event *e);
 
 cpool_device *cpool__device_retain(cpool_device *dev);

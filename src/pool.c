@@ -364,6 +364,8 @@ static cpool_status alloc_slow(cpool_pool *pool, size_t bytes, uint64_t stream, 
 cpool_status cpool_alloc(cpool_pool *pool, size_t bytes, cpool_stream *s, void **ptr_out) {
     if (!pool || !s || !ptr_out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_alloc: NULL argument");
     if (bytes == 0) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_alloc: size 0");
+    if (bytes > CPOOL__MAX_REQUEST)
+        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "cpool_alloc: %zu bytes is more than any device holds", bytes);
     if (s->dev != pool->dev) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_alloc: the stream is on another device");
     if (atomic_load(&pool->sealed)) return cpool__fail(CPOOL_ERR_SEALED, "cpool_alloc: the pool is sealed");
     /* Under capture the graph will need a reference to this pool: make room
@@ -404,12 +406,16 @@ cpool_status cpool_free(cpool_pool *pool, void *ptr, cpool_stream *s) {
 
 cpool_status cpool__pool_add_param(cpool_pool *pool, cpool_param *param) {
     if (atomic_load(&pool->sealed)) return cpool__fail(CPOOL_ERR_SEALED, "cpool_param_create: the pool is sealed");
+    if (param->bytes > CPOOL__MAX_REQUEST)
+        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "cpool_param_create: %zu bytes is more than any device holds",
+                           param->bytes);
     pthread_mutex_lock(&pool->mu);
     /* Stream 0: only blocks with no pending stream work. */
     cpool_status st = CPOOL_OK;
     if (!cpool__allocator_alloc_cached(&pool->alloc, param->bytes, 0, false, &param->ptr))
         st = alloc_slow(pool, param->bytes, 0, false, &param->ptr);
     if (st == CPOOL_OK) {
+        cpool__allocator_pin(&pool->alloc, param->ptr);
         param->next = pool->params;
         pool->params = param;
     }

@@ -39,15 +39,8 @@ cpool_status cpool__stream_capture_fence(cpool_stream *s, cpool__bevent **out) {
     cpool__shared_event *f = s->capture_fence;
     if (!f || atomic_load(&f->refs) != 1) {
         /* None yet, or a quiesce still waits on the old one: take a new one. */
-        f = cpool__calloc(1, sizeof *f);
-        if (!f) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory beginning a capture");
-        cpool_status st = s->dev->be->event_create(s->dev->impl, &f->event);
-        if (st != CPOOL_OK) {
-            free(f);
-            return st;
-        }
-        atomic_init(&f->refs, 1);
-        f->dev = cpool__device_retain(s->dev);
+        cpool_status st = cpool__shared_event_new(s->dev, &f);
+        if (st != CPOOL_OK) return st;
         pthread_mutex_lock(&s->dev->streams_mu);
         cpool__shared_event *old = s->capture_fence;
         s->capture_fence = f;
