@@ -75,18 +75,21 @@ typedef struct cpool__backend {
      * waited for. CPOOL_ERR_ALREADY_CAPTURING (nothing recorded) when s
      * captures already. */
     cpool_status (*capture_begin)(cpool__bstream *s, cpool_capture_mode mode, cpool__bevent *fence);
-    /* Ends the capture and instantiates it. CPOOL_ERR_CAPTURE_INVALIDATED
-     * when it was broken; the stream no longer captures in every case. */
-    cpool_status (*capture_end)(cpool__bstream *s, cpool__bgraph **out);
+    /* Ends the capture and, with `instantiate`, makes it launchable (else
+     * graph_instantiate does that later). CPOOL_ERR_CAPTURE_INVALIDATED when
+     * it was broken; the stream no longer captures in every case. */
+    cpool_status (*capture_end)(cpool__bstream *s, bool instantiate, cpool__bgraph **out);
+    cpool_status (*graph_instantiate)(cpool__bgraph *g);
     cpool_status (*capture_status)(cpool__bstream *s, cpool_capture_state *out);
 
     cpool_status (*graph_launch)(cpool__bgraph *g, cpool__bstream *s);
     cpool_status (*graph_upload)(cpool__bgraph *g, cpool__bstream *s);
     void (*graph_destroy)(cpool__bgraph *g);
     void *(*graph_native)(const cpool__bgraph *g);
-    /* Makes g's executable run fresh's work in place, if the backend can;
-     * g then holds fresh's graph and fresh what g no longer needs (to be
-     * destroyed). false: nothing changed (the caller swaps the graphs). */
+    /* Makes g's executable run fresh's work (fresh need not be
+     * instantiated) in place, if the backend can; g then holds fresh's graph
+     * and fresh what g no longer needs (to be destroyed). false: nothing
+     * changed (the caller instantiates fresh and swaps the graphs). */
     bool (*graph_update_in_place)(cpool__bgraph *g, cpool__bgraph *fresh);
     cpool_status (*graph_dump_dot)(const cpool__bgraph *g, const char *path);
 } cpool__backend;

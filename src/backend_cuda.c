@@ -451,7 +451,18 @@ static cpool_status cuda_capture_begin(cpool__bstream *s, cpool_capture_mode mod
     return CPOOL_OK;
 }
 
-static cpool_status cuda_capture_end(cpool__bstream *s, cpool__bgraph **out) {
+static cpool_status cuda_graph_instantiate(cpool__bgraph *g) {
+    if (g->exec) return CPOOL_OK;
+    cudaError_t err = cudaGraphInstantiate(&g->exec, g->graph, 0);
+    if (err != cudaSuccess) {
+        g->exec = NULL;
+        cpool_status st = cuda_fail(err, "cudaGraphInstantiate");
+        return st == CPOOL_ERR_CAPTURE_INVALIDATED ? CPOOL_ERR_BACKEND : st;
+    }
+    return CPOOL_OK;
+}
+
+static cpool_status cuda_capture_end(cpool__bstream *s, bool instantiate, cpool__bgraph **out) {
     cuda_capture *c = s->capture;
     if (!c) {
         enum cudaStreamCaptureStatus status;
@@ -499,12 +510,13 @@ static cpool_status cuda_capture_end(cpool__bstream *s, cpool__bgraph **out) {
             return st;
         }
     }
-    err = cudaGraphInstantiate(&g->exec, graph, 0);
-    if (err != cudaSuccess) {
-        cpool_status st = cuda_fail(err, "cudaGraphInstantiate");
-        cudaGraphDestroy(graph);
-        free(g);
-        return st == CPOOL_ERR_CAPTURE_INVALIDATED ? CPOOL_ERR_BACKEND : st;
+    if (instantiate) {
+        cpool_status st = cuda_graph_instantiate(g);
+        if (st != CPOOL_OK) {
+            cudaGraphDestroy(graph);
+            free(g);
+            return st;
+        }
     }
     *out = g;
     return CPOOL_OK;
@@ -534,7 +546,7 @@ static cpool_status cuda_graph_upload(cpool__bgraph *g, cpool__bstream *s) {
 static void cuda_graph_destroy(cpool__bgraph *g) {
     device_guard guard;
     bool relaxed = guard_enter(&guard, NULL, true) == CPOOL_OK;
-    if (cudaGraphExecDestroy(g->exec) != cudaSuccess) cudaGetLastError();
+    if (g->exec && cudaGraphExecDestroy(g->exec) != cudaSuccess) cudaGetLastError();
     if (cudaGraphDestroy(g->graph) != cudaSuccess) cudaGetLastError();
     if (relaxed) guard_exit(&guard);
     free(g);
@@ -591,6 +603,7 @@ const cpool__backend cpool__backend_cuda = {
     .event_synchronize = cuda_event_synchronize,
     .capture_begin = cuda_capture_begin,
     .capture_end = cuda_capture_end,
+    .graph_instantiate = cuda_graph_instantiate,
     .capture_status = cuda_capture_status,
     .graph_launch = cuda_graph_launch,
     .graph_upload = cuda_graph_upload,

@@ -372,7 +372,14 @@ static cpool_status host_capture_begin(cpool__bstream *s, cpool_capture_mode mod
     return CPOOL_OK;
 }
 
-static cpool_status host_capture_end(cpool__bstream *s, cpool__bgraph **out) {
+/* A host graph is launchable as soon as it is recorded. */
+static cpool_status host_graph_instantiate(cpool__bgraph *g) {
+    CPOOL_UNUSED(g);
+    return CPOOL_OK;
+}
+
+static cpool_status host_capture_end(cpool__bstream *s, bool instantiate, cpool__bgraph **out) {
+    CPOOL_UNUSED(instantiate);
     host_capture *c = s->capture;
     if (!c) return cpool__fail(CPOOL_ERR_NOT_CAPTURING, "the stream is not capturing");
     if (c->invalidated) {
@@ -485,6 +492,7 @@ const cpool__backend cpool__backend_host = {
     .event_synchronize = host_event_synchronize,
     .capture_begin = host_capture_begin,
     .capture_end = host_capture_end,
+    .graph_instantiate = host_graph_instantiate,
     .capture_status = host_capture_status,
     .graph_launch = host_graph_launch,
     .graph_upload = host_graph_upload,

@@ -70,21 +70,17 @@ cpool_status cpool_capture_begin(cpool_stream *s, cpool_pool *pool, cpool_captur
     cap->mode = mode;
     cpool__bevent *fence = NULL;
     if (st == CPOOL_OK) st = cpool__stream_capture_fence(s, &fence);
-    if (st == CPOOL_OK) st = s->dev->be->capture_begin(s->impl, mode, fence);
-    if (st != CPOOL_OK) {
-        capture_free(cap);
-        return st;
-    }
-    cpool__stream_set_capture(s, cap);
-    return CPOOL_OK;
+    if (st == CPOOL_OK) st = cpool__stream_begin_capture(s, mode, fence, cap);
+    if (st != CPOOL_OK) capture_free(cap);
+    return st;
 }
 
 /* Ends the backend capture and wraps it; on failure drops the capture. */
-static cpool_status capture_finish(cpool_stream *s, cpool_graph **graph_out) {
+static cpool_status capture_finish(cpool_stream *s, bool instantiate, cpool_graph **graph_out) {
     cpool__capture *cap = s->capture;
     cpool__stream_set_capture(s, NULL);
     cpool__bgraph *impl = NULL;
-    cpool_status st = s->dev->be->capture_end(s->impl, &impl);
+    cpool_status st = s->dev->be->capture_end(s->impl, instantiate, &impl);
     if (st == CPOOL_OK) {
         st = cpool__graph_wrap(s->dev, impl, cap, graph_out); /* takes cap's references on success */
         if (st != CPOOL_OK) s->dev->be->graph_destroy(impl);
@@ -103,15 +99,15 @@ cpool_status cpool_capture_end(cpool_stream *s, cpool_graph **graph_out) {
         /* Not ours: let the backend tell "not capturing" from "captured
          * outside capturepool". */
         cpool__bgraph *impl = NULL;
-        return s->dev->be->capture_end(s->impl, &impl);
+        return s->dev->be->capture_end(s->impl, true, &impl);
     }
-    return capture_finish(s, graph_out);
+    return capture_finish(s, true, graph_out);
 }
 
 void cpool__capture_discard(cpool_stream *s) {
     if (!s->capture) return;
     cpool_graph *g = NULL;
-    if (capture_finish(s, &g) == CPOOL_OK) cpool_graph_release(g);
+    if (capture_finish(s, false, &g) == CPOOL_OK) cpool_graph_release(g);
 }
 
 cpool_status cpool_capture_status(cpool_stream *s, cpool_capture_state *out) {
@@ -119,8 +115,8 @@ cpool_status cpool_capture_status(cpool_stream *s, cpool_capture_state *out) {
     return s->dev->be->capture_status(s->impl, out);
 }
 
-cpool_status cpool_capture(cpool_stream *s, cpool_pool *pool, cpool_capture_mode mode, cpool_capture_fn body, void *ctx,
-                           cpool_graph **graph_out) {
+cpool_status cpool__capture_run(cpool_stream *s, cpool_pool *pool, cpool_capture_mode mode, cpool_capture_fn body,
+                                void *ctx, bool instantiate, cpool_graph **graph_out) {
     if (!s || !body || !graph_out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_capture: NULL argument");
     *graph_out = NULL;
     cpool_status st = cpool_capture_begin(s, pool, mode);
@@ -130,7 +126,12 @@ cpool_status cpool_capture(cpool_stream *s, cpool_pool *pool, cpool_capture_mode
         cpool__capture_discard(s);
         return st;
     }
-    return cpool_capture_end(s, graph_out);
+    return capture_finish(s, instantiate, graph_out);
+}
+
+cpool_status cpool_capture(cpool_stream *s, cpool_pool *pool, cpool_capture_mode mode, cpool_capture_fn body, void *ctx,
+                           cpool_graph **graph_out) {
+    return cpool__capture_run(s, pool, mode, body, ctx, true, graph_out);
 }
 
 cpool_status cpool_graphed_call(cpool_stream *s, cpool_pool *pool, cpool_capture_mode mode, int warmup_runs,

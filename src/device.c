@@ -30,20 +30,24 @@ static cpool_backend auto_choice(void) {
 }
 
 /* Open devices, so that opening a (backend, ordinal) again returns the same
- * device: streams and pools of both handles then work together. Device
- * reference counts change under this lock. */
+ * device: streams and pools of both handles then work together. A device
+ * whose count reached zero is being closed and is no longer found. */
 static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
 static cpool_device *open_devices;
 
 static cpool_status device_get(const cpool__backend *be, int ordinal, cpool_device **out) {
     pthread_mutex_lock(&registry_mu);
-    for (cpool_device *d = open_devices; d; d = d->next_open)
-        if (d->be == be && d->ordinal == ordinal) {
-            d->refs++;
+    for (cpool_device *d = open_devices; d; d = d->next_open) {
+        if (d->be != be || d->ordinal != ordinal) continue;
+        int refs = atomic_load(&d->refs);
+        while (refs > 0 && !atomic_compare_exchange_weak(&d->refs, &refs, refs + 1)) {
+        }
+        if (refs > 0) {
             pthread_mutex_unlock(&registry_mu);
             *out = d;
             return CPOOL_OK;
         }
+    }
     cpool__bdevice *impl = NULL;
     cpool_status st = be->device_open(ordinal, &impl);
     cpool_device *dev = NULL;
@@ -55,7 +59,7 @@ static cpool_status device_get(const cpool__backend *be, int ordinal, cpool_devi
         }
     }
     if (st == CPOOL_OK) {
-        dev->refs = 1;
+        atomic_init(&dev->refs, 1);
         dev->be = be;
         dev->impl = impl;
         dev->ordinal = ordinal;
@@ -86,24 +90,19 @@ cpool_status cpool_device_open(cpool_backend backend, int ordinal, cpool_device 
 }
 
 cpool_device *cpool__device_retain(cpool_device *dev) {
-    pthread_mutex_lock(&registry_mu);
-    dev->refs++;
-    pthread_mutex_unlock(&registry_mu);
+    atomic_fetch_add(&dev->refs, 1);
     return dev;
 }
 
 void cpool__device_release(cpool_device *dev) {
-    if (!dev) return;
+    if (!dev || atomic_fetch_sub(&dev->refs, 1) != 1) return;
     pthread_mutex_lock(&registry_mu);
-    bool last = --dev->refs == 0;
-    if (last)
-        for (cpool_device **p = &open_devices; *p; p = &(*p)->next_open)
-            if (*p == dev) {
-                *p = dev->next_open;
-                break;
-            }
+    for (cpool_device **p = &open_devices; *p; p = &(*p)->next_open)
+        if (*p == dev) {
+            *p = dev->next_open;
+            break;
+        }
     pthread_mutex_unlock(&registry_mu);
-    if (!last) return;
     dev->be->device_close(dev->impl);
     pthread_mutex_destroy(&dev->streams_mu);
     free(dev);

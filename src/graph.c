@@ -36,10 +36,7 @@ cpool_status cpool__graph_wrap(cpool_device *dev, cpool__bgraph *impl, cpool__ca
     g->pool_count = cap->pool_count;
     g->has_bound_pool = cap->has_bound_pool;
     g->mode = cap->mode;
-    for (size_t i = 0; i < g->pool_count; i++) {
-        cpool__pool_graph_attach(g->pools[i].pool);
-        cpool__pool_capture_detach(g->pools[i].pool);
-    }
+    for (size_t i = 0; i < g->pool_count; i++) cpool__pool_capture_to_graph(g->pools[i].pool);
     cap->pools = NULL;
     cap->pool_count = 0;
     *out = g;
@@ -99,17 +96,22 @@ cpool_status cpool_graph_update(cpool_graph *g, cpool_stream *s, cpool_capture_f
     cpool_status st = launch_check("cpool_graph_update", g, s);
     if (st != CPOOL_OK) return st;
     if (!body) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_graph_update: body is NULL");
+    /* The new work is instantiated only if it cannot update g in place. */
     cpool_graph *fresh = NULL;
-    st = cpool_capture(s, cpool_graph_pool(g), g->mode, body, ctx, &fresh);
+    st = cpool__capture_run(s, cpool_graph_pool(g), g->mode, body, ctx, false, &fresh);
     if (st != CPOOL_OK) return st;
-    /* From here nothing can fail. g takes the new work (in place, or by
-     * trading executables) and the new capture's pool references; fresh
-     * leaves with what g no longer needs. */
     if (!g->dev->be->graph_update_in_place(g->impl, fresh->impl)) {
+        st = g->dev->be->graph_instantiate(fresh->impl);
+        if (st != CPOOL_OK) {
+            cpool_graph_release(fresh);
+            return st;
+        }
         cpool__bgraph *impl = g->impl;
         g->impl = fresh->impl;
         fresh->impl = impl;
     }
+    /* g now runs the new work; it takes the new capture's pool references,
+     * and fresh leaves with everything g no longer needs. */
     cpool__held_pool *pools = g->pools;
     size_t count = g->pool_count;
     g->pools = fresh->pools;

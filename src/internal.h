@@ -49,7 +49,7 @@ void cpool__defer(cpool__deferred *task);
 /* ---- device.c ------------------------------------------------------------ */
 
 struct cpool_device {
-    int refs; /* under the registry's lock (device.c) */
+    atomic_int refs;
     struct cpool_device *next_open;
     const cpool__backend *be;
     cpool__bdevice *impl;
@@ -126,10 +126,18 @@ struct cpool__capture {
 /* The event to record on s just before a capture begins there (its capture
  * fence), made or renewed as needed. */
 cpool_status cpool__stream_capture_fence(cpool_stream *s, cpool__bevent **out);
-/* Sets or clears s's capture under the device's stream lock. */
+/* Begins the backend capture on s (recording `fence` first) and attaches
+ * cap, atomically for other threads' quiesces and fences. */
+cpool_status cpool__stream_begin_capture(cpool_stream *s, cpool_capture_mode mode, cpool__bevent *fence,
+                                         cpool__capture *cap);
+/* Clears s's capture under the device's stream lock. */
 void cpool__stream_set_capture(cpool_stream *s, cpool__capture *cap);
 /* Ends a capture begun on s (if any) and discards it with its references. */
 void cpool__capture_discard(cpool_stream *s);
+/* cpool_capture, but without instantiating when `instantiate` is false (the
+ * graph is then only for cpool_graph_update). */
+cpool_status cpool__capture_run(cpool_stream *s, cpool_pool *pool, cpool_capture_mode mode, cpool_capture_fn body,
+                                void *ctx, bool instantiate, cpool_graph **graph_out);
 /* Whether the capture holds `pool`. */
 bool cpool__capture_holds(const cpool__capture *cap, const cpool_pool *pool);
 /* Makes room to hold one more pool (the only step that can fail). */
@@ -162,7 +170,8 @@ bool cpool__pool_launch_enter(cpool_pool *pool, uint64_t generation);
 void cpool__pool_launch_exit(cpool_pool *pool);
 /* Graphs and captures holding the pool: graph-reserved memory stays reserved
  * while either count is above zero. */
-void cpool__pool_graph_attach(cpool_pool *pool);
+/* A capture holding the pool became a graph. */
+void cpool__pool_capture_to_graph(cpool_pool *pool);
 void cpool__pool_graph_detach(cpool_pool *pool);
 void cpool__pool_capture_attach(cpool_pool *pool);
 void cpool__pool_capture_detach(cpool_pool *pool);

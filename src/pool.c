@@ -507,7 +507,13 @@ static void holders_change(cpool_pool *pool, size_t *count, int delta) {
     pthread_mutex_unlock(&pool->mu);
 }
 
-void cpool__pool_graph_attach(cpool_pool *pool) { holders_change(pool, &pool->graph_count, +1); }
+void cpool__pool_capture_to_graph(cpool_pool *pool) {
+    pthread_mutex_lock(&pool->mu);
+    pool->capture_count--;
+    pool->graph_count++;
+    pool->holder_epoch++;
+    pthread_mutex_unlock(&pool->mu);
+}
 void cpool__pool_graph_detach(cpool_pool *pool) { holders_change(pool, &pool->graph_count, -1); }
 void cpool__pool_capture_attach(cpool_pool *pool) { holders_change(pool, &pool->capture_count, +1); }
 void cpool__pool_capture_detach(cpool_pool *pool) { holders_change(pool, &pool->capture_count, -1); }

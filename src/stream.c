@@ -51,6 +51,18 @@ cpool_status cpool__stream_capture_fence(cpool_stream *s, cpool__bevent **out) {
     return CPOOL_OK;
 }
 
+cpool_status cpool__stream_begin_capture(cpool_stream *s, cpool_capture_mode mode, cpool__bevent *fence,
+                                         cpool__capture *cap) {
+    /* Under the device's stream lock: a quiesce or a fence on another thread
+     * checks whether a stream captures and records an event on it under
+     * that lock, and must not see the capture begin in between. */
+    pthread_mutex_lock(&s->dev->streams_mu);
+    cpool_status st = s->dev->be->capture_begin(s->impl, mode, fence);
+    if (st == CPOOL_OK) s->capture = cap;
+    pthread_mutex_unlock(&s->dev->streams_mu);
+    return st;
+}
+
 void cpool__stream_set_capture(cpool_stream *s, cpool__capture *cap) {
     pthread_mutex_lock(&s->dev->streams_mu);
     s->capture = cap;
