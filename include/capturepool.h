@@ -268,9 +268,13 @@ void cpool_pool_clear_buffers(cpool_pool *pool);
  * replay, never handed to work outside graphs while a graph holds the pool.
  * A pool other than the capture's own may be used too: the graph then holds
  * a reference to it as well.
+ * When the device (or max_reserved_bytes) leaves no room for a new segment,
+ * the pool first gives its cached, unused segments back and tries once
+ * more: that is the only change a failed allocation can leave.
  * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL argument, bytes == 0, a
  * stream of another device), CPOOL_ERR_SEALED (nothing changed),
- * CPOOL_ERR_OUT_OF_MEMORY, CPOOL_ERR_BACKEND. */
+ * CPOOL_ERR_OUT_OF_MEMORY (also at once, with nothing changed, for more
+ * than 2^47 bytes), CPOOL_ERR_BACKEND. */
 cpool_status cpool_alloc(cpool_pool *pool, size_t bytes, cpool_stream *s, void **ptr_out);
 
 /* Frees memory from cpool_alloc, stream ordered: work enqueued on `s` after
