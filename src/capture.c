@@ -78,7 +78,7 @@ cpool_status cpool_capture_begin(cpool_stream *s, cpool_pool *pool, cpool_captur
 /* Ends the backend capture and wraps it; on failure drops the capture. */
 static cpool_status capture_finish(cpool_stream *s, bool instantiate, cpool_graph **graph_out) {
     cpool__capture *cap = s->capture;
-    cpool__stream_set_capture(s, NULL);
+    cpool__stream_clear_capture(s);
     cpool__bgraph *impl = NULL;
     cpool_status st = s->dev->be->capture_end(s->impl, instantiate, &impl);
     if (st == CPOOL_OK) {

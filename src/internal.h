@@ -130,8 +130,8 @@ cpool_status cpool__stream_capture_fence(cpool_stream *s, cpool__bevent **out);
  * cap, atomically for other threads' quiesces and fences. */
 cpool_status cpool__stream_begin_capture(cpool_stream *s, cpool_capture_mode mode, cpool__bevent *fence,
                                          cpool__capture *cap);
-/* Clears s's capture under the device's stream lock. */
-void cpool__stream_set_capture(cpool_stream *s, cpool__capture *cap);
+/* Detaches s's capture under the device's stream lock. */
+void cpool__stream_clear_capture(cpool_stream *s);
 /* Ends a capture begun on s (if any) and discards it with its references. */
 void cpool__capture_discard(cpool_stream *s);
 /* cpool_capture, but without instantiating when `instantiate` is false (the

@@ -63,9 +63,9 @@ cpool_status cpool__stream_begin_capture(cpool_stream *s, cpool_capture_mode mod
     return st;
 }
 
-void cpool__stream_set_capture(cpool_stream *s, cpool__capture *cap) {
+void cpool__stream_clear_capture(cpool_stream *s) {
     pthread_mutex_lock(&s->dev->streams_mu);
-    s->capture = cap;
+    s->capture = NULL;
     pthread_mutex_unlock(&s->dev->streams_mu);
 }
 
