@@ -228,6 +228,46 @@ int main(int argc, char **argv) {
                "cudaStreamGetCaptureInfo %.3f, cudaThreadExchangeStreamCaptureMode %.3f\n",
                bench_median(rec, REPEATS), bench_median(isc, REPEATS), bench_median(info, REPEATS),
                bench_median(xchg, REPEATS));
+        /* A one-kernel capture in phases, ours against raw, alternating. */
+        double ob[REPEATS], oe[REPEATS], rb[REPEATS], re[REPEATS];
+        st.kernels = 1;
+        for (int rep = 0; rep < REPEATS; rep++) {
+            double o_begin = 0, o_end = 0, r_begin = 0, r_end = 0;
+            for (int i = 0; i < 100; i++) {
+                cpool_graph *g;
+                double t0 = bench_now_ns();
+                BENCH_CHECK(cpool_capture_begin(s, pool, CPOOL_CAPTURE_GLOBAL));
+                double t1 = bench_now_ns();
+                BENCH_CHECK(tick_step_enqueue(s, &st));
+                double t2 = bench_now_ns();
+                BENCH_CHECK(cpool_capture_end(s, &g));
+                double t3 = bench_now_ns();
+                cpool_graph_release(g);
+                o_begin += t1 - t0;
+                o_end += t3 - t2;
+                cudaGraph_t graph;
+                cudaGraphExec_t exec;
+                t0 = bench_now_ns();
+                BENCH_CHECK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeGlobal));
+                t1 = bench_now_ns();
+                BENCH_CHECK(tick_step_enqueue(s, &st));
+                t2 = bench_now_ns();
+                BENCH_CHECK(cudaStreamEndCapture(cs, &graph));
+                BENCH_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+                t3 = bench_now_ns();
+                cudaGraphExecDestroy(exec);
+                cudaGraphDestroy(graph);
+                r_begin += t1 - t0;
+                r_end += t3 - t2;
+            }
+            ob[rep] = o_begin / 100 / 1e3;
+            oe[rep] = o_end / 100 / 1e3;
+            rb[rep] = r_begin / 100 / 1e3;
+            re[rep] = r_end / 100 / 1e3;
+        }
+        printf("one-kernel capture in phases, us: begin ours %.2f raw %.2f; end+instantiate ours %.2f raw %.2f\n",
+               bench_median(ob, REPEATS), bench_median(rb, REPEATS), bench_median(oe, REPEATS),
+               bench_median(re, REPEATS));
     }
 #endif
     for (int i = 0; i < nrows; i++)
