@@ -210,7 +210,8 @@ typedef struct cpool_pool_options {
 /* Creates a new, unsealed pool on `dev` holding one reference.
  * opts may be NULL (all defaults).
  * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (dev or out NULL,
- * opts->struct_size too small or reserve_bytes > max_reserved_bytes),
+ * opts->struct_size too small, or reserve_bytes rounded up to 2 MiB above
+ * max_reserved_bytes),
  * CPOOL_ERR_OUT_OF_MEMORY (reserve_bytes could not be had), CPOOL_ERR_BACKEND. */
 cpool_status cpool_pool_create(cpool_device *dev, const cpool_pool_options *opts, cpool_pool **out);
 

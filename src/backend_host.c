@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "internal.h"
 
@@ -197,10 +198,31 @@ static cpool_status host_segment_alloc(cpool__bdevice *dev, size_t bytes, void *
     return CPOOL_OK;
 }
 
+#ifdef CPOOL_DEBUG_CHECKS
+/* Poisons the pages of [base, base + bytes) that were ever touched: pages
+ * never written hold nothing to protect, and touching them all would fault
+ * in whole segments (mincore tells which pages are resident). */
+static void poison_resident(void *base, size_t bytes) {
+    const size_t page = 4096; /* segments are 4096-aligned (segment_alloc) */
+    size_t pages = (bytes + page - 1) / page;
+    unsigned char *resident = malloc(pages);
+    if (!resident || mincore(base, bytes, resident) != 0) {
+        memset(base, CPOOL__POISON, bytes);
+    } else {
+        for (size_t i = 0; i < pages; i++)
+            if (resident[i] & 1) {
+                size_t n = i + 1 == pages ? bytes - i * page : page;
+                memset((char *)base + i * page, CPOOL__POISON, n);
+            }
+    }
+    free(resident);
+}
+#endif
+
 static void host_segment_free(cpool__bdevice *dev, void *base, size_t bytes) {
     CPOOL_UNUSED(dev);
 #ifdef CPOOL_DEBUG_CHECKS
-    memset(base, CPOOL__POISON, bytes);
+    poison_resident(base, bytes);
 #else
     CPOOL_UNUSED(bytes);
 #endif

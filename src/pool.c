@@ -5,7 +5,9 @@
  * Data structures (all under `mu` unless atomic)
  * - `records`: the recorded objects, a singly linked list in registration
  *   order. `doomed` holds records a clear took out but whose drops are still
- *   to run on the library's thread (a clear from stream work).
+ *   to run on the library's thread (a clear from stream work). Clears take
+ *   their records and run their drops under `drop_mu`, so that two clears
+ *   (one of them deferred) still drop in registration order.
  * - `alloc`: the caching allocator (alloc.c); its segments come from the
  *   device's backend.
  * - `fences`: events recorded on streams that have restricted free blocks;
@@ -44,6 +46,7 @@ struct cpool_pool {
     atomic_int refs;
     cpool_device *dev;
     pthread_mutex_t mu;
+    pthread_mutex_t drop_mu; /* held by a clear from taking its records to its last drop */
     atomic_bool sealed;
     _Atomic uint64_t generation;
     atomic_int launching;
@@ -97,8 +100,10 @@ cpool_status cpool_pool_create(cpool_device *dev, const cpool_pool_options *opts
                                opts->struct_size);
         memcpy(&o, opts, opts->struct_size < sizeof o ? opts->struct_size : sizeof o);
     }
-    if (o.max_reserved_bytes && o.reserve_bytes > o.max_reserved_bytes)
-        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_pool_create: reserve_bytes exceeds max_reserved_bytes");
+    if (o.max_reserved_bytes && o.reserve_bytes &&
+        o.reserve_bytes > o.max_reserved_bytes / CPOOL__SEGMENT_GRANULE * CPOOL__SEGMENT_GRANULE)
+        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT,
+                           "cpool_pool_create: reserve_bytes, rounded up to 2 MiB, exceeds max_reserved_bytes");
     cpool_status st = cpool__deferred_start();
     if (st != CPOOL_OK) return st;
 
@@ -107,6 +112,7 @@ cpool_status cpool_pool_create(cpool_device *dev, const cpool_pool_options *opts
     atomic_init(&pool->refs, 1);
     pool->dev = dev;
     pthread_mutex_init(&pool->mu, NULL);
+    pthread_mutex_init(&pool->drop_mu, NULL);
     pool->records_tail = &pool->records;
     pool->doomed_tail = &pool->doomed;
     pool->deferred_clear.run = run_deferred_clear;
@@ -117,6 +123,7 @@ cpool_status cpool_pool_create(cpool_device *dev, const cpool_pool_options *opts
         st = cpool__allocator_reserve(&pool->alloc, o.reserve_bytes);
         if (st != CPOOL_OK) {
             pthread_mutex_destroy(&pool->mu);
+            pthread_mutex_destroy(&pool->drop_mu);
             free(pool);
             return st;
         }
@@ -158,6 +165,7 @@ static void pool_destroy(cpool_pool *pool) {
     free(pool->spare_events);
     cpool__allocator_destroy(&pool->alloc);
     pthread_mutex_destroy(&pool->mu);
+    pthread_mutex_destroy(&pool->drop_mu);
     cpool_device *dev = pool->dev;
     free(pool);
     cpool__device_release(dev);
@@ -227,6 +235,7 @@ static record *take_records(cpool_pool *pool) {
 
 static void run_deferred_clear(cpool__deferred *task) {
     cpool_pool *pool = (cpool_pool *)((char *)task - offsetof(cpool_pool, deferred_clear));
+    pthread_mutex_lock(&pool->drop_mu);
     pthread_mutex_lock(&pool->mu);
     pool->clear_queued = false;
     record *list = pool->doomed;
@@ -235,6 +244,7 @@ static void run_deferred_clear(cpool__deferred *task) {
     pthread_mutex_unlock(&pool->mu);
     cpool__device_quiesce(pool->dev);
     run_drops(list);
+    pthread_mutex_unlock(&pool->drop_mu);
     cpool_pool_release(pool);
 }
 
@@ -259,9 +269,11 @@ void cpool_pool_clear_buffers(cpool_pool *pool) {
         if (queue) cpool__defer(&pool->deferred_clear);
         return;
     }
+    pthread_mutex_lock(&pool->drop_mu);
     record *list = take_records(pool);
     cpool__device_quiesce(pool->dev);
     run_drops(list);
+    pthread_mutex_unlock(&pool->drop_mu);
 }
 
 /* ---- fences -------------------------------------------------------------- */
