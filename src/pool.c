@@ -299,13 +299,12 @@ static void event_give(cpool_pool *pool, cpool__bevent *ev) {
     pool->spare_events[pool->spare_count++] = ev;
 }
 
-/* Unfences the blocks of every completed fence; with `wait`, waits for all. */
-static void poll_fences(cpool_pool *pool, bool wait) {
+/* Unfences the blocks of every completed fence. Never waits. */
+static void poll_fences(cpool_pool *pool) {
     const cpool__backend *be = pool->dev->be;
     size_t kept = 0;
     for (size_t i = 0; i < pool->fence_count; i++) {
         fence f = pool->fences[i];
-        if (wait) be->event_synchronize(f.event);
         if (be->event_done(f.event)) {
             cpool__allocator_unfence(&pool->alloc, f.stream, f.upto);
             event_give(pool, f.event);
@@ -354,20 +353,22 @@ static void add_fences(cpool_pool *pool) {
 /* ---- allocation ---------------------------------------------------------- */
 
 /* The miss path, under mu. Outside capture: completed fences, new fences, a
- * new segment; and when the device is out of memory, wait for the fences
- * and give cached segments back before one more try. Under capture only a
+ * new segment; and when the device is out of memory, give cached segments
+ * with no pending work back before one more try. It never waits for the
+ * device: a stream it would wait for may be waiting for this very thread.
+ * Under capture only a
  * new segment: querying or waiting on events there could break the capture,
  * and graph allocations never need a fence (they take only blocks with no
  * pending work). */
 static cpool_status alloc_slow(cpool_pool *pool, size_t bytes, uint64_t stream, bool graph, void **out) {
     if (graph) return cpool__allocator_alloc_grow(&pool->alloc, bytes, true, out);
-    poll_fences(pool, false);
+    poll_fences(pool);
     if (cpool__allocator_alloc_cached(&pool->alloc, bytes, stream, false, out)) return CPOOL_OK;
     add_fences(pool);
     if (cpool__allocator_alloc_cached(&pool->alloc, bytes, stream, false, out)) return CPOOL_OK;
     cpool_status st = cpool__allocator_alloc_grow(&pool->alloc, bytes, false, out);
     if (st != CPOOL_ERR_OUT_OF_MEMORY) return st;
-    poll_fences(pool, true);
+    poll_fences(pool);
     if (cpool__allocator_alloc_cached(&pool->alloc, bytes, stream, false, out)) return CPOOL_OK;
     if (cpool__allocator_trim(&pool->alloc) == 0) return st;
     return cpool__allocator_alloc_grow(&pool->alloc, bytes, false, out);
@@ -473,7 +474,7 @@ cpool_status cpool_pool_trim(cpool_pool *pool) {
     pthread_mutex_unlock(&pool->mu);
     cpool_status st = cpool__device_quiesce(pool->dev);
     pthread_mutex_lock(&pool->mu);
-    poll_fences(pool, false);
+    poll_fences(pool);
     cpool__allocator_unfence_all(&pool->alloc, upto);
     if (no_holders && pool->graph_count == 0 && pool->capture_count == 0 && epoch == pool->holder_epoch)
         cpool__allocator_reclaim_graph(&pool->alloc);
