@@ -86,8 +86,8 @@ int main(int argc, char **argv) {
     cpool_device *dev;
     cpool_stream *s;
     bench_open(&dev, &s, NULL);
-    printf("trace_replay: backend %s; MiB, and ns per alloc or free on a warm pool (median of 5 replays)\n",
-           cpool_device_backend(dev) == CPOOL_BACKEND_CUDA ? "cuda" : "host");
+    const char *backend = cpool_device_backend(dev) == CPOOL_BACKEND_CUDA ? "cuda" : "host";
+    printf("trace_replay: backend %s; MiB, and ns per alloc or free on a warm pool (median of 5 replays)\n", backend);
     printf("%-18s %8s | %12s %12s %8s | %10s | %8s\n", "trace", "events", "ours-peak", "torch-peak", "ratio",
            "in-use", "ns/op");
     int worse = 0;
@@ -110,7 +110,7 @@ int main(int argc, char **argv) {
         printf("%-18s %8zu | %12.1f %12.1f %7.3fx | %10.1f | %8.1f\n", t.model, t.count,
                (double)st.reserved_bytes_peak / mib, (double)t.torch_reserved / mib, ratio,
                (double)st.allocated_bytes_peak / mib, bench_median(ns, 5));
-        printf("csv,trace,%s,%zu,%llu,%llu,%llu,%.2f\n", t.model, t.count,
+        printf("csv,trace,%s,%s,%zu,%llu,%llu,%llu,%.2f\n", backend, t.model, t.count,
                (unsigned long long)st.reserved_bytes_peak, t.torch_reserved,
                (unsigned long long)st.allocated_bytes_peak, bench_median(ns, 5));
         if (st.reserved_bytes_peak > t.torch_reserved) worse++;

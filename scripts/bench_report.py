@@ -69,7 +69,7 @@ def main():
     md += ["## Graph memory: 8 graphs x 256 MiB scratch", "",
            table(["variant", "graphs", "scratch MiB", "reserved / scratch"], [[r[0], r[1], r[2], r[3] + "x"] for r in gm]), ""]
 
-    tr = csv_rows(out, "trace")
+    tr = [r[1:] for r in csv_rows(out, "trace") if r[0] == "cuda"]
     mib = 1 << 20
     md += ["## Real-model traces: peak reserved", "",
            table(["trace", "events", "ours MiB", "PyTorch MiB", "ours/PyTorch", "peak in use MiB", "ns/op"],
