@@ -1,0 +1,2071 @@
+/*
+ * fuzz_api.c: a libFuzzer harness that drives random sequences of API calls
+ * on the host backend and checks the library against a model after every
+ * step.
+ *
+ * The input is a sequence of operations (see `step` for the op codes), each
+ * followed by its argument bytes; missing bytes read as 0. The operations
+ * work on small fixed tables: pools, graphs, allocations, parameter blocks
+ * and recorded objects, and on three streams made once per process (plus one
+ * temporary stream an input may create and destroy). After each step:
+ * - cpool__pool_check() on every live pool (allocator and record invariants;
+ *   the library is built with CPOOL_DEBUG_CHECKS, so the allocator also
+ *   checks itself after each operation);
+ * - the pool statistics against the model (allocated bytes, alloc/free
+ *   counts, graphs holding the pool, seal, buffer count, bounds);
+ * - every stream's capture state against the model.
+ * Each call's status is checked where the contract determines it. On top:
+ * - allocations never overlap; a block freed on stream S goes to another
+ *   stream (or to a graph, or a parameter block) only once the work enqueued
+ *   on S before the free has finished; memory allocated or freed under
+ *   capture never goes to an allocation outside capture until a trim with no
+ *   graph and no capture holding the pool;
+ * - recorded objects are dropped exactly once, in registration order, never
+ *   before the clear or the last release that drops them, never inside a
+ *   stream callback, and (when the call was made on this thread) only after
+ *   the stream work enqueued before the call has finished;
+ * - a graph's captured work runs exactly once per successful launch, never at
+ *   capture, never for a discarded capture, and a launch after a clear of a
+ *   pool the graph holds returns CPOOL_ERR_STALE_GRAPH;
+ * - at the end of each input everything is released; every object must have
+ *   been dropped, and the device must hold no reference beyond the harness's
+ *   own (a leaked pool, graph or capture keeps one). LeakSanitizer checks the
+ *   rest.
+ * Any violation prints a message and aborts.
+ *
+ * Stream work is made deterministic where it matters with "gates": a host
+ * callback that blocks its stream until the harness opens the gates, which
+ * it does before every call that may wait for stream work.
+ *
+ * FUZZ_API_TRACE=1 in the environment prints each operation as it runs.
+ */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "capturepool.h"
+#include "fault.h"
+/* Only for the end-of-input reference count of the device (leak check). */
+#include "internal.h"
+
+/* ---- sanitizer defaults ---------------------------------------------------- */
+
+__attribute__((used, visibility("default"))) const char *__ubsan_default_options(void) {
+    return "print_stacktrace=1:halt_on_error=1";
+}
+
+/* ---- sizes of the tables ------------------------------------------------- */
+
+#define NS 4     /* streams: 0..2 live for the whole process, 3 is temporary */
+#define NFIXED 3
+#define TEMP 3
+#define NPOOL 4
+#define NGRAPH 6
+#define NALLOC 320 /* enough live blocks to grow the allocator's address map */
+#define NPARAM 6 /* per pool */
+#define NOBJ 512
+#define NUID 256 /* pools created per input */
+#define NRANGE 48
+#define NFREED 8
+#define NPENDING 64
+#define MAX_BODY 24
+
+#define MIB ((size_t)1 << 20)
+#define HUGE_LIMIT ((size_t)64 << 20) /* requests above this cannot be served here */
+
+static bool trace;
+#define TRACE(...)                                                                                 \
+    do {                                                                                           \
+        if (trace) fprintf(stderr, __VA_ARGS__);                                                   \
+    } while (0)
+
+__attribute__((noreturn, format(printf, 1, 2))) static void fail(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("fuzz_api: VIOLATION: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n  (cpool_last_error on this thread: \"%s\")\n", cpool_last_error());
+    abort();
+}
+
+static void check_status(cpool_status got, cpool_status want, const char *what, bool library_failure) {
+    if (!cpool_status_string(got)) fail("%s: cpool_status_string(%d) is NULL", what, (int)got);
+    if (got != want)
+        fail("%s: returned %s (%d), expected %s (%d)", what, cpool_status_string(got), (int)got,
+             cpool_status_string(want), (int)want);
+    if (library_failure && got != CPOOL_OK && !cpool_last_error()[0])
+        fail("%s: failed with %s but cpool_last_error() is empty", what, cpool_status_string(got));
+}
+#define EXPECT(call, want) check_status((call), (want), #call, true)
+#define EXPECT_OK(call) check_status((call), CPOOL_OK, #call, true)
+
+static void expect_one_of(cpool_status got, cpool_status a, cpool_status b, const char *what) {
+    if (got != a && got != b)
+        fail("%s: returned %s (%d), expected %s or %s", what, cpool_status_string(got), (int)got,
+             cpool_status_string(a), cpool_status_string(b));
+    if (got != CPOOL_OK && !cpool_last_error()[0])
+        fail("%s: failed with %s but cpool_last_error() is empty", what, cpool_status_string(got));
+}
+
+static size_t round512(size_t n) { return (n + 511) / 512 * 512; }
+
+/* ---- input reader ---------------------------------------------------------- */
+
+typedef struct rd {
+    const uint8_t *p;
+    size_t n;
+} rd;
+
+static uint8_t u8(rd *r) {
+    if (!r->n) return 0;
+    r->n--;
+    return *r->p++;
+}
+
+/* ---- process-wide state: device, streams, gates ---------------------------- */
+
+static cpool_device *dev;
+static cpool_stream *S[NS];
+static pthread_t main_thread;
+
+/* Host tasks the harness enqueued outside capture on each stream (enq) and
+ * how many of them finished (done). A drop must not run before the tasks
+ * enqueued before the call that drops have finished. */
+static uint64_t enq[NS];
+static _Atomic uint64_t done[NS];
+static uint64_t snap[NS]; /* enq at the last call that may drop or wait */
+
+static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
+static uint64_t gate_closed[NS], gate_opened[NS]; /* under gate_mu */
+
+static _Thread_local int in_host; /* inside one of the harness's host callbacks */
+
+static void fn_marker(void *arg) {
+    in_host++;
+    atomic_fetch_add(&done[(uintptr_t)arg], 1);
+    in_host--;
+}
+
+static void fn_gate(void *arg) {
+    in_host++;
+    uintptr_t v = (uintptr_t)arg;
+    int s = (int)(v & 7);
+    uint64_t epoch = v >> 3;
+    pthread_mutex_lock(&gate_mu);
+    while (gate_opened[s] < epoch) pthread_cond_wait(&gate_cv, &gate_mu);
+    pthread_mutex_unlock(&gate_mu);
+    atomic_fetch_add(&done[s], 1);
+    in_host--;
+}
+
+static void open_gates(void) {
+    pthread_mutex_lock(&gate_mu);
+    bool any = false;
+    for (int s = 0; s < NS; s++)
+        if (gate_opened[s] < gate_closed[s]) {
+            gate_opened[s] = gate_closed[s];
+            any = true;
+        }
+    if (any) pthread_cond_broadcast(&gate_cv);
+    pthread_mutex_unlock(&gate_mu);
+}
+
+/* Before any call that may wait for stream work (or drop objects). */
+static void before_blocking(void) {
+    open_gates();
+    for (int s = 0; s < NS; s++) snap[s] = enq[s];
+}
+
+/* ---- the model --------------------------------------------------------------- */
+
+typedef struct range {
+    uintptr_t addr;
+    size_t size;
+} range;
+
+typedef struct freed_range {
+    uintptr_t addr;
+    size_t size;
+    int stream;
+    uint64_t mark; /* enq[stream] at the free */
+} freed_range;
+
+typedef struct mparam {
+    cpool_param *prm;
+    void *ptr;
+    size_t size;
+    int home; /* the stream its checked sets go to; -1: none yet */
+} mparam;
+
+typedef enum { SLOT_FREE = 0, SLOT_LIVE, SLOT_ZOMBIE } slot_state;
+
+typedef struct mpool {
+    slot_state state; /* ZOMBIE: only references of unrun callbacks remain */
+    cpool_pool *p;
+    unsigned uid;
+    int harness, graph_holds, capture_holds, cb_refs;
+    uint64_t gen;       /* clears known to have happened */
+    int pending_clears; /* clears in callbacks not known to have run */
+    bool deferred;      /* drops may be running on the library's thread */
+    bool sealed;
+    size_t records;
+    bool records_unknown;
+    uint64_t max_reserved;
+    uint64_t live_bytes, live_count, allocs, frees, graph_live_rounded;
+    range graph_ranges[NRANGE];
+    int ngr;
+    freed_range freed[NRANGE];
+    int nfreed;
+    mparam params[NPARAM];
+    int nparams;
+} mpool;
+
+typedef struct malloc_t {
+    bool live;
+    int pool;
+    void *ptr;
+    size_t size;
+    int stream; /* where it was allocated; -1: its stream is gone */
+    bool graph; /* allocated under capture */
+    uint64_t cap_id;
+} malloc_t;
+
+/* A pool held by a capture or graph, with the pool's generation at the hold
+ * somewhere in [lo, hi] (a range while a callback's clear may have run). */
+typedef struct held {
+    int pool;
+    uint64_t lo, hi;
+} held;
+
+typedef struct tick {
+    _Atomic uint64_t ran;
+    uint64_t expected;
+    struct tick *next;
+} tick;
+
+typedef struct mcapture {
+    bool active, invalidated;
+    held h[NPOOL];
+    int nh;
+    int bound;
+    uint64_t id;
+    tick *tk;
+    unsigned ticks;
+    cpool_capture_mode mode;
+} mcapture;
+
+typedef struct mgraph {
+    cpool_graph *g; /* NULL: free slot */
+    int refs;
+    held h[NPOOL];
+    int nh;
+    int bound;
+    tick *tk;
+    unsigned ticks;
+    uint64_t replays;
+    bool known_stale;
+    cpool_capture_mode mode;
+} mgraph;
+
+typedef struct obj {
+    bool used;
+    unsigned uid;
+    uint64_t serial;
+    int drops;
+    bool droppable;
+} obj;
+
+enum { CB_RELEASE_POOL, CB_CLEAR_RELEASE_POOL, CB_RELEASE_GRAPH, CB_PARAM_CHECK };
+
+typedef struct pending_cb {
+    int stream, kind, pool;
+} pending_cb;
+
+typedef struct freed_ptr {
+    unsigned uid;
+    void *ptr;
+} freed_ptr;
+
+static mpool P[NPOOL];
+static malloc_t A[NALLOC + 1]; /* the last one only for an immediate free */
+static mcapture C[NS];
+static mgraph G[NGRAPH + 1]; /* the last one only for an immediate release */
+static pending_cb pend[NPENDING];
+static int npend;
+static freed_ptr ring[NFREED];
+static unsigned ring_next;
+static tick *ticks;
+static unsigned next_uid;
+static uint64_t cap_serial;
+static int verify_uids[4 * NPOOL];
+static int nverify;
+
+static pthread_mutex_t drop_mu = PTHREAD_MUTEX_INITIALIZER;
+static obj objs[NOBJ]; /* under drop_mu */
+static int nobj;
+static uint64_t next_serial[NUID], last_dropped[NUID];
+
+static bool usable(int pi) { return pi >= 0 && pi < NPOOL && P[pi].state == SLOT_LIVE && P[pi].harness > 0; }
+
+static int pick_pool(uint8_t b) {
+    for (int k = 0; k < NPOOL; k++) {
+        int pi = (b + k) % NPOOL;
+        if (usable(pi)) return pi;
+    }
+    return -1;
+}
+
+static int pick_stream(uint8_t b) { return b % (S[TEMP] ? NS : NFIXED); }
+
+static int pick_alloc(uint8_t b, bool pool_usable) {
+    for (int k = 0; k < NALLOC; k++) {
+        int a = (b + k) % NALLOC;
+        if (A[a].live && (!pool_usable || usable(A[a].pool))) return a;
+    }
+    return -1;
+}
+
+static int pick_graph(uint8_t b) {
+    for (int k = 0; k < NGRAPH; k++) {
+        int g = (b + k) % NGRAPH;
+        if (G[g].g) return g;
+    }
+    return -1;
+}
+
+static tick *new_tick(void) {
+    tick *t = calloc(1, sizeof *t);
+    if (!t) abort();
+    t->next = ticks;
+    ticks = t;
+    return t;
+}
+
+/* ---- recorded objects -------------------------------------------------------- */
+
+static void drop_cb(void *o) {
+    obj *ob = o;
+    if (in_host) fail("a recorded object was dropped inside a stream callback");
+    bool on_main = pthread_equal(pthread_self(), main_thread);
+    pthread_mutex_lock(&drop_mu);
+    if (!ob->droppable)
+        fail("object %d (pool #%u, serial %llu) dropped before a clear or the last release", (int)(ob - objs), ob->uid,
+             (unsigned long long)ob->serial);
+    if (ob->drops++) fail("object %d (pool #%u) dropped twice", (int)(ob - objs), ob->uid);
+    if (ob->serial <= last_dropped[ob->uid])
+        fail("pool #%u dropped serial %llu after serial %llu: not in registration order", ob->uid,
+             (unsigned long long)ob->serial, (unsigned long long)last_dropped[ob->uid]);
+    last_dropped[ob->uid] = ob->serial;
+    pthread_mutex_unlock(&drop_mu);
+    if (on_main)
+        for (int s = 0; s < NS; s++)
+            if (S[s] && atomic_load(&done[s]) < snap[s])
+                fail("object of pool #%u dropped while stream %d still runs work enqueued before the call (%llu of %llu "
+                     "done)",
+                     ob->uid, s, (unsigned long long)atomic_load(&done[s]), (unsigned long long)snap[s]);
+}
+
+static void mark_droppable(unsigned uid) {
+    pthread_mutex_lock(&drop_mu);
+    for (int i = 0; i < nobj; i++)
+        if (objs[i].used && objs[i].uid == uid && !objs[i].drops) objs[i].droppable = true;
+    pthread_mutex_unlock(&drop_mu);
+}
+
+/* Every object the pool ever recorded has been dropped once. */
+static void verify_dropped(unsigned uid, const char *when) {
+    pthread_mutex_lock(&drop_mu);
+    for (int i = 0; i < nobj; i++)
+        if (objs[i].used && objs[i].uid == uid && objs[i].drops != 1)
+            fail("%s: object %d of pool #%u (serial %llu) was dropped %d times", when, i, uid,
+                 (unsigned long long)objs[i].serial, objs[i].drops);
+    pthread_mutex_unlock(&drop_mu);
+}
+
+static void run_verifies(void) {
+    for (int i = 0; i < nverify; i++) verify_dropped((unsigned)verify_uids[i], "after the pool's last reference went");
+    nverify = 0;
+}
+
+/* ---- pool references --------------------------------------------------------- */
+
+/* Called after the model dropped a reference of pool pi. If no reference the
+ * harness knows of is left, the pool is gone (or will go when the callbacks
+ * holding the rest run). `synchronous`: the call that drops it runs on this
+ * thread, so its objects must be dropped when it returns. */
+static void pool_refs_changed(int pi, bool synchronous) {
+    mpool *m = &P[pi];
+    if (m->state != SLOT_LIVE || m->harness + m->graph_holds + m->capture_holds > 0) return;
+    mark_droppable(m->uid);
+    for (int a = 0; a <= NALLOC; a++)
+        if (A[a].live && A[a].pool == pi) A[a].live = false;
+    if (m->cb_refs == 0) {
+        if (synchronous && !m->deferred && m->pending_clears == 0 && nverify < (int)(sizeof verify_uids / sizeof *verify_uids))
+            verify_uids[nverify++] = (int)m->uid;
+        m->state = SLOT_FREE;
+    } else {
+        m->state = SLOT_ZOMBIE;
+    }
+}
+
+static void hold(held *h, int *nh, int pi) {
+    for (int i = 0; i < *nh; i++)
+        if (h[i].pool == pi) return;
+    mpool *m = &P[pi];
+    h[(*nh)++] = (held){pi, m->gen, m->gen + (uint64_t)m->pending_clears};
+}
+
+static void capture_hold(int s, int pi) {
+    int before = C[s].nh;
+    hold(C[s].h, &C[s].nh, pi);
+    if (C[s].nh != before) P[pi].capture_holds++;
+}
+
+static void model_capture_begin(int s, int pi, cpool_capture_mode mode) {
+    mcapture *c = &C[s];
+    memset(c, 0, sizeof *c);
+    c->active = true;
+    c->id = ++cap_serial;
+    c->bound = pi;
+    c->tk = new_tick();
+    c->mode = mode;
+    if (pi >= 0) capture_hold(s, pi);
+}
+
+/* The capture ends without a graph: its references go. */
+static void capture_drop(int s, bool synchronous) {
+    mcapture *c = &C[s];
+    c->active = false;
+    for (int i = 0; i < c->nh; i++) {
+        P[c->h[i].pool].capture_holds--;
+        pool_refs_changed(c->h[i].pool, synchronous);
+    }
+    c->nh = 0;
+}
+
+/* The capture ends with a graph: its references move there. */
+static mgraph graph_from_capture(int s) {
+    mcapture *c = &C[s];
+    mgraph g;
+    memset(&g, 0, sizeof g);
+    g.refs = 1;
+    g.nh = c->nh;
+    memcpy(g.h, c->h, sizeof g.h);
+    g.bound = c->bound;
+    g.tk = c->tk;
+    g.ticks = c->ticks;
+    g.mode = c->mode;
+    for (int i = 0; i < c->nh; i++) {
+        P[c->h[i].pool].capture_holds--;
+        P[c->h[i].pool].graph_holds++;
+    }
+    c->active = false;
+    c->nh = 0;
+    return g;
+}
+
+static void graph_release_model(int gi, bool synchronous) {
+    mgraph *g = &G[gi];
+    if (--g->refs > 0) return;
+    for (int i = 0; i < g->nh; i++) {
+        P[g->h[i].pool].graph_holds--;
+        pool_refs_changed(g->h[i].pool, synchronous);
+    }
+    memset(g, 0, sizeof *g);
+}
+
+static int free_graph_slot(void) {
+    for (int i = 0; i < NGRAPH; i++)
+        if (!G[i].g) return i;
+    return NGRAPH;
+}
+
+/* Stores a new graph; with no free slot it is released at once. */
+static void graph_store(const mgraph *m, cpool_graph *g) {
+    int gi = free_graph_slot();
+    G[gi] = *m;
+    G[gi].g = g;
+    if (cpool_graph_replays(g) != 0) fail("a new graph reports %llu replays", (unsigned long long)cpool_graph_replays(g));
+    cpool_pool *bound = m->bound >= 0 ? P[m->bound].p : NULL;
+    if (cpool_graph_pool(g) != bound) fail("cpool_graph_pool is not the capture's pool");
+    if (gi == NGRAPH) {
+        before_blocking();
+        graph_release_model(gi, true);
+        cpool_graph_release(g);
+        run_verifies();
+    }
+}
+
+/* ---- model checks -------------------------------------------------------------- */
+
+static cpool_pool_stats stats_of(int pi) {
+    cpool_pool_stats st;
+    memset(&st, 0, sizeof st);
+    st.struct_size = sizeof st;
+    EXPECT_OK(cpool_pool_get_stats(P[pi].p, &st));
+    return st;
+}
+
+static void check_pool(int pi) {
+    mpool *m = &P[pi];
+    cpool__pool_check(m->p);
+    cpool_pool_stats st = stats_of(pi);
+    if (st.allocated_bytes != m->live_bytes)
+        fail("pool #%u: allocated_bytes %llu, the model has %llu", m->uid, (unsigned long long)st.allocated_bytes,
+             (unsigned long long)m->live_bytes);
+    if (st.alloc_count != m->allocs || st.free_count != m->frees)
+        fail("pool #%u: alloc_count %llu free_count %llu, the model has %llu and %llu", m->uid,
+             (unsigned long long)st.alloc_count, (unsigned long long)st.free_count, (unsigned long long)m->allocs,
+             (unsigned long long)m->frees);
+    if (st.graph_count != (uint64_t)m->graph_holds)
+        fail("pool #%u: graph_count %llu, %d graphs hold it", m->uid, (unsigned long long)st.graph_count, m->graph_holds);
+    if (st.reserved_bytes > st.reserved_bytes_peak || st.allocated_bytes > st.allocated_bytes_peak)
+        fail("pool #%u: a counter above its peak", m->uid);
+    if (m->max_reserved && st.reserved_bytes > m->max_reserved)
+        fail("pool #%u: reserved_bytes %llu above max_reserved_bytes %llu", m->uid, (unsigned long long)st.reserved_bytes,
+             (unsigned long long)m->max_reserved);
+    if (st.graph_reserved_bytes > st.reserved_bytes) fail("pool #%u: graph_reserved_bytes above reserved_bytes", m->uid);
+    if (st.cached_bytes > st.reserved_bytes) fail("pool #%u: cached_bytes above reserved_bytes", m->uid);
+    if (st.reserved_bytes - st.cached_bytes < st.allocated_bytes)
+        fail("pool #%u: live blocks (%llu bytes) smaller than the live allocations (%llu)", m->uid,
+             (unsigned long long)(st.reserved_bytes - st.cached_bytes), (unsigned long long)st.allocated_bytes);
+    if (st.graph_reserved_bytes < m->graph_live_rounded)
+        fail("pool #%u: graph_reserved_bytes %llu below the live graph allocations (%llu)", m->uid,
+             (unsigned long long)st.graph_reserved_bytes, (unsigned long long)m->graph_live_rounded);
+    if ((st.segment_count == 0) != (st.reserved_bytes == 0))
+        fail("pool #%u: %llu segments for %llu reserved bytes", m->uid, (unsigned long long)st.segment_count,
+             (unsigned long long)st.reserved_bytes);
+    if (cpool_pool_is_sealed(m->p) != m->sealed) fail("pool #%u: cpool_pool_is_sealed disagrees", m->uid);
+    if (!m->records_unknown && cpool_pool_buffer_count(m->p) != m->records)
+        fail("pool #%u: buffer count %zu, %zu recorded", m->uid, cpool_pool_buffer_count(m->p), m->records);
+}
+
+static void check_all(void) {
+    for (int pi = 0; pi < NPOOL; pi++)
+        if (P[pi].state == SLOT_LIVE) check_pool(pi);
+    for (int s = 0; s < NS; s++) {
+        if (!S[s]) continue;
+        cpool_capture_state cs = (cpool_capture_state)-1;
+        EXPECT_OK(cpool_capture_status(S[s], &cs));
+        cpool_capture_state want = !C[s].active      ? CPOOL_CAPTURE_NONE
+                                   : C[s].invalidated ? CPOOL_CAPTURE_INVALIDATED
+                                                      : CPOOL_CAPTURE_ACTIVE;
+        if (cs != want) fail("stream %d: capture state %d, expected %d", s, (int)cs, (int)want);
+    }
+}
+
+static bool overlaps(uintptr_t a, size_t an, uintptr_t b, size_t bn) { return a < b + bn && b < a + an; }
+
+/* A new allocation or parameter block [ptr, ptr+size) of pool pi. `stream`:
+ * the allocating stream, -1 for a graph or a parameter block (no pending
+ * work allowed at all). */
+static void check_new_block(int pi, void *ptr, size_t size, int stream, bool outside_capture, const char *what) {
+    mpool *m = &P[pi];
+    uintptr_t a = (uintptr_t)ptr;
+    if (!ptr) fail("%s: OK with a NULL pointer", what);
+    if (a % 256) fail("%s: %p is not 256-byte aligned", what, ptr);
+    for (int i = 0; i < NALLOC; i++)
+        if (A[i].live && overlaps(a, size, (uintptr_t)A[i].ptr, A[i].size))
+            fail("%s: [%p, +%zu) overlaps live allocation %d [%p, +%zu) of pool #%u", what, ptr, size, i, A[i].ptr,
+                 A[i].size, P[A[i].pool].uid);
+    for (int q = 0; q < NPOOL; q++) {
+        if (P[q].state != SLOT_LIVE) continue;
+        for (int k = 0; k < P[q].nparams; k++)
+            if (overlaps(a, size, (uintptr_t)P[q].params[k].ptr, P[q].params[k].size))
+                fail("%s: [%p, +%zu) overlaps a parameter block of pool #%u", what, ptr, size, P[q].uid);
+    }
+    for (int k = 0; k < m->nfreed;) {
+        freed_range *f = &m->freed[k];
+        if (!overlaps(a, size, f->addr, f->size)) {
+            k++;
+            continue;
+        }
+        if ((stream < 0 || f->stream != stream) && atomic_load(&done[f->stream]) < f->mark)
+            fail("%s on %s%d: [%p, +%zu) reuses memory freed on stream %d whose earlier work has not finished (%llu of "
+                 "%llu tasks done)",
+                 what, stream < 0 ? "graph/param " : "stream ", stream, ptr, size, f->stream,
+                 (unsigned long long)atomic_load(&done[f->stream]), (unsigned long long)f->mark);
+        m->freed[k] = m->freed[--m->nfreed]; /* superseded by this allocation */
+    }
+    if (outside_capture)
+        for (int k = 0; k < m->ngr; k++)
+            if (overlaps(a, size, m->graph_ranges[k].addr, m->graph_ranges[k].size))
+                fail("%s outside capture: [%p, +%zu) overlaps graph-reserved memory [%p, +%zu) of pool #%u", what, ptr,
+                     size, (void *)m->graph_ranges[k].addr, m->graph_ranges[k].size, m->uid);
+}
+
+static void add_graph_range(mpool *m, void *ptr, size_t size) {
+    if (m->ngr == NRANGE) {
+        memmove(m->graph_ranges, m->graph_ranges + 1, (NRANGE - 1) * sizeof *m->graph_ranges);
+        m->ngr--;
+    }
+    m->graph_ranges[m->ngr++] = (range){(uintptr_t)ptr, size};
+}
+
+static void add_freed(mpool *m, void *ptr, size_t size, int s) {
+    if (m->nfreed == NRANGE) {
+        memmove(m->freed, m->freed + 1, (NRANGE - 1) * sizeof *m->freed);
+        m->nfreed--;
+    }
+    m->freed[m->nfreed++] = (freed_range){(uintptr_t)ptr, size, s, enq[s]};
+}
+
+/* Whether ptr is the start of a live allocation or parameter block of pi. */
+static bool live_start(int pi, void *ptr) {
+    for (int i = 0; i <= NALLOC; i++)
+        if (A[i].live && A[i].pool == pi && A[i].ptr == ptr) return true;
+    for (int k = 0; k < P[pi].nparams; k++)
+        if (P[pi].params[k].ptr == ptr) return true;
+    return false;
+}
+
+/* ---- stream helpers ------------------------------------------------------------ */
+
+static void enqueue_marker(int s) {
+    EXPECT_OK(cpool_launch_host(S[s], fn_marker, (void *)(uintptr_t)s));
+    enq[s]++;
+}
+
+typedef struct cbtask {
+    int kind, stream;
+    cpool_pool *pool;
+    cpool_graph *graph;
+    const unsigned char *ptr;
+    size_t n;
+    unsigned char val[64];
+} cbtask;
+
+static void fn_task(void *arg) {
+    in_host++;
+    cbtask *t = arg;
+    int s = t->stream;
+    switch (t->kind) {
+    case CB_RELEASE_POOL:
+        cpool_pool_release(t->pool);
+        break;
+    case CB_CLEAR_RELEASE_POOL:
+        cpool_pool_clear_buffers(t->pool);
+        cpool_pool_release(t->pool);
+        break;
+    case CB_RELEASE_GRAPH:
+        cpool_graph_release(t->graph);
+        break;
+    case CB_PARAM_CHECK:
+        if (memcmp(t->ptr, t->val, t->n) != 0)
+            fail("a parameter block read in stream order after cpool_param_set does not hold the value set");
+        break;
+    }
+    free(t);
+    atomic_fetch_add(&done[s], 1);
+    in_host--;
+}
+
+static void enqueue_task(int s, cbtask *t) {
+    t->stream = s;
+    EXPECT_OK(cpool_launch_host(S[s], fn_task, t));
+    enq[s]++;
+}
+
+/* Applies the callbacks on stream s, which have run now. */
+static void resolve(int s) {
+    for (int i = 0; i < npend;) {
+        if (pend[i].stream != s) {
+            i++;
+            continue;
+        }
+        mpool *m = &P[pend[i].pool];
+        if (pend[i].kind == CB_CLEAR_RELEASE_POOL) {
+            m->pending_clears--;
+            m->gen++;
+            if (m->pending_clears == 0 && m->state == SLOT_LIVE) {
+                size_t actual = cpool_pool_buffer_count(m->p);
+                if (actual > m->records)
+                    fail("pool #%u: %zu buffers after a clear, only %zu were recorded", m->uid, actual, m->records);
+                m->records = actual;
+                m->records_unknown = false;
+            }
+        }
+        m->cb_refs--;
+        if (m->state == SLOT_ZOMBIE && m->cb_refs == 0) m->state = SLOT_FREE;
+        pend[i] = pend[--npend];
+    }
+}
+
+static void do_sync(int s) {
+    if (C[s].active) {
+        EXPECT(cpool_stream_synchronize(S[s]), CPOOL_ERR_CAPTURE_INVALIDATED);
+        C[s].invalidated = true;
+        return;
+    }
+    before_blocking();
+    EXPECT_OK(cpool_stream_synchronize(S[s]));
+    if (atomic_load(&done[s]) != enq[s])
+        fail("stream %d synchronized with %llu of %llu tasks done", s, (unsigned long long)atomic_load(&done[s]),
+             (unsigned long long)enq[s]);
+    resolve(s);
+}
+
+static void do_wait_deferred(void) {
+    before_blocking();
+    cpool_wait_deferred();
+    for (int pi = 0; pi < NPOOL; pi++)
+        if (P[pi].state == SLOT_LIVE && P[pi].pending_clears == 0) P[pi].deferred = false;
+}
+
+/* ---- operations: pools ----------------------------------------------------------- */
+
+static void op_pool_create(rd *r) {
+    uint8_t v = u8(r), a = u8(r), b = u8(r);
+    int pi = -1;
+    for (int i = 0; i < NPOOL; i++)
+        if (P[i].state == SLOT_FREE) {
+            pi = i;
+            break;
+        }
+    if (pi < 0 || next_uid >= NUID) return;
+    static const uint64_t reserves[16] = {0,         1,         512,       (2u << 20) - 1, 2u << 20,  3u << 20,
+                                          5u << 20,  (2u << 20) + 1, 4096, 4u << 20,       1u << 20,  0,
+                                          6u << 20,  0,         0,         (uint64_t)1 << 48 /* beyond any device */};
+    static const uint64_t maxes[8] = {0, 1, 2u << 20, (2u << 20) + 1, 3u << 20, 4u << 20, 8u << 20, 24u << 20};
+    struct {
+        cpool_pool_options o;
+        unsigned char newer_fields[16];
+    } big;
+    memset(&big, 0, sizeof big);
+    cpool_pool_options *opts = &big.o;
+    uint64_t reserve = 0, maxr = 0;
+    bool invalid = false;
+    switch (v % 6) {
+    case 0:
+        opts = NULL;
+        break;
+    case 1: /* too small for even struct_size */
+        opts->struct_size = a % sizeof(size_t);
+        opts->reserve_bytes = reserves[b % 16];
+        invalid = true;
+        break;
+    case 2: /* an old caller's struct: the fields beyond struct_size are not read */
+        opts->struct_size = sizeof(size_t);
+        opts->reserve_bytes = reserves[a % 16];
+        opts->max_reserved_bytes = maxes[b % 8];
+        break;
+    case 3:
+        opts->struct_size = sizeof *opts;
+        opts->reserve_bytes = reserve = reserves[a % 16];
+        opts->max_reserved_bytes = maxr = maxes[b % 8];
+        break;
+    case 4: /* a newer caller's larger struct, zero beyond what the library knows */
+        opts->struct_size = sizeof big;
+        opts->reserve_bytes = reserve = reserves[a % 16];
+        opts->max_reserved_bytes = maxr = maxes[b % 8];
+        break;
+    case 5:
+        opts->struct_size = offsetof(cpool_pool_options, max_reserved_bytes);
+        opts->reserve_bytes = reserve = reserves[a % 16];
+        opts->max_reserved_bytes = maxes[b % 8];
+        break;
+    }
+    if (maxr && reserve > maxr) invalid = true;
+    /* Reserved memory is rounded up to 2 MiB segments: where that rounding
+     * goes past the bound, the pool may refuse, or reserve less; never more
+     * than the bound. */
+    uint64_t rounded = reserve ? (reserve + (2u << 20) - 1) / (2u << 20) * (2u << 20) : 0;
+    bool past_bound = !invalid && maxr && rounded > maxr;
+    bool impossible = !invalid && reserve > ((uint64_t)1 << 47);
+    TRACE("pool_create slot %d variant %d reserve %llu max %llu\n", pi, v % 6, (unsigned long long)reserve,
+          (unsigned long long)maxr);
+    cpool_pool *const unset = (cpool_pool *)&big, *p = unset;
+    cpool_status st = cpool_pool_create(dev, opts, &p);
+    if (st != CPOOL_OK && p != unset) fail("a failed cpool_pool_create wrote its output");
+    if (invalid) {
+        check_status(st, CPOOL_ERR_INVALID_ARGUMENT, "cpool_pool_create (bad options)", true);
+        return;
+    }
+    if (impossible) {
+        check_status(st, CPOOL_ERR_OUT_OF_MEMORY, "cpool_pool_create (reserve beyond any device)", true);
+        return;
+    }
+    if (past_bound) {
+        expect_one_of(st, CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT, "cpool_pool_create (reserve rounds past the bound)");
+        if (st != CPOOL_OK) return;
+    } else {
+        check_status(st, CPOOL_OK, "cpool_pool_create", true);
+    }
+    mpool *m = &P[pi];
+    memset(m, 0, sizeof *m);
+    m->state = SLOT_LIVE;
+    m->p = p;
+    m->uid = next_uid++;
+    m->harness = 1;
+    m->max_reserved = maxr;
+    next_serial[m->uid] = 1;
+    cpool_pool_stats s = stats_of(pi);
+    if (s.allocated_bytes || s.alloc_count || s.free_count)
+        fail("new pool #%u: allocations before any cpool_alloc", m->uid);
+    if (past_bound ? s.reserved_bytes < reserve || s.reserved_bytes > maxr
+                   : s.reserved_bytes != rounded || s.segment_count != (reserve ? 1u : 0u))
+        fail("new pool #%u with reserve_bytes %llu, max_reserved_bytes %llu: reserved %llu in %llu segments "
+             "(expected %llu in 2 MiB segments%s)",
+             m->uid, (unsigned long long)reserve, (unsigned long long)maxr, (unsigned long long)s.reserved_bytes,
+             (unsigned long long)s.segment_count, (unsigned long long)rounded,
+             past_bound ? ", or at least reserve_bytes and at most max_reserved_bytes" : "");
+}
+
+static void op_pool_retain(rd *r) {
+    int pi = pick_pool(u8(r));
+    if (pi < 0) return;
+    TRACE("pool_retain #%u\n", P[pi].uid);
+    if (cpool_pool_retain(P[pi].p) != P[pi].p) fail("cpool_pool_retain returned another pointer");
+    P[pi].harness++;
+}
+
+static void op_pool_release(rd *r) {
+    int pi = pick_pool(u8(r));
+    if (pi < 0) return;
+    TRACE("pool_release #%u (harness refs %d)\n", P[pi].uid, P[pi].harness);
+    cpool_pool *p = P[pi].p;
+    before_blocking();
+    P[pi].harness--;
+    pool_refs_changed(pi, true);
+    cpool_pool_release(p);
+    run_verifies();
+}
+
+static void op_record(rd *r) {
+    uint8_t b = u8(r), v = u8(r);
+    int pi = pick_pool(b);
+    if (pi < 0) return;
+    mpool *m = &P[pi];
+    obj *ob = NULL;
+    pthread_mutex_lock(&drop_mu);
+    if ((v & 1) == 0 && nobj < NOBJ) {
+        ob = &objs[nobj++];
+        ob->used = true;
+        ob->uid = m->uid;
+        ob->serial = next_serial[m->uid]++;
+        ob->droppable = m->pending_clears > 0; /* a callback's clear may still take it */
+    }
+    pthread_mutex_unlock(&drop_mu);
+    size_t idx = (size_t)-7;
+    TRACE("record #%u obj %d\n", m->uid, ob ? (int)(ob - objs) : -1);
+    EXPECT_OK(cpool_pool_record(m->p, ob ? (void *)ob : (void *)&P, ob ? drop_cb : NULL, (v & 2) ? NULL : &idx));
+    if (!(v & 2) && !m->records_unknown && idx != m->records)
+        fail("pool #%u: record index %zu, expected %zu", m->uid, idx, m->records);
+    m->records++;
+}
+
+static void op_clear(rd *r) {
+    int pi = pick_pool(u8(r));
+    if (pi < 0) return;
+    mpool *m = &P[pi];
+    TRACE("clear #%u\n", m->uid);
+    before_blocking();
+    mark_droppable(m->uid);
+    bool verify = !m->deferred && m->pending_clears == 0;
+    m->gen++;
+    m->records = 0;
+    m->records_unknown = m->pending_clears > 0;
+    cpool_pool_clear_buffers(m->p);
+    if (verify) verify_dropped(m->uid, "after cpool_pool_clear_buffers");
+}
+
+static void op_seal(rd *r, bool seal) {
+    int pi = pick_pool(u8(r));
+    if (pi < 0) return;
+    TRACE("%s #%u\n", seal ? "seal" : "unseal", P[pi].uid);
+    if (seal)
+        cpool_pool_seal(P[pi].p);
+    else
+        cpool_pool_unseal(P[pi].p);
+    P[pi].sealed = seal;
+}
+
+static void op_trim(rd *r) {
+    int pi = pick_pool(u8(r));
+    if (pi < 0) return;
+    mpool *m = &P[pi];
+    TRACE("trim #%u\n", m->uid);
+    before_blocking();
+    EXPECT_OK(cpool_pool_trim(m->p));
+    bool no_holders = m->graph_holds + m->capture_holds == 0;
+    if (no_holders) m->ngr = 0; /* graph-reserved memory is general again */
+    cpool_pool_stats st = stats_of(pi);
+    if (no_holders && m->live_count == 0 && (st.reserved_bytes || st.segment_count))
+        fail("pool #%u: trim with nothing live and no graph or capture left %llu bytes in %llu segments", m->uid,
+             (unsigned long long)st.reserved_bytes, (unsigned long long)st.segment_count);
+    if (no_holders && st.graph_reserved_bytes != m->graph_live_rounded)
+        fail("pool #%u: trim with no graph or capture left %llu graph-reserved bytes, live graph allocations hold %llu",
+             m->uid, (unsigned long long)st.graph_reserved_bytes, (unsigned long long)m->graph_live_rounded);
+}
+
+static void op_stats(rd *r) {
+    uint8_t b = u8(r), v = u8(r);
+    int pi = pick_pool(b);
+    if (pi < 0) return;
+    TRACE("stats #%u variant %d\n", P[pi].uid, v % 4);
+    cpool_pool_stats full = stats_of(pi);
+    unsigned char buf[sizeof(cpool_pool_stats) + 32];
+    memset(buf, 0xA5, sizeof buf);
+    size_t size;
+    cpool_status want = CPOOL_OK;
+    switch (v % 4) {
+    case 0:
+        size = offsetof(cpool_pool_stats, cached_bytes); /* an older caller */
+        break;
+    case 1:
+        size = offsetof(cpool_pool_stats, segment_count); /* too small */
+        want = CPOOL_ERR_INVALID_ARGUMENT;
+        break;
+    case 2:
+        size = sizeof(cpool_pool_stats) + 16; /* a newer caller */
+        break;
+    default:
+        EXPECT(cpool_pool_get_stats(P[pi].p, NULL), CPOOL_ERR_INVALID_ARGUMENT);
+        return;
+    }
+    memcpy(buf, &size, sizeof size);
+    check_status(cpool_pool_get_stats(P[pi].p, (cpool_pool_stats *)(void *)buf), want, "cpool_pool_get_stats", true);
+    size_t filled = want == CPOOL_OK ? (size < sizeof full ? size : sizeof full) : sizeof(size_t);
+    if (want == CPOOL_OK && memcmp(buf + sizeof(size_t), (unsigned char *)&full + sizeof(size_t), filled - sizeof(size_t)))
+        fail("cpool_pool_get_stats with struct_size %zu disagrees with the full statistics", size);
+    for (size_t i = filled; i < sizeof buf; i++)
+        if (buf[i] != 0xA5) fail("cpool_pool_get_stats with struct_size %zu wrote byte %zu", size, i);
+}
+
+/* ---- operations: allocation ------------------------------------------------------- */
+
+/* Sizes: mostly small, which is fast; large ones (a segment of their own,
+ * or a shared 20 MiB one) and impossible ones rarely. */
+static size_t decode_size(rd *r) {
+    static const size_t small[24] = {0,   1,   2,    7,    64,   255,  256,  257,   511,    512,    513, 1000,
+                                     1024, 2047, 4095, 4096, 4097, 8192, 8193, 16384, 65536, 100000, 1, 512};
+    static const size_t large[12] = {MIB - 1, MIB, MIB + 1, 2 * MIB, 3 * MIB, 5 * MIB, 10 * MIB - 1, 10 * MIB, 10 * MIB + 1,
+                                     21 * MIB, 2 * MIB + 512, 20 * MIB};
+    /* Beyond any device: refused before any memory is asked for. (Sizes the
+     * host cannot give are not tried: AddressSanitizer would abort on them.) */
+    static const size_t impossible[4] = {((size_t)1 << 47) + 1, (size_t)1 << 52, (size_t)1 << 62, SIZE_MAX};
+    uint8_t c = u8(r) % 64;
+    if (c < 24) return small[c];
+    if (c < 48) return 1 + (((size_t)(c - 24) << 8) | u8(r)); /* up to 6 KiB */
+    if (c < 60) return 1 + (((size_t)u8(r) << 8) | u8(r));    /* up to 64 KiB */
+    if (c == 60) return large[u8(r) % 12];
+    if (c == 61) return 1 + (((size_t)u8(r) << 8) | u8(r)) * 16; /* up to 1 MiB */
+    if (c == 62) return impossible[u8(r) % 4];
+    return 0;
+}
+
+static int free_alloc_slot(void) {
+    for (int i = 0; i < NALLOC; i++)
+        if (!A[i].live) return i;
+    return NALLOC;
+}
+
+static void do_free_valid(int ai, int s);
+
+/* What a failed allocation may change: nothing, except that running out of
+ * memory first gives cached, unused segments back (header of cpool_alloc);
+ * for more than 2^47 bytes nothing at all. */
+static void check_failed_alloc(int pi, const cpool_pool_stats *before, cpool_status st, bool huge, const char *what) {
+    cpool_pool_stats after = stats_of(pi);
+    const cpool_pool_stats *b = before, *a = &after;
+    if (st != CPOOL_ERR_OUT_OF_MEMORY || huge) {
+        if (memcmp(b, a, sizeof *b))
+            fail("pool #%u: a %s that failed with %s changed the statistics", P[pi].uid, what, cpool_status_string(st));
+        return;
+    }
+    if (a->allocated_bytes != b->allocated_bytes || a->allocated_bytes_peak != b->allocated_bytes_peak ||
+        a->alloc_count != b->alloc_count || a->free_count != b->free_count ||
+        a->graph_reserved_bytes != b->graph_reserved_bytes || a->reserved_bytes_peak != b->reserved_bytes_peak ||
+        a->graph_count != b->graph_count || a->reserved_bytes > b->reserved_bytes ||
+        a->segment_count > b->segment_count ||
+        a->reserved_bytes - a->cached_bytes != b->reserved_bytes - b->cached_bytes)
+        fail("pool #%u: a %s that ran out of memory changed more than the cached segments", P[pi].uid, what);
+}
+
+/* The status of an allocation: each condition that applies has its status
+ * (which one wins when several apply is not specified); with none, OK, or
+ * out of memory in a bounded pool. */
+static void expect_alloc_status(cpool_status st, bool zero, bool sealed, bool huge, bool bounded, const char *what) {
+    if (zero || sealed || huge) {
+        if ((zero && st == CPOOL_ERR_INVALID_ARGUMENT) || (sealed && st == CPOOL_ERR_SEALED) ||
+            (huge && st == CPOOL_ERR_OUT_OF_MEMORY)) {
+            if (!cpool_last_error()[0]) fail("%s: failed with %s but cpool_last_error() is empty", what, cpool_status_string(st));
+            return;
+        }
+        fail("%s: returned %s for a request that is%s%s%s", what, cpool_status_string(st), zero ? " of 0 bytes" : "",
+             sealed ? " to a sealed pool" : "", huge ? " beyond any device" : "");
+    }
+    if (bounded)
+        expect_one_of(st, CPOOL_OK, CPOOL_ERR_OUT_OF_MEMORY, what);
+    else
+        check_status(st, CPOOL_OK, what, true);
+}
+
+
+static void do_alloc(int pi, size_t size, int s) {
+    mpool *m = &P[pi];
+    bool cap = C[s].active;
+    bool huge = size > HUGE_LIMIT;
+    bool bounded = m->max_reserved != 0;
+    TRACE("alloc #%u %zu bytes on stream %d%s\n", m->uid, size, s, cap ? " (capture)" : "");
+    if (!cap && (bounded || huge)) before_blocking(); /* out of memory waits for stream work */
+    cpool_pool_stats before = stats_of(pi);
+    void *ptr = NULL;
+    cpool_status st = cpool_alloc(m->p, size, S[s], &ptr);
+    expect_alloc_status(st, size == 0, m->sealed, huge, bounded, "cpool_alloc");
+    if (st != CPOOL_OK) {
+        check_failed_alloc(pi, &before, st, huge, "cpool_alloc");
+        return;
+    }
+    check_new_block(pi, ptr, size, cap ? -1 : s, !cap, "cpool_alloc");
+    int ai = free_alloc_slot();
+    A[ai] = (malloc_t){true, pi, ptr, size, s, cap, cap ? C[s].id : 0};
+    m->live_bytes += size;
+    m->live_count++;
+    m->allocs++;
+    if (cap) {
+        capture_hold(s, pi);
+        add_graph_range(m, ptr, size);
+        m->graph_live_rounded += round512(size);
+    }
+    if (ai == NALLOC) do_free_valid(ai, s);
+}
+
+static void do_free_valid(int ai, int s) {
+    malloc_t *a = &A[ai];
+    mpool *m = &P[a->pool];
+    bool cap = C[s].active;
+    TRACE("free #%u %p (%zu bytes) on stream %d%s\n", m->uid, a->ptr, a->size, s, cap ? " (capture)" : "");
+    EXPECT_OK(cpool_free(m->p, a->ptr, S[s]));
+    m->live_bytes -= a->size;
+    m->live_count--;
+    m->frees++;
+    if (a->graph) m->graph_live_rounded -= round512(a->size);
+    if (cap) {
+        capture_hold(s, a->pool);
+        add_graph_range(m, a->ptr, a->size); /* freed under capture: the graph's now */
+    } else if (!a->graph) {
+        add_freed(m, a->ptr, a->size, s);
+    }
+    ring[ring_next++ % NFREED] = (freed_ptr){m->uid, a->ptr};
+    a->live = false;
+}
+
+static void do_free_invalid(rd *r, int s) {
+    uint8_t v = u8(r), b = u8(r);
+    int pi = pick_pool(b);
+    if (pi < 0) return;
+    int local;
+    void *ptr = NULL;
+    cpool_stream *stream = S[s];
+    const char *what = NULL;
+    switch (v % 7) {
+    case 6: /* a parameter block: the pool's own, not from cpool_alloc */
+        if (!P[pi].nparams) return;
+        ptr = P[pi].params[b % P[pi].nparams].ptr;
+        what = "cpool_free (a parameter block)";
+        break;
+    case 0: { /* freed already (unless handed out again since) */
+        freed_ptr f = ring[b % NFREED];
+        if (!f.ptr) return;
+        pi = -1;
+        for (int q = 0; q < NPOOL; q++)
+            if (usable(q) && P[q].uid == f.uid) pi = q;
+        if (pi < 0 || live_start(pi, f.ptr)) return;
+        ptr = f.ptr;
+        what = "cpool_free (already freed)";
+        break;
+    }
+    case 1: { /* another pool's */
+        for (int i = 0; i < NALLOC && !ptr; i++)
+            if (A[(b + i) % NALLOC].live && A[(b + i) % NALLOC].pool != pi) ptr = A[(b + i) % NALLOC].ptr;
+        if (!ptr) ptr = &local;
+        what = "cpool_free (another pool's pointer)";
+        break;
+    }
+    case 2: { /* inside a live allocation */
+        int ai = -1;
+        for (int i = 0; i < NALLOC && ai < 0; i++)
+            if (A[(b + i) % NALLOC].live && A[(b + i) % NALLOC].pool == pi) ai = (b + i) % NALLOC;
+        if (ai < 0) return;
+        ptr = (char *)A[ai].ptr + (A[ai].size > 512 && (v & 8) ? 512 : 1);
+        what = "cpool_free (a pointer inside an allocation)";
+        break;
+    }
+    case 3:
+        ptr = &local;
+        what = "cpool_free (a stack pointer)";
+        break;
+    case 4:
+        ptr = NULL;
+        what = "cpool_free (NULL)";
+        break;
+    default: { /* NULL stream, with a valid pointer */
+        int ai = -1;
+        for (int i = 0; i < NALLOC && ai < 0; i++)
+            if (A[(b + i) % NALLOC].live && A[(b + i) % NALLOC].pool == pi) ai = (b + i) % NALLOC;
+        ptr = ai >= 0 ? A[ai].ptr : &local;
+        stream = NULL;
+        what = "cpool_free (NULL stream)";
+        break;
+    }
+    }
+    TRACE("%s #%u %p on stream %d\n", what, P[pi].uid, ptr, s);
+    cpool_pool_stats before = stats_of(pi);
+    check_status(cpool_free(P[pi].p, ptr, stream), CPOOL_ERR_INVALID_ARGUMENT, what, true);
+    cpool_pool_stats after = stats_of(pi);
+    if (memcmp(&before, &after, sizeof before)) fail("pool #%u: %s changed the statistics", P[pi].uid, what);
+}
+
+/* Many small allocations at once (the allocator's address map grows past
+ * 128 live blocks), or many frees in a strided order. */
+static void op_bulk(rd *r, int s) {
+    uint8_t b = u8(r), v = u8(r), n = u8(r);
+    if (v & 1) {
+        int stride = 1 + (v >> 1) % 7, count = 0;
+        TRACE("bulk free from slot %d, stride %d, on stream %d\n", n, stride, s);
+        for (int k = 0; k < NALLOC && count < 96; k++) {
+            int ai = (int)(((unsigned)n + (unsigned)k * (unsigned)stride) % NALLOC);
+            if (A[ai].live && usable(A[ai].pool)) {
+                do_free_valid(ai, s);
+                count++;
+            }
+        }
+        return;
+    }
+    int pi = pick_pool(b);
+    if (pi < 0) return;
+    int count = 8 + n % 121;
+    TRACE("bulk alloc of %d blocks from #%u on stream %d\n", count, P[pi].uid, s);
+    for (int k = 0; k < count; k++) do_alloc(pi, 1 + (size_t)(v * 131u + (unsigned)k * 37u) % 3000, s);
+}
+
+static void op_memset(rd *r, int s) {
+    uint8_t b = u8(r), v = u8(r), b2 = u8(r);
+    int ai = pick_alloc(b, false);
+    if (ai < 0) return;
+    malloc_t *a = &A[ai];
+    bool cap = C[s].active;
+    /* Under capture: only memory of this capture (the graph holds its pool).
+     * Outside: only on the allocation's own stream. */
+    if (cap ? (!a->graph || a->cap_id != C[s].id) : a->stream != s) return;
+    TRACE("memset %p (%zu bytes) on stream %d%s\n", a->ptr, a->size, s, cap ? " (capture)" : "");
+    size_t head = a->size < 1024 ? a->size : 1024;
+    EXPECT_OK(cpool_memset_async(S[s], a->ptr, v, head));
+    if (a->size > head) {
+        size_t tail = a->size - head < 256 ? a->size - head : 256;
+        EXPECT_OK(cpool_memset_async(S[s], (char *)a->ptr + a->size - tail, v, tail));
+    }
+    if (v & 1) { /* a copy into another allocation of the same kind */
+        int bi = -1;
+        for (int i = 0; i < NALLOC && bi < 0; i++) {
+            malloc_t *c = &A[(b2 + i) % NALLOC];
+            if (c->live && (cap ? (c->graph && c->cap_id == C[s].id) : c->stream == s)) bi = (b2 + i) % NALLOC;
+        }
+        if (bi >= 0) {
+            size_t n = a->size < A[bi].size ? a->size : A[bi].size;
+            if (n > 1024) n = 1024;
+            EXPECT_OK(cpool_memcpy_async(S[s], A[bi].ptr, a->ptr, n));
+        }
+    }
+    if (!cap) enqueue_marker(s);
+}
+
+static void fn_tick(void *arg) {
+    in_host++;
+    atomic_fetch_add(&((tick *)arg)->ran, 1);
+    in_host--;
+}
+
+static void op_tick(rd *r, int s) {
+    uint8_t v = u8(r);
+    if (v % 8 == 7) {
+        EXPECT(cpool_launch_host(S[s], NULL, NULL), CPOOL_ERR_INVALID_ARGUMENT);
+        return;
+    }
+    if (C[s].active) {
+        TRACE("tick (captured) on stream %d\n", s);
+        EXPECT_OK(cpool_launch_host(S[s], fn_tick, C[s].tk));
+        C[s].ticks++;
+        return;
+    }
+    TRACE("marker on stream %d\n", s);
+    enqueue_marker(s);
+}
+
+static void op_gate(int s) {
+    if (C[s].active) return;
+    pthread_mutex_lock(&gate_mu);
+    uint64_t epoch = ++gate_closed[s];
+    pthread_mutex_unlock(&gate_mu);
+    TRACE("gate on stream %d\n", s);
+    EXPECT_OK(cpool_launch_host(S[s], fn_gate, (void *)(uintptr_t)(epoch << 3 | (uint64_t)s)));
+    enq[s]++;
+}
+
+/* ---- operations: parameter blocks ------------------------------------------------- */
+
+static void op_param_create(rd *r) {
+    uint8_t b = u8(r), c = u8(r);
+    int pi = pick_pool(b);
+    if (pi < 0) return;
+    mpool *m = &P[pi];
+    if (m->nparams == NPARAM) return;
+    static const size_t sizes[16] = {0, 1, 4, 8, 64, 255, 256, 4096, 65536, MIB, MIB + 1, 3 * MIB, 8, 16,
+                                     ((size_t)1 << 47) + 1, SIZE_MAX};
+    size_t size = sizes[c % 16];
+    bool huge = size > HUGE_LIMIT, bounded = m->max_reserved != 0;
+    TRACE("param_create #%u %zu bytes\n", m->uid, size);
+    if (bounded || huge) before_blocking();
+    cpool_pool_stats before = stats_of(pi);
+    cpool_param *prm = NULL;
+    cpool_status st = cpool_param_create(m->p, size, &prm);
+    expect_alloc_status(st, size == 0, m->sealed, huge, bounded, "cpool_param_create");
+    if (st != CPOOL_OK) {
+        check_failed_alloc(pi, &before, st, huge, "cpool_param_create");
+        if (prm) fail("a failed cpool_param_create set its output");
+        return;
+    }
+    void *ptr = cpool_param_device_ptr(prm);
+    check_new_block(pi, ptr, size, -1, true, "cpool_param_create");
+    m->params[m->nparams++] = (mparam){prm, ptr, size, -1};
+    m->live_bytes += size;
+    m->live_count++;
+    m->allocs++;
+}
+
+static void op_param_set(rd *r, int s) {
+    uint8_t b = u8(r), k = u8(r), v = u8(r);
+    unsigned char value[64];
+    for (int i = 0; i < 64; i++) value[i] = (unsigned char)(v * 31 + i * 7);
+    int pi = pick_pool(b);
+    if (pi < 0 || !P[pi].nparams) return;
+    mpool *m = &P[pi];
+    mparam *q = &m->params[k % m->nparams];
+    size_t n = 1 + v % (q->size < 64 ? q->size : 64);
+    switch (v % 8) {
+    case 0:
+        EXPECT(cpool_param_set(q->prm, value, 0, S[s]), CPOOL_ERR_INVALID_ARGUMENT);
+        return;
+    case 1: /* more than the block holds: it must not read value at all */
+        EXPECT(cpool_param_set(q->prm, value, q->size + 1, S[s]), CPOOL_ERR_INVALID_ARGUMENT);
+        return;
+    case 2:
+        EXPECT(cpool_param_set(q->prm, NULL, n, S[s]), CPOOL_ERR_INVALID_ARGUMENT);
+        return;
+    case 3:
+        EXPECT(cpool_param_set(NULL, value, n, S[s]), CPOOL_ERR_INVALID_ARGUMENT);
+        EXPECT(cpool_param_set(q->prm, value, n, NULL), CPOOL_ERR_INVALID_ARGUMENT);
+        return;
+    default:
+        break;
+    }
+    if (C[s].active) {
+        EXPECT(cpool_param_set(q->prm, value, n, S[s]), CPOOL_ERR_INVALID_ARGUMENT);
+        return;
+    }
+    TRACE("param_set #%u %zu bytes on stream %d (home %d)\n", m->uid, n, s, q->home);
+    if (q->home < 0) q->home = s;
+    if (q->home != s) {
+        /* Another stream: order it with the home stream's checks. */
+        if (C[q->home].active) return;
+        do_sync(q->home);
+        EXPECT_OK(cpool_param_set(q->prm, value, n, S[s]));
+        memset(value, 0xEE, sizeof value);
+        do_sync(s);
+        return;
+    }
+    EXPECT_OK(cpool_param_set(q->prm, value, n, S[s]));
+    cbtask *t = calloc(1, sizeof *t);
+    if (!t) abort();
+    t->kind = CB_PARAM_CHECK;
+    t->ptr = q->ptr;
+    t->n = n;
+    memcpy(t->val, value, n);
+    memset(value, 0xEE, sizeof value); /* the caller may reuse it at once */
+    enqueue_task(s, t);
+}
+
+/* ---- operations: capture and graphs ------------------------------------------------ */
+
+static cpool_capture_mode decode_mode(uint8_t v, bool *bad) {
+    *bad = v % 4 == 3;
+    return *bad ? (cpool_capture_mode)7 : (cpool_capture_mode)(v % 4);
+}
+
+static void op_capture_begin(rd *r, int s) {
+    uint8_t pv = u8(r), mv = u8(r);
+    int pi = pv % 5 == 4 ? -1 : pick_pool(pv);
+    bool bad;
+    cpool_capture_mode mode = decode_mode(mv, &bad);
+    TRACE("capture_begin stream %d pool %d mode %d\n", s, pi >= 0 ? (int)P[pi].uid : -1, (int)mode);
+    cpool_status st = cpool_capture_begin(S[s], pi >= 0 ? P[pi].p : NULL, mode);
+    if (bad && C[s].active)
+        expect_one_of(st, CPOOL_ERR_INVALID_ARGUMENT, CPOOL_ERR_ALREADY_CAPTURING, "cpool_capture_begin");
+    else if (bad)
+        check_status(st, CPOOL_ERR_INVALID_ARGUMENT, "cpool_capture_begin (bad mode)", true);
+    else if (C[s].active)
+        check_status(st, CPOOL_ERR_ALREADY_CAPTURING, "cpool_capture_begin (capturing already)", true);
+    else
+        check_status(st, CPOOL_OK, "cpool_capture_begin", true);
+    if (st == CPOOL_OK) model_capture_begin(s, pi, mode);
+}
+
+static void do_capture_end(int s) {
+    cpool_graph *g = (cpool_graph *)&G;
+    if (!C[s].active) {
+        EXPECT(cpool_capture_end(S[s], &g), CPOOL_ERR_NOT_CAPTURING);
+        if (g) fail("cpool_capture_end failed and left *graph_out set");
+        return;
+    }
+    TRACE("capture_end stream %d%s\n", s, C[s].invalidated ? " (invalidated)" : "");
+    before_blocking();
+    if (C[s].invalidated) {
+        capture_drop(s, true);
+        EXPECT(cpool_capture_end(S[s], &g), CPOOL_ERR_CAPTURE_INVALIDATED);
+        if (g) fail("cpool_capture_end failed and left *graph_out set");
+        run_verifies();
+        return;
+    }
+    mgraph m = graph_from_capture(s);
+    EXPECT_OK(cpool_capture_end(S[s], &g));
+    if (!g) fail("cpool_capture_end succeeded with a NULL graph");
+    graph_store(&m, g);
+}
+
+static void op_capture_end(rd *r, int s) {
+    uint8_t v = u8(r);
+    if (v % 8 == 0) { /* NULL graph_out: refused, the capture goes on */
+        EXPECT(cpool_capture_end(S[s], NULL), CPOOL_ERR_INVALID_ARGUMENT);
+        return;
+    }
+    do_capture_end(s);
+}
+
+/* Body of cpool_capture, cpool_graphed_call and cpool_graph_update: a
+ * script of operations on its stream. */
+typedef struct body_ctx {
+    const uint8_t *script;
+    size_t len;
+    int s, pool, warmup, fail_at, update_graph;
+    cpool_capture_mode mode;
+    cpool_status ret;
+    int calls;
+    bool began, eager_failed, captured_failed, invalidated;
+    mgraph fresh;
+} body_ctx;
+
+static void body_step(rd *r, int s);
+
+static cpool_status body_fn(cpool_stream *str, void *vctx) {
+    body_ctx *c = vctx;
+    int s = c->s;
+    if (str != S[s]) fail("the body runs with another stream");
+    int idx = c->calls++;
+    bool captured = idx == c->warmup;
+    if (captured) {
+        if (C[s].active) fail("the body runs as the capture, but the stream was capturing before");
+        model_capture_begin(s, c->pool, c->mode);
+        c->began = true;
+    }
+    check_all();
+    rd r = {c->script, c->len};
+    while (r.n) {
+        body_step(&r, s);
+        check_all();
+    }
+    cpool_status ret = idx == c->fail_at ? c->ret : CPOOL_OK;
+    TRACE("body call %d returns %d\n", idx, (int)ret);
+    if (!captured) {
+        if (ret != CPOOL_OK) c->eager_failed = true;
+        return ret;
+    }
+    /* What happens once the body returns (may drop pools). */
+    before_blocking();
+    c->captured_failed = ret != CPOOL_OK;
+    c->invalidated = C[s].invalidated;
+    if (ret != CPOOL_OK || C[s].invalidated) {
+        capture_drop(s, true);
+    } else if (c->update_graph < 0) {
+        c->fresh = graph_from_capture(s);
+    } else {
+        /* cpool_graph_update: the graph takes the new capture's references
+         * and the old ones go with the discarded executable. */
+        mgraph *g = &G[c->update_graph];
+        mgraph fresh = graph_from_capture(s);
+        held old[NPOOL];
+        int nold = g->nh;
+        memcpy(old, g->h, sizeof old);
+        memcpy(g->h, fresh.h, sizeof g->h);
+        g->nh = fresh.nh;
+        g->tk = fresh.tk;
+        g->ticks = fresh.ticks;
+        g->known_stale = false;
+        for (int i = 0; i < nold; i++) {
+            P[old[i].pool].graph_holds--;
+            pool_refs_changed(old[i].pool, true);
+        }
+    }
+    return ret;
+}
+
+static const cpool_status body_failures[4] = {CPOOL_ERR_BACKEND, CPOOL_ERR_OUT_OF_MEMORY, CPOOL_ERR_INVALID_ARGUMENT,
+                                              (cpool_status)77};
+
+static void read_script(rd *r, body_ctx *c) {
+    size_t len = u8(r) % (MAX_BODY + 1);
+    if (len > r->n) len = r->n;
+    c->script = r->p;
+    c->len = len;
+    r->p += len;
+    r->n -= len;
+}
+
+static void op_scoped(rd *r, int s) {
+    uint8_t v = u8(r), pv = u8(r), fv = u8(r);
+    body_ctx c;
+    memset(&c, 0, sizeof c);
+    read_script(r, &c);
+    bool graphed = v & 1;
+    bool bad_mode;
+    c.s = s;
+    c.pool = pv % 5 == 4 ? -1 : pick_pool(pv);
+    c.mode = decode_mode(v >> 3, &bad_mode);
+    c.warmup = graphed ? (int)((v >> 1) % 4) - 1 : 0;
+    c.fail_at = fv % 4 == 3 ? -1 : (c.warmup >= 0 ? (int)(fv % (unsigned)(c.warmup + 1)) : 0);
+    c.ret = body_failures[(fv >> 2) % 4];
+    c.update_graph = -1;
+    bool was_capturing = C[s].active;
+    TRACE("%s stream %d pool %d mode %d warmup %d fail_at %d script %zu bytes\n", graphed ? "graphed_call" : "capture", s,
+          c.pool >= 0 ? (int)P[c.pool].uid : -1, (int)c.mode, c.warmup, c.fail_at, c.len);
+    before_blocking();
+    cpool_graph *g = (cpool_graph *)&G;
+    cpool_pool *pool = c.pool >= 0 ? P[c.pool].p : NULL;
+    cpool_status st = graphed ? cpool_graphed_call(S[s], pool, c.mode, c.warmup, body_fn, &c, &g)
+                              : cpool_capture(S[s], pool, c.mode, body_fn, &c, &g);
+    const char *what = graphed ? "cpool_graphed_call" : "cpool_capture";
+    if (graphed && c.warmup < 0) {
+        check_status(st, CPOOL_ERR_INVALID_ARGUMENT, "cpool_graphed_call (negative warmup)", true);
+        if (c.calls) fail("cpool_graphed_call ran the body with a negative warmup count");
+    } else if (c.eager_failed) {
+        check_status(st, c.ret, "cpool_graphed_call (the body failed eagerly)", false);
+        if (c.began) fail("cpool_graphed_call captured after an eager run failed");
+    } else if (bad_mode && was_capturing) {
+        expect_one_of(st, CPOOL_ERR_INVALID_ARGUMENT, CPOOL_ERR_ALREADY_CAPTURING, what);
+        if (c.began) fail("%s ran the captured body although the capture could not begin", what);
+    } else if (bad_mode || was_capturing) {
+        check_status(st, bad_mode ? CPOOL_ERR_INVALID_ARGUMENT : CPOOL_ERR_ALREADY_CAPTURING, what, true);
+        if (c.began) fail("%s ran the captured body although the capture could not begin", what);
+    } else {
+        if (!c.began) fail("%s returned %s without running the body under capture", what, cpool_status_string(st));
+        if (c.captured_failed)
+            check_status(st, c.ret, "cpool_capture (the body failed)", false);
+        else if (c.invalidated)
+            check_status(st, CPOOL_ERR_CAPTURE_INVALIDATED, what, true);
+        else
+            check_status(st, CPOOL_OK, what, true);
+    }
+    if (st != CPOOL_OK && g) fail("%s failed and left *graph_out set", what);
+    run_verifies();
+    if (st == CPOOL_OK) graph_store(&c.fresh, g);
+}
+
+static void op_update(rd *r, int s) {
+    uint8_t b = u8(r), fv = u8(r);
+    body_ctx c;
+    memset(&c, 0, sizeof c);
+    read_script(r, &c);
+    int gi = pick_graph(b);
+    if (gi < 0) return;
+    mgraph *g = &G[gi];
+    c.s = s;
+    c.pool = g->bound;
+    c.mode = g->mode;
+    c.warmup = 0;
+    c.fail_at = fv % 4 == 3 ? -1 : 0;
+    c.ret = body_failures[(fv >> 2) % 4];
+    c.update_graph = gi;
+    TRACE("graph_update graph %d on stream %d fail %d script %zu bytes\n", gi, s, c.fail_at, c.len);
+    if (C[s].active) {
+        EXPECT(cpool_graph_update(g->g, S[s], body_fn, &c), CPOOL_ERR_INVALID_ARGUMENT);
+        if (c.calls) fail("cpool_graph_update ran the body on a capturing stream");
+        return;
+    }
+    uint64_t replays = g->replays;
+    cpool_graph *handle = g->g;
+    before_blocking();
+    cpool_status st = cpool_graph_update(handle, S[s], body_fn, &c);
+    if (!c.began) fail("cpool_graph_update returned %s without capturing the body", cpool_status_string(st));
+    if (c.captured_failed)
+        check_status(st, c.ret, "cpool_graph_update (the body failed)", false);
+    else if (c.invalidated)
+        check_status(st, CPOOL_ERR_CAPTURE_INVALIDATED, "cpool_graph_update", true);
+    else
+        check_status(st, CPOOL_OK, "cpool_graph_update", true);
+    run_verifies();
+    if (cpool_graph_replays(handle) != replays) fail("cpool_graph_update changed the replay count");
+    if (cpool_graph_pool(handle) != (g->bound >= 0 ? P[g->bound].p : NULL)) fail("cpool_graph_update changed the pool");
+}
+
+enum { FRESH, STALE, MAYBE };
+
+static int staleness(const mgraph *g) {
+    if (g->known_stale) return STALE;
+    int r = FRESH;
+    for (int i = 0; i < g->nh; i++) {
+        const mpool *m = &P[g->h[i].pool];
+        if (g->h[i].hi < m->gen) return STALE;
+        if (g->h[i].lo != g->h[i].hi || m->pending_clears || g->h[i].lo != m->gen) r = MAYBE;
+    }
+    return r;
+}
+
+static void op_launch(rd *r, int s) {
+    uint8_t b = u8(r), v = u8(r);
+    int gi = pick_graph(b);
+    if (gi < 0) return;
+    mgraph *g = &G[gi];
+    bool upload = v % 4 == 0;
+    const char *what = upload ? "cpool_graph_upload" : "cpool_graph_launch";
+    TRACE("%s graph %d on stream %d\n", what, gi, s);
+    if (C[s].active) {
+        check_status(upload ? cpool_graph_upload(g->g, S[s]) : cpool_graph_launch(g->g, S[s]),
+                     CPOOL_ERR_INVALID_ARGUMENT, what, true);
+        return;
+    }
+    int e = staleness(g);
+    cpool_status st = upload ? cpool_graph_upload(g->g, S[s]) : cpool_graph_launch(g->g, S[s]);
+    if (e == STALE)
+        check_status(st, CPOOL_ERR_STALE_GRAPH, what, true);
+    else if (e == FRESH)
+        check_status(st, CPOOL_OK, what, true);
+    else
+        expect_one_of(st, CPOOL_OK, CPOOL_ERR_STALE_GRAPH, what);
+    if (st == CPOOL_OK) {
+        for (int i = 0; i < g->nh; i++) {
+            const mpool *m = &P[g->h[i].pool];
+            if (!m->pending_clears) g->h[i].lo = g->h[i].hi = m->gen;
+        }
+        if (!upload) {
+            g->replays++;
+            if (g->tk) g->tk->expected += g->ticks;
+            enqueue_marker(s);
+        }
+    } else {
+        g->known_stale = true;
+    }
+    if (cpool_graph_replays(g->g) != g->replays)
+        fail("graph %d: %llu replays, the model has %llu", gi, (unsigned long long)cpool_graph_replays(g->g),
+             (unsigned long long)g->replays);
+}
+
+static void op_graph_retain(rd *r) {
+    int gi = pick_graph(u8(r));
+    if (gi < 0) return;
+    TRACE("graph_retain %d\n", gi);
+    if (cpool_graph_retain(G[gi].g) != G[gi].g) fail("cpool_graph_retain returned another pointer");
+    G[gi].refs++;
+}
+
+static void op_graph_release(rd *r) {
+    int gi = pick_graph(u8(r));
+    if (gi < 0) return;
+    TRACE("graph_release %d (refs %d)\n", gi, G[gi].refs);
+    cpool_graph *g = G[gi].g;
+    before_blocking();
+    graph_release_model(gi, true);
+    cpool_graph_release(g);
+    run_verifies();
+}
+
+/* ---- operations: callbacks, streams, misc ------------------------------------------ */
+
+static void op_callback(rd *r, int s) {
+    uint8_t v = u8(r), b = u8(r);
+    if (C[s].active || npend == NPENDING) return;
+    int kind = v % 3;
+    bool sync = (v >> 2) & 1, wait = (v >> 3) & 1;
+    cbtask *t = calloc(1, sizeof *t);
+    if (!t) abort();
+    t->kind = kind;
+    if (kind == CB_RELEASE_GRAPH) {
+        int gi = pick_graph(b);
+        if (gi < 0) {
+            free(t);
+            return;
+        }
+        TRACE("callback on stream %d: release graph %d\n", s, gi);
+        t->graph = G[gi].g;
+        graph_release_model(gi, false);
+        sync = true;
+    } else {
+        int pi = pick_pool(b);
+        if (pi < 0) {
+            free(t);
+            return;
+        }
+        mpool *m = &P[pi];
+        TRACE("callback on stream %d: %s #%u%s\n", s, kind == CB_RELEASE_POOL ? "release" : "clear and release", m->uid,
+              sync ? ", then sync" : "");
+        t->pool = m->p;
+        if (kind == CB_RELEASE_POOL) {
+            m->harness--; /* the callback takes the harness's reference */
+        } else {
+            cpool_pool_retain(m->p);
+            mark_droppable(m->uid);
+            m->pending_clears++;
+            m->records_unknown = true;
+            m->deferred = true;
+        }
+        m->cb_refs++;
+        pend[npend++] = (pending_cb){s, kind, pi};
+        pool_refs_changed(pi, false);
+    }
+    enqueue_task(s, t);
+    if (sync) do_sync(s);
+    if (wait) do_wait_deferred();
+}
+
+static void forget_temp_stream(void) {
+    for (int pi = 0; pi < NPOOL; pi++) {
+        mpool *m = &P[pi];
+        for (int k = 0; k < m->nfreed;)
+            if (m->freed[k].stream == TEMP)
+                m->freed[k] = m->freed[--m->nfreed];
+            else
+                k++;
+        for (int k = 0; k < m->nparams; k++)
+            if (m->params[k].home == TEMP) m->params[k].home = -1;
+    }
+    for (int a = 0; a <= NALLOC; a++)
+        if (A[a].stream == TEMP) A[a].stream = -1;
+}
+
+static void destroy_temp(void) {
+    TRACE("destroy the temporary stream%s\n", C[TEMP].active ? " (capturing)" : "");
+    before_blocking();
+    if (C[TEMP].active) capture_drop(TEMP, true);
+    cpool_stream_destroy(S[TEMP]);
+    run_verifies();
+    if (atomic_load(&done[TEMP]) != enq[TEMP]) fail("a destroyed stream did not finish its work");
+    resolve(TEMP);
+    S[TEMP] = NULL;
+    forget_temp_stream();
+    memset(&C[TEMP], 0, sizeof C[TEMP]);
+}
+
+static void op_temp_stream(void) {
+    if (S[TEMP]) {
+        destroy_temp();
+        return;
+    }
+    TRACE("create the temporary stream\n");
+    enq[TEMP] = 0;
+    atomic_store(&done[TEMP], 0);
+    EXPECT_OK(cpool_stream_create(dev, &S[TEMP]));
+    if (!S[TEMP]) fail("cpool_stream_create succeeded with a NULL stream");
+}
+
+static int dummy_body_calls;
+static cpool_status dummy_body(cpool_stream *s, void *ctx) {
+    (void)s;
+    (void)ctx;
+    dummy_body_calls++;
+    return CPOOL_OK;
+}
+
+static void op_misc(rd *r, int s) {
+    uint8_t v = u8(r), b = u8(r);
+    TRACE("misc %d\n", v % 8);
+    switch (v % 8) {
+    case 0: {
+        cpool_device *d = NULL;
+        EXPECT_OK(cpool_device_open(CPOOL_BACKEND_HOST, 0, &d));
+        if (d != dev) fail("opening the host device again gave another device");
+        cpool_device_close(d);
+        EXPECT_OK(cpool_device_open(CPOOL_BACKEND_AUTO, 0, &d));
+        if (cpool_device_backend(d) == CPOOL_BACKEND_HOST && d != dev) fail("AUTO opened another host device");
+        cpool_device_close(d);
+        EXPECT(cpool_device_open(CPOOL_BACKEND_HOST, 1, &d), CPOOL_ERR_NO_DEVICE);
+        EXPECT(cpool_device_open(CPOOL_BACKEND_HOST, -1, &d), CPOOL_ERR_INVALID_ARGUMENT);
+        EXPECT(cpool_device_open((cpool_backend)99, 0, &d), CPOOL_ERR_INVALID_ARGUMENT);
+        EXPECT(cpool_device_open(CPOOL_BACKEND_HOST, 0, NULL), CPOOL_ERR_INVALID_ARGUMENT);
+        if (cpool_device_backend(dev) != CPOOL_BACKEND_HOST || cpool_device_backend(NULL) != CPOOL_BACKEND_AUTO)
+            fail("cpool_device_backend");
+        cpool_device_close(NULL);
+        break;
+    }
+    case 1: {
+        cpool_stream *w = NULL;
+        EXPECT(cpool_stream_wrap(dev, NULL, &w), CPOOL_ERR_UNSUPPORTED);
+        if (w) fail("a failed cpool_stream_wrap set its output");
+        EXPECT(cpool_stream_create(NULL, &w), CPOOL_ERR_INVALID_ARGUMENT);
+        EXPECT(cpool_stream_create(dev, NULL), CPOOL_ERR_INVALID_ARGUMENT);
+        if (cpool_stream_native(S[s]) || cpool_stream_native(NULL)) fail("cpool_stream_native on the host backend");
+        EXPECT(cpool_stream_synchronize(NULL), CPOOL_ERR_INVALID_ARGUMENT);
+        cpool_stream_destroy(NULL);
+        break;
+    }
+    case 2: {
+        for (int i = -1; i <= 12; i++)
+            if (!cpool_status_string((cpool_status)i)) fail("cpool_status_string(%d) is NULL", i);
+        char want[32];
+        snprintf(want, sizeof want, "%d.%d.%d", CPOOL_VERSION_MAJOR, CPOOL_VERSION_MINOR, CPOOL_VERSION_PATCH);
+        if (strcmp(cpool_version_string(), want) != 0) fail("cpool_version_string is %s", cpool_version_string());
+        if (!cpool_last_error()) fail("cpool_last_error is NULL");
+        break;
+    }
+    case 3: {
+        int gi = pick_graph(b);
+        if (gi < 0) break;
+        mgraph *g = &G[gi];
+        cpool_pool *bound = g->bound >= 0 ? P[g->bound].p : NULL;
+        if (cpool_graph_pool(g->g) != bound) fail("cpool_graph_pool");
+        if (g->bound >= 0 && P[g->bound].state == SLOT_LIVE && !P[g->bound].records_unknown &&
+            cpool_graph_pool_buffer_count(g->g) != P[g->bound].records)
+            fail("cpool_graph_pool_buffer_count");
+        if (g->bound < 0 && cpool_graph_pool_buffer_count(g->g) != 0) fail("cpool_graph_pool_buffer_count without pool");
+        if (cpool_graph_native(g->g) || cpool_graph_native(NULL)) fail("cpool_graph_native on the host backend");
+        if (cpool_graph_replays(NULL) || cpool_graph_pool(NULL) || cpool_graph_pool_buffer_count(NULL))
+            fail("graph queries on NULL");
+        if (v & 8) EXPECT_OK(cpool_graph_dump_dot(g->g, "/dev/null"));
+        EXPECT(cpool_graph_dump_dot(g->g, NULL), CPOOL_ERR_INVALID_ARGUMENT);
+        EXPECT(cpool_graph_dump_dot(NULL, "/dev/null"), CPOOL_ERR_INVALID_ARGUMENT);
+        break;
+    }
+    case 4: { /* NULL arguments on pool calls: refused, nothing changes */
+        int pi = pick_pool(b);
+        if (cpool_pool_retain(NULL) || cpool_pool_is_sealed(NULL) || cpool_pool_buffer_count(NULL))
+            fail("pool queries on NULL");
+        cpool_pool_release(NULL);
+        cpool_pool_seal(NULL);
+        cpool_pool_unseal(NULL);
+        cpool_pool_clear_buffers(NULL);
+        cpool_pool *p = NULL;
+        EXPECT(cpool_pool_create(NULL, NULL, &p), CPOOL_ERR_INVALID_ARGUMENT);
+        EXPECT(cpool_pool_create(dev, NULL, NULL), CPOOL_ERR_INVALID_ARGUMENT);
+        void *ptr = NULL;
+        EXPECT(cpool_alloc(NULL, 16, S[s], &ptr), CPOOL_ERR_INVALID_ARGUMENT);
+        EXPECT(cpool_free(NULL, &ptr, S[s]), CPOOL_ERR_INVALID_ARGUMENT);
+        EXPECT(cpool_pool_record(NULL, &ptr, NULL, NULL), CPOOL_ERR_INVALID_ARGUMENT);
+        EXPECT(cpool_pool_trim(NULL), CPOOL_ERR_INVALID_ARGUMENT);
+        cpool_param *prm = NULL;
+        EXPECT(cpool_param_create(NULL, 16, &prm), CPOOL_ERR_INVALID_ARGUMENT);
+        if (cpool_param_device_ptr(NULL)) fail("cpool_param_device_ptr(NULL)");
+        cpool_pool_stats st = {.struct_size = sizeof st};
+        EXPECT(cpool_pool_get_stats(NULL, &st), CPOOL_ERR_INVALID_ARGUMENT);
+        if (pi < 0) break;
+        cpool_pool_stats before = stats_of(pi);
+        EXPECT(cpool_alloc(P[pi].p, 16, NULL, &ptr), CPOOL_ERR_INVALID_ARGUMENT);
+        EXPECT(cpool_alloc(P[pi].p, 16, S[s], NULL), CPOOL_ERR_INVALID_ARGUMENT);
+        EXPECT(cpool_param_create(P[pi].p, 16, NULL), CPOOL_ERR_INVALID_ARGUMENT);
+        cpool_pool_stats after = stats_of(pi);
+        if (memcmp(&before, &after, sizeof before)) fail("pool calls refused for NULL arguments changed the pool");
+        break;
+    }
+    case 5: { /* capture and graph calls with NULL arguments */
+        cpool_capture_state cs;
+        cpool_graph *g = NULL;
+        EXPECT(cpool_capture_status(NULL, &cs), CPOOL_ERR_INVALID_ARGUMENT);
+        EXPECT(cpool_capture_status(S[s], NULL), CPOOL_ERR_INVALID_ARGUMENT);
+        EXPECT(cpool_capture_begin(NULL, NULL, CPOOL_CAPTURE_GLOBAL), CPOOL_ERR_INVALID_ARGUMENT);
+        EXPECT(cpool_capture_end(NULL, &g), CPOOL_ERR_INVALID_ARGUMENT);
+        dummy_body_calls = 0;
+        EXPECT(cpool_capture(NULL, NULL, CPOOL_CAPTURE_GLOBAL, dummy_body, NULL, &g), CPOOL_ERR_INVALID_ARGUMENT);
+        EXPECT(cpool_capture(S[s], NULL, CPOOL_CAPTURE_GLOBAL, NULL, NULL, &g), CPOOL_ERR_INVALID_ARGUMENT);
+        EXPECT(cpool_capture(S[s], NULL, CPOOL_CAPTURE_GLOBAL, dummy_body, NULL, NULL), CPOOL_ERR_INVALID_ARGUMENT);
+        EXPECT(cpool_graphed_call(S[s], NULL, CPOOL_CAPTURE_GLOBAL, 1, dummy_body, NULL, NULL), CPOOL_ERR_INVALID_ARGUMENT);
+        EXPECT(cpool_graphed_call(NULL, NULL, CPOOL_CAPTURE_GLOBAL, 1, dummy_body, NULL, &g), CPOOL_ERR_INVALID_ARGUMENT);
+        if (dummy_body_calls) fail("a body ran for a call refused for its arguments");
+        EXPECT(cpool_graph_launch(NULL, S[s]), CPOOL_ERR_INVALID_ARGUMENT);
+        EXPECT(cpool_graph_upload(NULL, S[s]), CPOOL_ERR_INVALID_ARGUMENT);
+        int gi = pick_graph(b);
+        if (gi >= 0) {
+            EXPECT(cpool_graph_launch(G[gi].g, NULL), CPOOL_ERR_INVALID_ARGUMENT);
+            EXPECT(cpool_graph_update(G[gi].g, S[s], NULL, NULL), CPOOL_ERR_INVALID_ARGUMENT);
+            EXPECT(cpool_graph_update(G[gi].g, NULL, dummy_body, NULL), CPOOL_ERR_INVALID_ARGUMENT);
+        }
+        EXPECT(cpool_graph_update(NULL, S[s], dummy_body, NULL), CPOOL_ERR_INVALID_ARGUMENT);
+        if (dummy_body_calls) fail("a body ran for a call refused for its arguments");
+        if (cpool_graph_retain(NULL)) fail("cpool_graph_retain(NULL)");
+        cpool_graph_release(NULL);
+        break;
+    }
+    case 6: { /* zero-byte and NULL stream work */
+        EXPECT_OK(cpool_memset_async(S[s], NULL, 0, 0));
+        EXPECT_OK(cpool_memcpy_async(S[s], NULL, NULL, 0));
+        EXPECT(cpool_memset_async(S[s], NULL, 0, 16), CPOOL_ERR_INVALID_ARGUMENT);
+        EXPECT(cpool_memcpy_async(S[s], NULL, &b, 1), CPOOL_ERR_INVALID_ARGUMENT);
+        EXPECT(cpool_memcpy_async(S[s], &b, NULL, 1), CPOOL_ERR_INVALID_ARGUMENT);
+        EXPECT(cpool_memset_async(NULL, &b, 0, 1), CPOOL_ERR_INVALID_ARGUMENT);
+        EXPECT(cpool_memcpy_async(NULL, &b, &b, 1), CPOOL_ERR_INVALID_ARGUMENT);
+        EXPECT(cpool_launch_host(NULL, fn_marker, NULL), CPOOL_ERR_INVALID_ARGUMENT);
+        break;
+    }
+    default: { /* capture states, and capture_end on a stream that is not capturing */
+        for (int i = 0; i < NS; i++)
+            if (S[i] && !C[i].active) do_capture_end(i);
+        break;
+    }
+    }
+}
+
+/* ---- the interpreter ------------------------------------------------------------------ */
+
+static void body_step(rd *r, int s) {
+    uint8_t op = u8(r);
+    switch (op % 10) {
+    case 0:
+    case 1: {
+        uint8_t b = u8(r);
+        size_t size = decode_size(r);
+        int pi = pick_pool(b);
+        if (pi >= 0) do_alloc(pi, size, s);
+        break;
+    }
+    case 2: {
+        int ai = pick_alloc(u8(r), true);
+        if (ai >= 0) do_free_valid(ai, s);
+        break;
+    }
+    case 3:
+        do_free_invalid(r, s);
+        break;
+    case 4:
+        op_memset(r, s);
+        break;
+    case 5:
+        op_tick(r, s);
+        break;
+    case 6:
+        op_record(r);
+        break;
+    case 7:
+        TRACE("sync stream %d in a body\n", s);
+        do_sync(s);
+        break;
+    case 8:
+        op_seal(r, u8(r) & 1);
+        break;
+    default:
+        op_clear(r);
+        break;
+    }
+}
+
+static void step(rd *r) {
+    uint8_t op = u8(r);
+    int s = pick_stream(u8(r));
+    switch (op % 32) {
+    case 0:
+        op_pool_create(r);
+        break;
+    case 1:
+        op_pool_retain(r);
+        break;
+    case 2:
+        op_pool_release(r);
+        break;
+    case 3:
+        op_record(r);
+        break;
+    case 4:
+        op_clear(r);
+        break;
+    case 5:
+        op_seal(r, true);
+        break;
+    case 6:
+        op_seal(r, false);
+        break;
+    case 7:
+    case 8: {
+        uint8_t b = u8(r);
+        size_t size = decode_size(r);
+        int pi = pick_pool(b);
+        if (pi >= 0) do_alloc(pi, size, s);
+        break;
+    }
+    case 9: {
+        int ai = pick_alloc(u8(r), true);
+        if (ai >= 0) do_free_valid(ai, s);
+        break;
+    }
+    case 10:
+        do_free_invalid(r, s);
+        break;
+    case 11:
+        op_capture_begin(r, s);
+        break;
+    case 12:
+        op_capture_end(r, s);
+        break;
+    case 13:
+        op_scoped(r, s);
+        break;
+    case 14:
+        op_launch(r, s);
+        break;
+    case 15:
+        op_graph_retain(r);
+        break;
+    case 16:
+        op_graph_release(r);
+        break;
+    case 17:
+        op_trim(r);
+        break;
+    case 18:
+        op_stats(r);
+        break;
+    case 19:
+        if (u8(r) % 4 == 0) {
+            TRACE("sync all streams\n");
+            for (int i = 0; i < NS; i++)
+                if (S[i]) do_sync(i);
+        } else {
+            TRACE("sync stream %d\n", s);
+            do_sync(s);
+        }
+        break;
+    case 20:
+        op_update(r, s);
+        break;
+    case 21:
+        op_param_create(r);
+        break;
+    case 22:
+        op_param_set(r, s);
+        break;
+    case 23:
+        op_memset(r, s);
+        break;
+    case 24:
+        op_tick(r, s);
+        break;
+    case 25:
+        op_gate(s);
+        break;
+    case 26:
+        TRACE("open gates\n");
+        open_gates();
+        break;
+    case 27:
+        op_callback(r, s);
+        break;
+    case 28:
+        op_temp_stream();
+        break;
+    case 29:
+        op_misc(r, s);
+        break;
+    case 31:
+        op_bulk(r, s);
+        break;
+    default:
+        TRACE("wait_deferred\n");
+        do_wait_deferred();
+        break;
+    }
+    check_all();
+}
+
+/* Ends every capture, releases every graph and pool, waits for everything,
+ * then checks that nothing is left. */
+static void finish(void) {
+    TRACE("-- end of input --\n");
+    before_blocking();
+    for (int s = 0; s < NS; s++)
+        if (S[s] && C[s].active) do_capture_end(s);
+    if (S[TEMP]) destroy_temp();
+    for (int gi = 0; gi < NGRAPH; gi++)
+        while (G[gi].g) {
+            cpool_graph *g = G[gi].g;
+            before_blocking();
+            graph_release_model(gi, true);
+            cpool_graph_release(g);
+            run_verifies();
+        }
+    for (int pi = 0; pi < NPOOL; pi++)
+        while (P[pi].state == SLOT_LIVE && P[pi].harness > 0) {
+            cpool_pool *p = P[pi].p;
+            before_blocking();
+            P[pi].harness--;
+            pool_refs_changed(pi, true);
+            cpool_pool_release(p);
+            run_verifies();
+        }
+    for (int s = 0; s < NS; s++)
+        if (S[s]) do_sync(s);
+    before_blocking();
+    cpool_wait_deferred();
+    for (int pi = 0; pi < NPOOL; pi++)
+        if (P[pi].state != SLOT_FREE) fail("harness model: pool slot %d still live at the end", pi);
+    if (npend) fail("harness model: %d callbacks unresolved at the end", npend);
+    for (unsigned uid = 0; uid < next_uid; uid++) verify_dropped(uid, "at the end of the input");
+    while (ticks) {
+        tick *t = ticks;
+        ticks = t->next;
+        if (atomic_load(&t->ran) != t->expected)
+            fail("captured work ran %llu times, expected %llu (once per successful launch)",
+                 (unsigned long long)atomic_load(&t->ran), (unsigned long long)t->expected);
+        free(t);
+    }
+    for (int s = 0; s < NS; s++)
+        if (S[s] && atomic_load(&done[s]) != enq[s]) fail("stream %d did not run all its work", s);
+    /* Every pool, graph and capture holds a device reference: with all of
+     * them gone, only the harness's own are left (the device, its streams,
+     * and each stream's capture fence). */
+    int want = 1;
+    for (int s = 0; s < NFIXED; s++) want += 1 + (S[s]->capture_fence != NULL);
+    if (dev->refs != want) fail("the device holds %d references after everything was released, expected %d", dev->refs, want);
+}
+
+static void reset_model(void) {
+    memset(P, 0, sizeof P);
+    memset(A, 0, sizeof A);
+    memset(C, 0, sizeof C);
+    memset(G, 0, sizeof G);
+    npend = 0;
+    memset(ring, 0, sizeof ring);
+    ring_next = 0;
+    ticks = NULL;
+    next_uid = 0;
+    cap_serial = 0;
+    nverify = 0;
+    pthread_mutex_lock(&drop_mu);
+    memset(objs, 0, sizeof objs);
+    nobj = 0;
+    memset(next_serial, 0, sizeof next_serial);
+    memset(last_dropped, 0, sizeof last_dropped);
+    pthread_mutex_unlock(&drop_mu);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc;
+    (void)argv;
+    const char *t = getenv("FUZZ_API_TRACE");
+    trace = t && *t && strcmp(t, "0") != 0;
+    main_thread = pthread_self();
+    EXPECT_OK(cpool_device_open(CPOOL_BACKEND_HOST, 0, &dev));
+    for (int s = 0; s < NFIXED; s++) EXPECT_OK(cpool_stream_create(dev, &S[s]));
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (!dev) LLVMFuzzerInitialize(NULL, NULL);
+    if (!pthread_equal(pthread_self(), main_thread)) fail("the harness runs on one thread only");
+    reset_model();
+    rd r = {data, size};
+    while (r.n) step(&r);
+    finish();
+    return 0;
+}
