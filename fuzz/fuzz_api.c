@@ -1820,22 +1820,28 @@ static void op_misc(rd *r, int s) {
 
 /* ---- the interpreter ------------------------------------------------------------------ */
 
+static void op_alloc(rd *r, int s) {
+    uint8_t b = u8(r);
+    size_t size = decode_size(r);
+    int pi = pick_pool(b);
+    if (pi >= 0) do_alloc(pi, size, s);
+}
+
+static void op_free(rd *r, int s) {
+    int ai = pick_alloc(u8(r), true);
+    if (ai >= 0) do_free_valid(ai, s);
+}
+
 static void body_step(rd *r, int s) {
     uint8_t op = u8(r);
     switch (op % 10) {
     case 0:
-    case 1: {
-        uint8_t b = u8(r);
-        size_t size = decode_size(r);
-        int pi = pick_pool(b);
-        if (pi >= 0) do_alloc(pi, size, s);
+    case 1:
+        op_alloc(r, s);
         break;
-    }
-    case 2: {
-        int ai = pick_alloc(u8(r), true);
-        if (ai >= 0) do_free_valid(ai, s);
+    case 2:
+        op_free(r, s);
         break;
-    }
     case 3:
         do_free_invalid(r, s);
         break;
@@ -1887,18 +1893,12 @@ static void step(rd *r) {
         op_seal(r, false);
         break;
     case 7:
-    case 8: {
-        uint8_t b = u8(r);
-        size_t size = decode_size(r);
-        int pi = pick_pool(b);
-        if (pi >= 0) do_alloc(pi, size, s);
+    case 8:
+        op_alloc(r, s);
         break;
-    }
-    case 9: {
-        int ai = pick_alloc(u8(r), true);
-        if (ai >= 0) do_free_valid(ai, s);
+    case 9:
+        op_free(r, s);
         break;
-    }
     case 10:
         do_free_invalid(r, s);
         break;
