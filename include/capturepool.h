@@ -270,8 +270,9 @@ void cpool_pool_clear_buffers(cpool_pool *pool);
  * A pool other than the capture's own may be used too: the graph then holds
  * a reference to it as well.
  * When the device (or max_reserved_bytes) leaves no room for a new segment,
- * the pool first gives its cached, unused segments back and tries once
- * more: that is the only change a failed allocation can leave.
+ * the pool first gives back its cached segments that are unused and have no
+ * stream work pending, and tries once more (it never waits for the device
+ * here): that is the only change a failed allocation can leave.
  * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL argument, bytes == 0, a
  * stream of another device), CPOOL_ERR_SEALED (nothing changed),
  * CPOOL_ERR_OUT_OF_MEMORY (also at once, with nothing changed, for more
