@@ -268,6 +268,41 @@ int main(int argc, char **argv) {
         printf("one-kernel capture in phases, us: begin ours %.2f raw %.2f; end+instantiate ours %.2f raw %.2f\n",
                bench_median(ob, REPEATS), bench_median(rb, REPEATS), bench_median(oe, REPEATS),
                bench_median(re, REPEATS));
+        /* Raw again, with an event recorded (or a stream query) just before
+         * the capture begins, as capturepool's capture fence does. */
+        cudaEvent_t fence;
+        cudaEventCreateWithFlags(&fence, cudaEventDisableTiming);
+        double fr[REPEATS], qr[REPEATS];
+        for (int rep = 0; rep < REPEATS; rep++) {
+            double with_record = 0, with_query = 0;
+            for (int i = 0; i < 100; i++) {
+                for (int variant = 0; variant < 2; variant++) {
+                    cudaGraph_t graph;
+                    cudaGraphExec_t exec;
+                    double t0 = bench_now_ns();
+                    if (variant == 0)
+                        cudaEventRecord(fence, cs);
+                    else
+                        (void)cudaStreamQuery(cs);
+                    BENCH_CHECK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeGlobal));
+                    BENCH_CHECK(tick_step_enqueue(s, &st));
+                    BENCH_CHECK(cudaStreamEndCapture(cs, &graph));
+                    BENCH_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+                    double t1 = bench_now_ns();
+                    cudaGraphExecDestroy(exec);
+                    cudaGraphDestroy(graph);
+                    if (variant == 0)
+                        with_record += t1 - t0;
+                    else
+                        with_query += t1 - t0;
+                }
+            }
+            fr[rep] = with_record / 100 / 1e3;
+            qr[rep] = with_query / 100 / 1e3;
+        }
+        cudaEventDestroy(fence);
+        printf("one-kernel raw capture+end, us: after cudaEventRecord %.2f, after cudaStreamQuery %.2f\n",
+               bench_median(fr, REPEATS), bench_median(qr, REPEATS));
     }
 #endif
     for (int i = 0; i < nrows; i++)
