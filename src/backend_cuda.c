@@ -435,7 +435,13 @@ static cpool_status cuda_capture_begin(cpool__bstream *s, cpool_capture_mode mod
          * skipping the record then matters: a capture begun right after an
          * event record was measured to cost about 1.3 us more to end and
          * instantiate on an H200. */
-        err = cudaStreamQuery(s->stream);
+        device_guard relaxed; /* a query must not break another thread's capture */
+        if (guard_enter(&relaxed, NULL, true) == CPOOL_OK) {
+            err = cudaStreamQuery(s->stream);
+            guard_exit(&relaxed);
+        } else {
+            err = cudaErrorNotReady; /* cannot tell: record the fence */
+        }
         fence->recorded = false;
         if (err == cudaErrorNotReady) {
             cudaGetLastError();
