@@ -59,9 +59,10 @@ status=0
 "$build_dir/fuzz/fuzz_api" "$corpus" -max_total_time="$seconds" -max_len=2048 -timeout=30 \
     -detect_leaks=1 -print_final_stats=1 -artifact_prefix="$artifacts/" "$@" >"$log" 2>&1 || status=$?
 
-# The log without the lines for each new input; the crash report and the
-# final statistics stay.
-grep -Ev '^#[0-9]+[[:space:]]+(NEW|REDUCE)|NEW_FUNC' "$log" | tail -n 80
+# The log without the lines for each new input and the recommended
+# dictionary; the crash report and the final statistics stay.
+sed '/^###### Recommended dictionary/,/^###### End of recommended dictionary/d' "$log" |
+    grep -Ev '^#[0-9]+[[:space:]]+(NEW|REDUCE)|NEW_FUNC' | tail -n 60
 if [[ $status -ne 0 ]]; then
     echo "fuzz/run.sh: libFuzzer exited with status $status; reproducers in $artifacts/:" >&2
     ls -t "$artifacts" | head -n 5 >&2
