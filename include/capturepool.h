@@ -220,7 +220,9 @@ cpool_pool *cpool_pool_retain(cpool_pool *pool);
 
 /* Drops a reference (NULL: no-op). The last one waits until the device
  * finished every launch of the pool's graphs and the stream work on its
- * allocations (it waits for every stream of the device), then drops the
+ * allocations (it waits for every stream of the device made or wrapped with
+ * cpool_stream_create / cpool_stream_wrap; work on CUDA streams the library
+ * does not know is the caller's to finish), then drops the
  * recorded objects in registration order and gives the memory back, on the
  * calling thread. When the last reference goes on a thread that runs stream
  * work (inside a cpool_launch_host callback), waiting there could deadlock:
