@@ -421,6 +421,14 @@ void cpool__allocator_pin(cpool__allocator *a, void *ptr) {
     if (j != SIZE_MAX) a->map[j]->pinned = true;
 }
 
+bool cpool__allocator_live_block(const cpool__allocator *a, const void *ptr, cpool__block_info *info) {
+    size_t j = map_find(a, (uintptr_t)ptr);
+    if (j == SIZE_MAX) return false;
+    const cpool__block *b = a->map[j];
+    *info = (cpool__block_info){.size = b->size, .requested = b->requested, .graph = b->graph, .pinned = b->pinned};
+    return true;
+}
+
 uint64_t cpool__allocator_free_seq(const cpool__allocator *a) { return a->next_free_seq; }
 
 size_t cpool__allocator_restricted_streams(const cpool__allocator *a, uint64_t *streams, uint64_t *seqs, size_t cap) {

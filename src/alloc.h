@@ -83,6 +83,14 @@ void cpool__allocator_pin(cpool__allocator *a, void *ptr);
  * pointer that is not live here (nothing changes). */
 cpool_status cpool__allocator_free(cpool__allocator *a, void *ptr, uint64_t stream, bool graph);
 
+/* What the allocator knows of a live block. */
+typedef struct cpool__block_info {
+    size_t size, requested;
+    bool graph, pinned;
+} cpool__block_info;
+/* Fills *info for the live block at ptr; false if there is none. */
+bool cpool__allocator_live_block(const cpool__allocator *a, const void *ptr, cpool__block_info *info);
+
 /* The free sequence number of the last free (fences cover up to it). */
 uint64_t cpool__allocator_free_seq(const cpool__allocator *a);
 /* Lists up to `cap` distinct streams that have restricted blocks, with the

@@ -9,7 +9,9 @@
  *   their records and run their drops under `drop_mu`, so that two clears
  *   (one of them deferred) still drop in registration order.
  * - `alloc`: the caching allocator (alloc.c); its segments come from the
- *   device's backend.
+ *   device's backend. `front` (front.c, its own lock) keeps recently freed
+ *   small blocks for exact-size reuse without `mu`, and the callers'
+ *   counters; allocations and frees outside capture try it first.
  * - `fences`: events recorded on streams that have restricted free blocks;
  *   once one completes, that stream's blocks freed up to `upto` become
  *   reusable by every stream. Events are recycled through `spare_events`.
@@ -28,6 +30,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "front.h"
 #include "internal.h"
 
 typedef struct record {
@@ -57,6 +60,7 @@ struct cpool_pool {
     bool clear_queued;
 
     cpool__allocator alloc;
+    cpool__front front;
     fence *fences;
     size_t fence_count, fence_cap;
     cpool__bevent **spare_events;
@@ -70,10 +74,24 @@ struct cpool_pool {
     cpool__deferred deferred_destroy;
 };
 
+/* Under mu. */
+static void check_allocator(cpool_pool *pool) {
+    cpool__allocator_check(&pool->alloc);
+    cpool__front_check(&pool->front, &pool->alloc);
+}
+
 #ifdef CPOOL_DEBUG_CHECKS
-#define CHECK_ALLOCATOR(pool) cpool__allocator_check(&(pool)->alloc)
+#define CHECK_ALLOCATOR(pool) check_allocator(pool)
+/* After a fast path, which does not hold mu. */
+#define CHECK_ALLOCATOR_LOCKING(pool)     \
+    do {                                  \
+        pthread_mutex_lock(&(pool)->mu);  \
+        check_allocator(pool);            \
+        pthread_mutex_unlock(&(pool)->mu); \
+    } while (0)
 #else
 #define CHECK_ALLOCATOR(pool) ((void)0)
+#define CHECK_ALLOCATOR_LOCKING(pool) ((void)0)
 #endif
 
 static cpool_status segment_grow(void *ctx, size_t bytes, void **base) {
@@ -119,6 +137,7 @@ cpool_status cpool_pool_create(cpool_device *dev, const cpool_pool_options *opts
     pool->deferred_destroy.run = run_deferred_destroy;
     cpool__segment_source source = {.ctx = pool, .grow = segment_grow, .shrink = segment_shrink};
     cpool__allocator_init(&pool->alloc, &source, o.max_reserved_bytes);
+    cpool__front_init(&pool->front);
     if (o.reserve_bytes) {
         st = cpool__allocator_reserve(&pool->alloc, o.reserve_bytes);
         if (st != CPOOL_OK) {
@@ -364,6 +383,11 @@ static cpool_status alloc_slow(cpool_pool *pool, size_t bytes, uint64_t stream, 
     if (graph) return cpool__allocator_alloc_grow(&pool->alloc, bytes, true, out);
     poll_fences(pool);
     if (cpool__allocator_alloc_cached(&pool->alloc, bytes, stream, false, out)) return CPOOL_OK;
+    /* Before a new segment: the front's free blocks may merge into what the
+     * request needs. */
+    if (cpool__front_flush(&pool->front, &pool->alloc) &&
+        cpool__allocator_alloc_cached(&pool->alloc, bytes, stream, false, out))
+        return CPOOL_OK;
     add_fences(pool);
     if (cpool__allocator_alloc_cached(&pool->alloc, bytes, stream, false, out)) return CPOOL_OK;
     cpool_status st = cpool__allocator_alloc_grow(&pool->alloc, bytes, false, out);
@@ -388,11 +412,16 @@ cpool_status cpool_alloc(cpool_pool *pool, size_t bytes, cpool_stream *s, void *
         cpool_status st = cpool__capture_reserve(cap);
         if (st != CPOOL_OK) return st;
     }
+    if (!cap && cpool__front_alloc(&pool->front, bytes, s->id, ptr_out)) {
+        CHECK_ALLOCATOR_LOCKING(pool);
+        return CPOOL_OK;
+    }
     bool graph = cap != NULL;
     pthread_mutex_lock(&pool->mu);
     cpool_status st = CPOOL_OK;
     if (!cpool__allocator_alloc_cached(&pool->alloc, bytes, s->id, graph, ptr_out))
         st = alloc_slow(pool, bytes, s->id, graph, ptr_out);
+    if (st == CPOOL_OK) cpool__front_count_alloc(&pool->front, bytes);
     CHECK_ALLOCATOR(pool);
     pthread_mutex_unlock(&pool->mu);
     if (st == CPOOL_OK && cap) cpool__capture_hold(cap, pool);
@@ -409,8 +438,19 @@ cpool_status cpool_free(cpool_pool *pool, void *ptr, cpool_stream *s) {
         cpool_status st = cpool__capture_reserve(cap);
         if (st != CPOOL_OK) return st;
     }
+    if (!cap) {
+        switch (cpool__front_free(&pool->front, ptr, s->id)) {
+        case CPOOL__FRONT_DONE:
+            CHECK_ALLOCATOR_LOCKING(pool);
+            return CPOOL_OK;
+        case CPOOL__FRONT_FREED:
+            return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_free: %p is already freed", ptr);
+        case CPOOL__FRONT_MISS:
+            break;
+        }
+    }
     pthread_mutex_lock(&pool->mu);
-    cpool_status st = cpool__allocator_free(&pool->alloc, ptr, s->id, cap != NULL);
+    cpool_status st = cpool__front_free_slow(&pool->front, &pool->alloc, ptr, s->id, cap != NULL);
     CHECK_ALLOCATOR(pool);
     pthread_mutex_unlock(&pool->mu);
     if (st == CPOOL_OK && cap) cpool__capture_hold(cap, pool);
@@ -428,6 +468,7 @@ cpool_status cpool__pool_add_param(cpool_pool *pool, cpool_param *param) {
     if (!cpool__allocator_alloc_cached(&pool->alloc, param->bytes, 0, false, &param->ptr))
         st = alloc_slow(pool, param->bytes, 0, false, &param->ptr);
     if (st == CPOOL_OK) {
+        cpool__front_count_alloc(&pool->front, param->bytes);
         cpool__allocator_pin(&pool->alloc, param->ptr);
         param->next = pool->params;
         pool->params = param;
@@ -448,15 +489,14 @@ cpool_status cpool_pool_get_stats(const cpool_pool *pool, cpool_pool_stats *out)
     cpool_pool_stats s = {.struct_size = size};
     pthread_mutex_lock(&p->mu);
     const cpool__allocator *a = &p->alloc;
+    uint64_t front_free_bytes;
+    cpool__front_counters(&p->front, &s.allocated_bytes, &s.allocated_bytes_peak, &s.alloc_count, &s.free_count,
+                          &front_free_bytes);
     s.reserved_bytes = a->reserved;
     s.reserved_bytes_peak = a->reserved_peak;
-    s.allocated_bytes = a->allocated;
-    s.allocated_bytes_peak = a->allocated_peak;
     s.graph_reserved_bytes = a->graph_reserved;
-    s.alloc_count = a->alloc_count;
-    s.free_count = a->free_count;
     s.segment_count = a->segment_count;
-    s.cached_bytes = a->reserved - a->live_block_bytes;
+    s.cached_bytes = a->reserved - a->live_block_bytes + front_free_bytes;
     s.graph_count = p->graph_count;
     pthread_mutex_unlock(&p->mu);
     memcpy(out, &s, size < sizeof s ? size : sizeof s);
@@ -468,6 +508,7 @@ cpool_status cpool_pool_trim(cpool_pool *pool) {
     /* Everything freed, and every graph released, before the quiesce is
      * finished with once it returns. */
     pthread_mutex_lock(&pool->mu);
+    cpool__front_flush(&pool->front, &pool->alloc);
     uint64_t upto = cpool__allocator_free_seq(&pool->alloc);
     uint64_t epoch = pool->holder_epoch;
     bool no_holders = pool->graph_count == 0 && pool->capture_count == 0;
@@ -487,7 +528,7 @@ cpool_status cpool_pool_trim(cpool_pool *pool) {
 void cpool__pool_check(const cpool_pool *pool) {
     cpool_pool *p = (cpool_pool *)pool;
     pthread_mutex_lock(&p->mu);
-    cpool__allocator_check(&p->alloc);
+    check_allocator(p);
     size_t records = 0;
     for (const record *r = p->records; r; r = r->next) records++;
     if (records != atomic_load(&p->record_count)) {

@@ -371,6 +371,111 @@ static void many_small_allocations(cpool_device *dev) {
     cpool_stream_destroy(s);
 }
 
+/* Small blocks are reused at their exact size (the front cache), with the
+ * callers' counters exact through reuse at another requested size, past the
+ * front's capacity, and through trim, which gives every segment back. */
+static void small_blocks_reused_exactly(cpool_device *dev) {
+    enum { N = 200 };
+    cpool_pool *pool = NULL;
+    cpool_stream *s = NULL, *s2 = NULL;
+    static void *p[N];
+    void *a = NULL, *b = NULL, *c = NULL;
+    cpool_pool_stats st;
+    uint64_t total = 0;
+    int i;
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    REQUIRE_OK(cpool_stream_create(dev, &s2));
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+
+    REQUIRE_OK(cpool_alloc(pool, 700, s, &a));
+    CHECK_OK(cpool_free(pool, a, s));
+    st = stats_of(pool);
+    CHECK_EQ(st.allocated_bytes, 0);
+    CHECK_EQ(st.cached_bytes, st.reserved_bytes);
+    REQUIRE_OK(cpool_alloc(pool, 600, s, &b)); /* same 1 KiB block, another size */
+    CHECK(b == a);
+    st = stats_of(pool);
+    CHECK_EQ(st.allocated_bytes, 600);
+    CHECK_EQ(st.allocated_bytes_peak, 700);
+    CHECK_EQ(st.cached_bytes, st.reserved_bytes - 1024);
+    CHECK_EQ(st.alloc_count, 2);
+    CHECK_EQ(st.free_count, 1);
+    CHECK_OK(cpool_free(pool, b, s));
+    CHECK_STATUS(cpool_free(pool, b, s), CPOOL_ERR_INVALID_ARGUMENT); /* already freed, held by the front */
+    CHECK_EQ(stats_of(pool).free_count, 2);
+
+    /* Freed on s: another stream is not handed it before s's work is done
+     * (here s is idle, so it may be once the pool has seen that). */
+    REQUIRE_OK(cpool_alloc(pool, 600, s2, &c));
+    CHECK_OK(cpool_free(pool, c, s2));
+
+    for (i = 0; i < N; i++) {
+        size_t n = 512 * (size_t)(1 + i % 9) - (size_t)(i % 5);
+        total += n;
+        REQUIRE_OK(cpool_alloc(pool, n, s, &p[i]));
+        CHECK_OK(cpool_memset_async(s, p[i], i & 0xff, n));
+    }
+    st = stats_of(pool);
+    CHECK_EQ(st.allocated_bytes, total);
+    for (i = 0; i < N; i += 2) CHECK_OK(cpool_free(pool, p[i], s)); /* more than the front holds */
+    for (i = 0; i < N; i += 2) {
+        size_t n = 512 * (size_t)(1 + i % 9) - (size_t)(i % 5);
+        REQUIRE_OK(cpool_alloc(pool, n, s, &p[i]));
+        CHECK_OK(cpool_memset_async(s, p[i], i & 0xff, n));
+    }
+    for (i = 1; i < N; i += 2) {
+        size_t n = 512 * (size_t)(1 + i % 9) - (size_t)(i % 5);
+        CHECK_BYTES(s, p[i], n, i & 0xff); /* no block was handed out twice */
+    }
+    for (i = 0; i < N; i++) CHECK_OK(cpool_free(pool, p[i], s));
+    st = stats_of(pool);
+    CHECK_EQ(st.allocated_bytes, 0);
+    CHECK_EQ(st.allocated_bytes_peak, total);
+    CHECK_EQ(st.alloc_count, 3 + N + N / 2);
+    CHECK_EQ(st.free_count, st.alloc_count);
+    CHECK_EQ(st.cached_bytes, st.reserved_bytes);
+    CHECK_STATS_SANE(st);
+    CHECK_OK(cpool_pool_trim(pool));
+    st = stats_of(pool);
+    CHECK_EQ(st.reserved_bytes, 0);
+    CHECK_EQ(st.segment_count, 0);
+    CHECK_EQ(st.cached_bytes, 0);
+    cpool_pool_release(pool);
+    cpool_stream_destroy(s);
+    cpool_stream_destroy(s2);
+}
+
+/* A block the front handed out and that is freed under capture becomes the
+ * graph's (graph-reserved), not the front's. */
+static void small_block_freed_under_capture(cpool_device *dev) {
+    cpool_pool *pool = NULL;
+    cpool_stream *s = NULL;
+    cpool_graph *g = NULL;
+    void *a = NULL, *b = NULL;
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    REQUIRE_OK(cpool_alloc(pool, 4096, s, &a));
+    CHECK_OK(cpool_free(pool, a, s));
+    REQUIRE_OK(cpool_alloc(pool, 4096, s, &b)); /* from the front */
+    CHECK(a == b);
+    CHECK_OK(cpool_stream_synchronize(s));
+    CHECK_EQ(stats_of(pool).graph_reserved_bytes, 0);
+    REQUIRE_OK(cpool_capture_begin(s, pool, CPOOL_CAPTURE_GLOBAL));
+    CHECK_OK(cpool_free(pool, b, s));
+    REQUIRE_OK(cpool_capture_end(s, &g));
+    cpool_pool_stats st = stats_of(pool);
+    CHECK_EQ(st.graph_reserved_bytes, 4096);
+    CHECK_EQ(st.allocated_bytes, 0);
+    CHECK_EQ(st.free_count, 2);
+    /* Work outside the graph does not get the graph's block. */
+    REQUIRE_OK(cpool_alloc(pool, 4096, s, &a));
+    CHECK(a != b);
+    CHECK_OK(cpool_free(pool, a, s));
+    cpool_graph_release(g);
+    cpool_pool_release(pool);
+    cpool_stream_destroy(s);
+}
+
 static const check_case cases[] = {
     CHECK_CASE(alloc_rejects_bad_arguments),
     CHECK_CASE(alloc_free_exact_stats),
@@ -381,5 +486,7 @@ static const check_case cases[] = {
     CHECK_CASE(trim_keeps_live_blocks),
     CHECK_CASE(same_sequence_same_reserved_as_host),
     CHECK_CASE(many_small_allocations),
+    CHECK_CASE(small_blocks_reused_exactly),
+    CHECK_CASE(small_block_freed_under_capture),
 };
 CHECK_MAIN(cases, CHECK_ON_ALL)

@@ -1,0 +1,350 @@
+/*
+ * The front cache (see front.h for its contract).
+ *
+ * Data structures, all under `locked`, a spin lock: its critical sections
+ * are a few dozen instructions, and one uncontended atomic exchange is what
+ * the fast path is allowed to cost.
+ * - `entries`: the blocks the front knows. A used entry is handed out (`out`)
+ *   or free; an unused one is on the `unused` list.
+ * - `slots`: used entries by block address, open addressing with linear
+ *   probing (at most half full), so a free finds its block in a probe or two.
+ * - `classes`: free entries by size (one class per 512 bytes up to
+ *   CPOOL__FRONT_SMALL, then one for all larger sizes), each a list, newest
+ *   first. A free entry carries the stream it was freed on and only
+ *   that stream reuses it, as the allocator's restricted blocks.
+ */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "front.h"
+#include "internal.h"
+
+/* ---- the lock ------------------------------------------------------------ */
+
+static void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static void lock(cpool__front *f) {
+    unsigned spins = 0;
+    while (atomic_exchange_explicit(&f->locked, true, memory_order_acquire))
+        while (atomic_load_explicit(&f->locked, memory_order_relaxed)) {
+            /* A holder that lost its core would keep us spinning: let it run. */
+            if (++spins % 64 == 0)
+                sched_yield();
+            else
+                cpu_relax();
+        }
+}
+
+static void unlock(cpool__front *f) { atomic_store_explicit(&f->locked, false, memory_order_release); }
+
+/* ---- entries by address -------------------------------------------------- */
+
+#define SLOT_MASK (CPOOL__FRONT_SLOTS - 1)
+
+static unsigned slot_home(uintptr_t addr) {
+    return (unsigned)(((uint64_t)addr >> 9) * 0x9E3779B97F4A7C15ull >> 32) & SLOT_MASK;
+}
+
+/* The slot of the entry for addr, or -1. */
+static int slot_find(const cpool__front *f, uintptr_t addr) {
+    for (unsigned j = slot_home(addr); f->slots[j] >= 0; j = (j + 1) & SLOT_MASK)
+        if (f->entries[f->slots[j]].addr == addr) return (int)j;
+    return -1;
+}
+
+/* Another hash of the address, for `maybe`. */
+static unsigned maybe_index(uintptr_t addr) {
+    return (unsigned)(((uint64_t)addr >> 9) * 0x9E3779B97F4A7C15ull >> 48) & SLOT_MASK;
+}
+
+static void maybe_add(cpool__front *f, uintptr_t addr, int delta) {
+    _Atomic uint8_t *m = &f->maybe[maybe_index(addr)];
+    atomic_store_explicit(m, (uint8_t)(atomic_load_explicit(m, memory_order_relaxed) + delta), memory_order_relaxed);
+}
+
+static void slot_insert(cpool__front *f, int16_t entry) {
+    maybe_add(f, f->entries[entry].addr, +1);
+    unsigned j = slot_home(f->entries[entry].addr);
+    while (f->slots[j] >= 0) j = (j + 1) & SLOT_MASK;
+    f->slots[j] = entry;
+}
+
+/* Empties slot j, moving later entries of its probe run back. */
+static void slot_erase(cpool__front *f, unsigned j) {
+    maybe_add(f, f->entries[f->slots[j]].addr, -1);
+    f->slots[j] = -1;
+    for (unsigned k = (j + 1) & SLOT_MASK; f->slots[k] >= 0; k = (k + 1) & SLOT_MASK) {
+        unsigned home = slot_home(f->entries[f->slots[k]].addr);
+        bool between = j <= k ? (home > j && home <= k) : (home > j || home <= k);
+        if (!between) {
+            f->slots[j] = f->slots[k];
+            f->slots[k] = -1;
+            j = k;
+        }
+    }
+}
+
+/* ---- entries ------------------------------------------------------------- */
+
+void cpool__front_init(cpool__front *f) {
+    memset(f, 0, sizeof *f);
+    atomic_init(&f->locked, false);
+    for (int i = 0; i < CPOOL__FRONT_SLOTS; i++) {
+        f->slots[i] = -1;
+        atomic_init(&f->maybe[i], 0);
+    }
+    for (size_t c = 0; c < CPOOL__FRONT_CLASSES; c++) f->classes[c] = -1;
+    for (int i = 0; i < CPOOL__FRONT_ENTRIES; i++) f->entries[i].next = (int16_t)(i + 1 < CPOOL__FRONT_ENTRIES ? i + 1 : -1);
+    f->unused = 0;
+}
+
+static unsigned class_of(size_t size) {
+    return size <= CPOOL__FRONT_SMALL ? (unsigned)((size - 1) / CPOOL__BLOCK_ALIGN) : CPOOL__FRONT_CLASSES - 1;
+}
+
+static void count_alloc(cpool__front *f, size_t bytes) {
+    f->allocated += bytes;
+    if (f->allocated > f->allocated_peak) f->allocated_peak = f->allocated;
+    f->alloc_count++;
+}
+
+static void count_free(cpool__front *f, size_t requested) {
+    f->allocated -= requested;
+    f->free_count++;
+}
+
+/* A handed-out entry becomes free, reusable by `stream`. */
+static void park(cpool__front *f, int16_t i, uint64_t stream) {
+    cpool__front_entry *e = &f->entries[i];
+    count_free(f, e->requested);
+    e->out = false;
+    e->requested = 0;
+    e->stream = stream;
+    unsigned c = class_of(e->size);
+    e->next = f->classes[c];
+    f->classes[c] = i;
+    f->free_bytes += e->size;
+}
+
+/* Forgets the (unlisted) entry in slot j; its block is the allocator's again. */
+static void forget(cpool__front *f, unsigned j) {
+    int16_t i = f->slots[j];
+    slot_erase(f, j);
+    f->entries[i] = (cpool__front_entry){.next = f->unused};
+    f->unused = i;
+    f->entry_count--;
+}
+
+/* ---- fast paths ---------------------------------------------------------- */
+
+bool cpool__front_alloc(cpool__front *f, size_t bytes, uint64_t stream, void **out) {
+    if (bytes > CPOOL__FRONT_MAX) return false;
+    size_t size = (bytes + CPOOL__BLOCK_ALIGN - 1) / CPOOL__BLOCK_ALIGN * CPOOL__BLOCK_ALIGN;
+    lock(f);
+    int16_t *link = &f->classes[class_of(size)];
+    while (*link >= 0 && (f->entries[*link].stream != stream || f->entries[*link].size != size))
+        link = &f->entries[*link].next;
+    int16_t i = *link;
+    if (i < 0) {
+        unlock(f);
+        return false;
+    }
+    cpool__front_entry *e = &f->entries[i];
+    *link = e->next;
+    e->next = -1;
+    e->out = true;
+    e->requested = bytes;
+    f->free_bytes -= e->size;
+    count_alloc(f, bytes);
+    *out = (void *)e->addr;
+    unlock(f);
+    return true;
+}
+
+cpool__front_result cpool__front_free(cpool__front *f, void *ptr, uint64_t stream) {
+    /* 0 means no entry for ptr: a block handed out by the front was counted
+     * here before its allocation returned. A stale count only costs a look. */
+    if (!atomic_load_explicit(&f->maybe[maybe_index((uintptr_t)ptr)], memory_order_relaxed)) return CPOOL__FRONT_MISS;
+    lock(f);
+    int j = slot_find(f, (uintptr_t)ptr);
+    cpool__front_result r = CPOOL__FRONT_MISS;
+    if (j >= 0) {
+        int16_t i = f->slots[j];
+        if (f->entries[i].out) {
+            park(f, i, stream);
+            r = CPOOL__FRONT_DONE;
+        } else {
+            r = CPOOL__FRONT_FREED;
+        }
+    }
+    unlock(f);
+    return r;
+}
+
+/* ---- slow paths (under the pool mutex) ----------------------------------- */
+
+void cpool__front_count_alloc(cpool__front *f, size_t bytes) {
+    lock(f);
+    count_alloc(f, bytes);
+    unlock(f);
+}
+
+static cpool_status double_free(void *ptr) {
+    return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_free: %p was not handed out by this pool, or is already freed", ptr);
+}
+
+/* Starts tracking a live allocator block as handed out; false without room. */
+static bool adopt(cpool__front *f, void *ptr, const cpool__block_info *info, int16_t *entry) {
+    if (f->unused < 0) return false;
+    int16_t i = f->unused;
+    cpool__front_entry *e = &f->entries[i];
+    f->unused = e->next;
+    *e = (cpool__front_entry){.addr = (uintptr_t)ptr,
+                              .size = info->size,
+                              .next = -1,
+                              .used = true,
+                              .out = true,
+                              .requested = info->requested,
+                              .alloc_requested = info->requested};
+    slot_insert(f, i);
+    f->entry_count++;
+    *entry = i;
+    return true;
+}
+
+cpool_status cpool__front_free_slow(cpool__front *f, cpool__allocator *a, void *ptr, uint64_t stream, bool graph) {
+    cpool_status st = CPOOL_OK;
+    lock(f);
+    int j = slot_find(f, (uintptr_t)ptr);
+    if (j >= 0) {
+        int16_t i = f->slots[j];
+        cpool__front_entry *e = &f->entries[i];
+        if (!e->out) {
+            st = double_free(ptr);
+        } else if (!graph) {
+            park(f, i, stream);
+        } else {
+            /* Under capture the block joins the graph-reserved set. */
+            size_t requested = e->requested;
+            forget(f, (unsigned)j);
+            st = cpool__allocator_free(a, ptr, stream, graph);
+            if (st == CPOOL_OK) count_free(f, requested);
+        }
+    } else {
+        cpool__block_info info = {0};
+        int16_t i;
+        bool live = cpool__allocator_live_block(a, ptr, &info);
+        if (live && !graph && !info.graph && !info.pinned && info.size <= CPOOL__FRONT_MAX && adopt(f, ptr, &info, &i)) {
+            park(f, i, stream);
+        } else {
+            st = cpool__allocator_free(a, ptr, stream, graph);
+            if (st == CPOOL_OK) count_free(f, info.requested);
+        }
+    }
+    unlock(f);
+    return st;
+}
+
+size_t cpool__front_flush(cpool__front *f, cpool__allocator *a) {
+    size_t n = 0;
+    lock(f);
+    for (unsigned c = 0; f->free_bytes && c < CPOOL__FRONT_CLASSES; c++)
+        while (f->classes[c] >= 0) {
+            int16_t i = f->classes[c];
+            cpool__front_entry *e = &f->entries[i];
+            f->classes[c] = e->next;
+            f->free_bytes -= e->size;
+            /* The allocator still has it live: this free cannot fail. */
+            cpool__allocator_free(a, (void *)e->addr, e->stream, false);
+            forget(f, (unsigned)slot_find(f, e->addr));
+            n++;
+        }
+    unlock(f);
+    return n;
+}
+
+void cpool__front_counters(cpool__front *f, uint64_t *allocated, uint64_t *allocated_peak, uint64_t *alloc_count,
+                           uint64_t *free_count, uint64_t *free_bytes) {
+    lock(f);
+    *allocated = f->allocated;
+    *allocated_peak = f->allocated_peak;
+    *alloc_count = f->alloc_count;
+    *free_count = f->free_count;
+    *free_bytes = f->free_bytes;
+    unlock(f);
+}
+
+/* ---- invariants ---------------------------------------------------------- */
+
+#define INVARIANT(cond, ...)                                                                       \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "capturepool: front cache invariant broken: " __VA_ARGS__);            \
+            fputc('\n', stderr);                                                                   \
+            abort();                                                                               \
+        }                                                                                          \
+    } while (0)
+
+void cpool__front_check(cpool__front *f, const cpool__allocator *a) {
+    lock(f);
+    bool listed[CPOOL__FRONT_ENTRIES] = {false};
+    uint64_t free_bytes = 0;
+    size_t free_entries = 0;
+    for (unsigned c = 0; c < CPOOL__FRONT_CLASSES; c++)
+        for (int16_t i = f->classes[c]; i >= 0; i = f->entries[i].next) {
+            const cpool__front_entry *e = &f->entries[i];
+            INVARIANT(e->used && !e->out && !listed[i], "class %u lists entry %d wrongly", c, i);
+            INVARIANT(class_of(e->size) == c && e->stream != 0, "free entry %d in class %u", i, c);
+            listed[i] = true;
+            free_bytes += e->size;
+            free_entries++;
+        }
+    size_t unused = 0;
+    for (int16_t i = f->unused; i >= 0; i = f->entries[i].next) {
+        INVARIANT(!f->entries[i].used && !listed[i], "unused list holds entry %d wrongly", i);
+        listed[i] = true;
+        unused++;
+    }
+    size_t slots = 0, maybe = 0;
+    for (unsigned j = 0; j < CPOOL__FRONT_SLOTS; j++) {
+        slots += f->slots[j] >= 0;
+        maybe += atomic_load_explicit(&f->maybe[j], memory_order_relaxed);
+    }
+    uint64_t alloc_requested = 0, requested = 0;
+    size_t used = 0;
+    for (int i = 0; i < CPOOL__FRONT_ENTRIES; i++) {
+        const cpool__front_entry *e = &f->entries[i];
+        if (!e->used) continue;
+        used++;
+        INVARIANT(e->out != listed[i], "entry %d is %s but %s listed", i, e->out ? "out" : "free", listed[i] ? "" : "not");
+        int j = slot_find(f, e->addr);
+        INVARIANT(j >= 0 && f->slots[j] == i, "entry %d is not found by its address", i);
+        INVARIANT(atomic_load_explicit(&f->maybe[maybe_index(e->addr)], memory_order_relaxed) > 0,
+                  "entry %d is not counted in maybe", i);
+        INVARIANT(e->size <= CPOOL__FRONT_MAX, "entry %d is too large", i);
+        cpool__block_info info;
+        INVARIANT(cpool__allocator_live_block(a, (void *)e->addr, &info), "entry %d's block is not live in the allocator", i);
+        INVARIANT(info.size == e->size && info.requested == e->alloc_requested && !info.graph && !info.pinned,
+                  "entry %d disagrees with the allocator's block", i);
+        INVARIANT(!e->out || (e->requested > 0 && e->requested <= e->size), "entry %d's requested size", i);
+        alloc_requested += e->alloc_requested;
+        requested += e->requested;
+    }
+    INVARIANT(used == f->entry_count && used + unused == CPOOL__FRONT_ENTRIES && slots == used && maybe == used, "entry counts");
+    INVARIANT(free_bytes == f->free_bytes, "free bytes");
+    INVARIANT(f->allocated == a->allocated - alloc_requested + requested,
+              "allocated %llu, the allocator's blocks and the front's say %llu", (unsigned long long)f->allocated,
+              (unsigned long long)(a->allocated - alloc_requested + requested));
+    INVARIANT(f->alloc_count - f->free_count == a->alloc_count - a->free_count - free_entries,
+              "alloc and free counts disagree with live blocks");
+    INVARIANT(f->allocated <= f->allocated_peak, "peak");
+    unlock(f);
+}

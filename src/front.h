@@ -1,0 +1,98 @@
+/*
+ * The front cache: a pool's small blocks, reused at their exact size under a
+ * spin lock of their own, so that a cached alloc+free pair costs two short
+ * critical sections instead of two trips through the pool mutex and the
+ * allocator's split and merge.
+ *
+ * To the allocator a block in the front stays live: the front knows at most
+ * CPOOL__FRONT_ENTRIES blocks of at most CPOOL__FRONT_MAX bytes and gives the free ones back
+ * (cpool__front_flush) before the pool would take a new segment and at
+ * trim, so it never makes the pool reserve more: what it holds free is
+ * memory the allocator would have cached too, only not yet merged with its
+ * neighbours.
+ * The front also keeps the callers' counters (allocated bytes, their peak,
+ * alloc and free counts): every allocation and free passes it, so they are
+ * exact under its lock alone.
+ *
+ * Lock order: the pool mutex, then the front's lock. Nothing under the
+ * front's lock waits or calls a platform.
+ */
+#ifndef CPOOL_FRONT_H
+#define CPOOL_FRONT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "alloc.h"
+
+/* The front keeps blocks of small segments only: holding larger ones apart
+ * from their neighbours was measured to raise peak reserved memory on the
+ * real-model traces (bench/trace_replay), even with flushes before growth. */
+#define CPOOL__FRONT_MAX CPOOL__SMALL_MAX
+/* Free blocks up to this size have a class each (one per 512 bytes); larger
+ * ones share one more list. */
+#define CPOOL__FRONT_SMALL ((size_t)64 << 10)
+#define CPOOL__FRONT_CLASSES (CPOOL__FRONT_SMALL / CPOOL__BLOCK_ALIGN + 1)
+/* Blocks the front knows, handed out or free. */
+#define CPOOL__FRONT_ENTRIES 64
+#define CPOOL__FRONT_SLOTS (2 * CPOOL__FRONT_ENTRIES)
+
+typedef struct cpool__front_entry {
+    uintptr_t addr;
+    uint64_t stream;       /* free: the stream it was freed on, the only one that may reuse it */
+    size_t size;           /* the block's size (a multiple of CPOOL__BLOCK_ALIGN) */
+    int16_t next;          /* next free entry of its class, or of the unused list; -1 ends */
+    bool used, out;        /* known to the front; handed out (else free) */
+    size_t requested;      /* handed out: the caller's size */
+    size_t alloc_requested; /* the size the allocator has on record for the block */
+} cpool__front_entry;
+
+typedef struct cpool__front {
+    atomic_bool locked;
+    cpool__front_entry entries[CPOOL__FRONT_ENTRIES];
+    int16_t slots[CPOOL__FRONT_SLOTS];      /* entry by address: open addressing, -1 empty */
+    /* Used entries per address hash, read without the lock: a free of a
+     * block the front cannot know skips the lock. */
+    _Atomic uint8_t maybe[CPOOL__FRONT_SLOTS];
+    int16_t classes[CPOOL__FRONT_CLASSES];  /* free entries by size, newest first */
+    int16_t unused;                         /* entries not in use */
+    size_t entry_count;                     /* entries in use */
+    uint64_t free_bytes;
+    /* The callers' view, reported by cpool_pool_get_stats. */
+    uint64_t allocated, allocated_peak, alloc_count, free_count;
+} cpool__front;
+
+typedef enum cpool__front_result {
+    CPOOL__FRONT_DONE,    /* the front served the call */
+    CPOOL__FRONT_FREED,   /* the block was already free: a double free */
+    CPOOL__FRONT_MISS,    /* the slow path must serve it */
+} cpool__front_result;
+
+void cpool__front_init(cpool__front *f);
+
+/* The fast paths, outside the pool mutex and outside capture. */
+bool cpool__front_alloc(cpool__front *f, size_t bytes, uint64_t stream, void **out);
+cpool__front_result cpool__front_free(cpool__front *f, void *ptr, uint64_t stream);
+
+/* The rest is called under the pool mutex. */
+
+/* Counts an allocation the allocator served. */
+void cpool__front_count_alloc(cpool__front *f, size_t bytes);
+/* The free path when the fast one did not serve: under capture (`graph`),
+ * or for a block the front does not know yet, which it keeps if eligible and
+ * there is room, else the allocator frees it. Returns CPOOL_OK or
+ * CPOOL_ERR_INVALID_ARGUMENT (not live here: nothing changes). */
+cpool_status cpool__front_free_slow(cpool__front *f, cpool__allocator *a, void *ptr, uint64_t stream, bool graph);
+/* Gives every free block back to the allocator; returns how many. */
+size_t cpool__front_flush(cpool__front *f, cpool__allocator *a);
+
+/* The callers' counters, and the bytes free in the front. */
+void cpool__front_counters(cpool__front *f, uint64_t *allocated, uint64_t *allocated_peak, uint64_t *alloc_count,
+                           uint64_t *free_count, uint64_t *free_bytes);
+/* Checks the front's invariants against the allocator; aborts on the first
+ * broken one. */
+void cpool__front_check(cpool__front *f, const cpool__allocator *a);
+
+#endif /* CPOOL_FRONT_H */
