@@ -19,8 +19,10 @@
  *   `stream` == 0 is free for anyone. Graph-reserved blocks are always 0:
  *   graphs sharing a pool are ordered by the user (they never run at once).
  * - Adjacent free blocks of the same set merge when their stream tags allow
- *   it (see mergeable). Freed blocks are merged at once: keeping them apart
- *   for faster exact-size reuse was measured to raise peak reserved memory
+ *   it (see mergeable). Freed blocks are merged at once. Exact-size reuse
+ *   without merging is the pool's front cache (front.c), bounded to a few
+ *   small blocks that it hands back here before a new segment is taken:
+ *   keeping larger blocks apart was measured to raise peak reserved memory
  *   on real-model traces (bench/trace_replay).
  *
  * Placement: best fit by size class within the request's class; a block is

@@ -3,7 +3,8 @@
  *
  * Layering: the public objects (device, stream, pool, graph) live in
  * device.c/stream.c/pool.c/capture.c/graph.c and talk to a platform only
- * through backend.h; the allocator (alloc.h) is pure bookkeeping.
+ * through backend.h; the allocator (alloc.h) is pure bookkeeping, and the
+ * pool's front cache (front.h) sits between the two for small blocks.
  * Internal-but-shared names carry the cpool__ prefix.
  */
 #ifndef CPOOL_INTERNAL_H
