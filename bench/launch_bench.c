@@ -6,7 +6,9 @@
  *   same executable (cpool_graph_native), timed with events;
  * - CPU cost of one launch call, ours vs raw, in alternating batches;
  * - capture + end (instantiation included) vs raw
- *   cudaStreamBeginCapture / EndCapture / GraphInstantiate.
+ *   cudaStreamBeginCapture / EndCapture / GraphInstantiate, in pairs whose
+ *   order flips; on CUDA also raw against itself (the run's noise floor),
+ *   a one-kernel capture in phases and the cost of the capture fence.
  * Every figure is a median over repeats. Besides the table it prints
  * "csv,..." lines for scripts/bench_report.py.
  * Usage: launch_bench [max-kernels]
@@ -21,7 +23,7 @@
 #endif
 #include "tick_step.h"
 
-enum { REPEATS = 15 };
+enum { REPEATS = 15, LAUNCH_REPEATS = 45 };
 
 typedef struct row {
     int kernels;
@@ -37,10 +39,61 @@ typedef struct cuda_timer {
 } cuda_timer;
 #endif
 
+/* One capture + end with instantiation, timed (ns): through capturepool, or
+ * raw CUDA on the same stream. The graph is destroyed untimed. */
+static double capture_once(bool ours, cpool_stream *s, cpool_pool *pool, tick_step *st) {
+    double t0 = bench_now_ns(), t;
+    if (ours || !st->cuda) {
+        cpool_graph *g;
+        BENCH_CHECK(cpool_capture(s, pool, CPOOL_CAPTURE_GLOBAL, tick_step_enqueue, st, &g));
+        t = bench_now_ns() - t0;
+        cpool_graph_release(g);
+        return t;
+    }
+#ifdef CPOOL_HAVE_CUDA
+    cudaStream_t cs = (cudaStream_t)cpool_stream_native(s);
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    BENCH_CHECK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeGlobal));
+    BENCH_CHECK(tick_step_enqueue(s, st));
+    BENCH_CHECK(cudaStreamEndCapture(cs, &graph));
+    BENCH_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    t = bench_now_ns() - t0;
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+#endif
+    return t;
+}
+
+/* Medians (us) of capture_once for a and b, in pairs whose order flips
+ * every time (a b b a a b ...): of two captures back to back, the first was
+ * measured to pay up to 1.35x more even when both are raw CUDA, so a fixed
+ * order would charge that to one side. */
+static void capture_pairs(bool a_ours, bool b_ours, int captures, cpool_stream *s, cpool_pool *pool, tick_step *st,
+                          double *a_us, double *b_us) {
+    double a[REPEATS], b[REPEATS];
+    for (int rep = 0; rep < REPEATS; rep++) {
+        double ta = 0, tb = 0;
+        for (int i = 0; i < captures; i++) {
+            if ((rep + i) % 2 == 0) {
+                ta += capture_once(a_ours, s, pool, st);
+                tb += capture_once(b_ours, s, pool, st);
+            } else {
+                tb += capture_once(b_ours, s, pool, st);
+                ta += capture_once(a_ours, s, pool, st);
+            }
+        }
+        a[rep] = ta / captures / 1e3;
+        b[rep] = tb / captures / 1e3;
+    }
+    *a_us = bench_median(a, REPEATS);
+    *b_us = bench_median(b, REPEATS);
+}
+
 static void measure(cpool_device *dev, cpool_stream *s, cpool_pool *pool, tick_step *st, row *r) {
     double a[REPEATS], b[REPEATS];
     int launches = st->kernels >= 1000 ? 20 : st->kernels >= 100 ? 100 : 400;
-    int captures = st->kernels >= 1000 ? 10 : 50;
+    int captures = st->kernels >= 1000 ? 10 : st->kernels >= 100 ? 50 : 200;
     (void)dev;
 
     /* Eager: CPU time to enqueue a step, and the step's time to completion. */
@@ -56,37 +109,9 @@ static void measure(cpool_device *dev, cpool_stream *s, cpool_pool *pool, tick_s
     r->eager_cpu_us = bench_median(a, REPEATS);
     r->eager_dev_us = bench_median(b, REPEATS);
 
-    /* Capture + end, ours and raw (where there is CUDA), alternating one of
-     * each so that neither gains from running second. */
-    for (int rep = 0; rep < REPEATS; rep++) {
-        double ours = 0, raw = 0;
-        for (int i = 0; i < captures; i++) {
-            cpool_graph *g;
-            double t0 = bench_now_ns();
-            BENCH_CHECK(cpool_capture(s, pool, CPOOL_CAPTURE_GLOBAL, tick_step_enqueue, st, &g));
-            ours += bench_now_ns() - t0;
-            cpool_graph_release(g);
-#ifdef CPOOL_HAVE_CUDA
-            if (st->cuda) {
-                cudaStream_t cs = (cudaStream_t)cpool_stream_native(s);
-                cudaGraph_t graph;
-                cudaGraphExec_t exec;
-                t0 = bench_now_ns();
-                BENCH_CHECK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeGlobal));
-                BENCH_CHECK(tick_step_enqueue(s, st));
-                BENCH_CHECK(cudaStreamEndCapture(cs, &graph));
-                BENCH_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-                raw += bench_now_ns() - t0;
-                cudaGraphExecDestroy(exec);
-                cudaGraphDestroy(graph);
-            }
-#endif
-        }
-        a[rep] = ours / captures / 1e3;
-        b[rep] = raw / captures / 1e3;
-    }
-    r->capture_ours_us = bench_median(a, REPEATS);
-    r->capture_raw_us = st->cuda ? bench_median(b, REPEATS) : 0;
+    /* Capture + end, ours and raw (where there is CUDA). */
+    capture_pairs(true, false, captures, s, pool, st, &r->capture_ours_us, &r->capture_raw_us);
+    if (!st->cuda) r->capture_raw_us = 0;
 #ifdef CPOOL_HAVE_CUDA
     cudaStream_t cs = (cudaStream_t)cpool_stream_native(s);
 #endif
@@ -100,23 +125,29 @@ static void measure(cpool_device *dev, cpool_stream *s, cpool_pool *pool, tick_s
     void *exec = cpool_graph_native(g);
     (void)exec;
 
-    /* CPU cost of the launch call, alternating ours and raw batches. */
-    for (int rep = 0; rep < REPEATS; rep++) {
-        double t0 = bench_now_ns();
-        for (int i = 0; i < launches; i++) cpool_graph_launch(g, s);
-        a[rep] = (bench_now_ns() - t0) / launches / 1e3;
-        BENCH_CHECK(cpool_stream_synchronize(s));
+    /* CPU cost of the launch call, alternating ours and raw batches, each
+     * first in every other repeat; more repeats, as a batch is short. */
+    double la[LAUNCH_REPEATS], lb[LAUNCH_REPEATS];
+    for (int rep = 0; rep < LAUNCH_REPEATS; rep++)
+        for (int turn = 0; turn < 2; turn++) {
+            bool ours_turn = (turn + rep) % 2 == 0;
+            if (ours_turn) {
+                double t0 = bench_now_ns();
+                for (int i = 0; i < launches; i++) cpool_graph_launch(g, s);
+                la[rep] = (bench_now_ns() - t0) / launches / 1e3;
+                BENCH_CHECK(cpool_stream_synchronize(s));
+            }
 #ifdef CPOOL_HAVE_CUDA
-        if (st->cuda) {
-            t0 = bench_now_ns();
-            for (int i = 0; i < launches; i++) cudaGraphLaunch((cudaGraphExec_t)exec, cs);
-            b[rep] = (bench_now_ns() - t0) / launches / 1e3;
-            BENCH_CHECK(cudaStreamSynchronize(cs));
-        }
+            if (!ours_turn && st->cuda) {
+                double t0 = bench_now_ns();
+                for (int i = 0; i < launches; i++) cudaGraphLaunch((cudaGraphExec_t)exec, cs);
+                lb[rep] = (bench_now_ns() - t0) / launches / 1e3;
+                BENCH_CHECK(cudaStreamSynchronize(cs));
+            }
 #endif
-    }
-    r->launch_ours_us = bench_median(a, REPEATS);
-    r->launch_raw_us = st->cuda ? bench_median(b, REPEATS) : 0;
+        }
+    r->launch_ours_us = bench_median(la, LAUNCH_REPEATS);
+    r->launch_raw_us = st->cuda ? bench_median(lb, LAUNCH_REPEATS) : 0;
 
     /* Device time per replay: events around a batch (wall clock on host). */
     int replays = st->kernels >= 1000 ? 10 : 100;
@@ -176,8 +207,8 @@ int main(int argc, char **argv) {
     BENCH_CHECK(cpool_memset_async(s, x, 0, 32 * sizeof(float)));
     st.x = x;
     const char *backend = cpool_device_backend(dev) == CPOOL_BACKEND_CUDA ? "cuda" : "host";
-    printf("launch_bench: backend %s, %s per step; times in us, medians of %d repeats\n", backend,
-           st.cuda ? "32-thread kernels" : "host tasks", REPEATS);
+    printf("launch_bench: backend %s, %s per step; times in us, medians of %d repeats (launch CPU: %d)\n", backend,
+           st.cuda ? "32-thread kernels" : "host tasks", REPEATS, LAUNCH_REPEATS);
     printf("%7s | %9s %9s | %9s %9s %7s | %9s %9s %7s | %9s %9s %7s\n", "kernels", "eager-cpu", "eager-dev",
            "dev-ours", "dev-raw", "ratio", "launch", "launch-raw", "ratio", "capture", "capt-raw", "ratio");
     row rows[4];
@@ -228,62 +259,69 @@ int main(int argc, char **argv) {
                "cudaStreamGetCaptureInfo %.3f, cudaThreadExchangeStreamCaptureMode %.3f\n",
                bench_median(rec, REPEATS), bench_median(isc, REPEATS), bench_median(info, REPEATS),
                bench_median(xchg, REPEATS));
-        /* A one-kernel capture in phases, ours against raw, alternating. */
-        double ob[REPEATS], oe[REPEATS], rb[REPEATS], re[REPEATS];
+        /* The run's noise floor: raw one-kernel captures against themselves. */
         st.kernels = 1;
+        double self_a, self_b;
+        capture_pairs(false, false, 200, s, pool, &st, &self_a, &self_b);
+        printf("one-kernel raw capture+end against itself (noise floor), us: %.2f and %.2f, %.3fx\n", self_a, self_b,
+               self_a / self_b);
+        /* A one-kernel capture in phases, ours against raw, the order
+         * flipping as in capture_pairs. */
+        double ob[REPEATS], oe[REPEATS], rb[REPEATS], re[REPEATS];
         for (int rep = 0; rep < REPEATS; rep++) {
-            double o_begin = 0, o_end = 0, r_begin = 0, r_end = 0;
-            for (int i = 0; i < 100; i++) {
-                cpool_graph *g;
-                double t0 = bench_now_ns();
-                BENCH_CHECK(cpool_capture_begin(s, pool, CPOOL_CAPTURE_GLOBAL));
-                double t1 = bench_now_ns();
-                BENCH_CHECK(tick_step_enqueue(s, &st));
-                double t2 = bench_now_ns();
-                BENCH_CHECK(cpool_capture_end(s, &g));
-                double t3 = bench_now_ns();
-                cpool_graph_release(g);
-                o_begin += t1 - t0;
-                o_end += t3 - t2;
-                cudaGraph_t graph;
-                cudaGraphExec_t exec;
-                t0 = bench_now_ns();
-                BENCH_CHECK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeGlobal));
-                t1 = bench_now_ns();
-                BENCH_CHECK(tick_step_enqueue(s, &st));
-                t2 = bench_now_ns();
-                BENCH_CHECK(cudaStreamEndCapture(cs, &graph));
-                BENCH_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-                t3 = bench_now_ns();
-                cudaGraphExecDestroy(exec);
-                cudaGraphDestroy(graph);
-                r_begin += t1 - t0;
-                r_end += t3 - t2;
-            }
-            ob[rep] = o_begin / 100 / 1e3;
-            oe[rep] = o_end / 100 / 1e3;
-            rb[rep] = r_begin / 100 / 1e3;
-            re[rep] = r_end / 100 / 1e3;
+            double begin[2] = {0}, end[2] = {0}; /* [ours, raw] */
+            for (int i = 0; i < 200; i++)
+                for (int k = 0; k < 2; k++) {
+                    int raw = (rep + i + k) % 2;
+                    cpool_graph *g = NULL;
+                    cudaGraph_t graph = NULL;
+                    cudaGraphExec_t exec = NULL;
+                    double t0 = bench_now_ns();
+                    if (raw)
+                        BENCH_CHECK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeGlobal));
+                    else
+                        BENCH_CHECK(cpool_capture_begin(s, pool, CPOOL_CAPTURE_GLOBAL));
+                    double t1 = bench_now_ns();
+                    BENCH_CHECK(tick_step_enqueue(s, &st));
+                    double t2 = bench_now_ns();
+                    if (raw) {
+                        BENCH_CHECK(cudaStreamEndCapture(cs, &graph));
+                        BENCH_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+                    } else {
+                        BENCH_CHECK(cpool_capture_end(s, &g));
+                    }
+                    double t3 = bench_now_ns();
+                    if (raw) {
+                        cudaGraphExecDestroy(exec);
+                        cudaGraphDestroy(graph);
+                    }
+                    cpool_graph_release(g);
+                    begin[raw] += t1 - t0;
+                    end[raw] += t3 - t2;
+                }
+            ob[rep] = begin[0] / 200 / 1e3;
+            oe[rep] = end[0] / 200 / 1e3;
+            rb[rep] = begin[1] / 200 / 1e3;
+            re[rep] = end[1] / 200 / 1e3;
         }
         printf("one-kernel capture in phases, us: begin ours %.2f raw %.2f; end+instantiate ours %.2f raw %.2f\n",
                bench_median(ob, REPEATS), bench_median(rb, REPEATS), bench_median(oe, REPEATS),
                bench_median(re, REPEATS));
-        /* Raw again, with an event recorded (or a stream query) just before
-         * the capture begins, as capturepool's capture fence does. */
+        /* Raw alone and raw with an event recorded just before the capture
+         * begins, as capturepool's capture fence is: that part of the
+         * difference is the fence's own cost. */
         cudaEvent_t fence;
         cudaEventCreateWithFlags(&fence, cudaEventDisableTiming);
-        double fr[REPEATS], qr[REPEATS];
+        double fr[REPEATS], ar[REPEATS];
         for (int rep = 0; rep < REPEATS; rep++) {
-            double with_record = 0, with_query = 0;
+            double with_record = 0, alone = 0;
             for (int i = 0; i < 100; i++) {
-                for (int variant = 0; variant < 2; variant++) {
+                for (int k = 0; k < 2; k++) {
+                    int variant = (rep + i + k) % 2;
                     cudaGraph_t graph;
                     cudaGraphExec_t exec;
                     double t0 = bench_now_ns();
-                    if (variant == 0)
-                        cudaEventRecord(fence, cs);
-                    else
-                        (void)cudaStreamQuery(cs);
+                    if (variant == 0) cudaEventRecord(fence, cs);
                     BENCH_CHECK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeGlobal));
                     BENCH_CHECK(tick_step_enqueue(s, &st));
                     BENCH_CHECK(cudaStreamEndCapture(cs, &graph));
@@ -294,15 +332,15 @@ int main(int argc, char **argv) {
                     if (variant == 0)
                         with_record += t1 - t0;
                     else
-                        with_query += t1 - t0;
+                        alone += t1 - t0;
                 }
             }
             fr[rep] = with_record / 100 / 1e3;
-            qr[rep] = with_query / 100 / 1e3;
+            ar[rep] = alone / 100 / 1e3;
         }
         cudaEventDestroy(fence);
-        printf("one-kernel raw capture+end, us: after cudaEventRecord %.2f, after cudaStreamQuery %.2f\n",
-               bench_median(fr, REPEATS), bench_median(qr, REPEATS));
+        printf("one-kernel raw capture+end, us: after a cudaEventRecord %.2f, alone %.2f\n",
+               bench_median(fr, REPEATS), bench_median(ar, REPEATS));
     }
 #endif
     for (int i = 0; i < nrows; i++)

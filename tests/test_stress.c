@@ -212,7 +212,8 @@ static void op_capture_shared(worker *w) {
     pthread_mutex_lock(&w->sh->launch_mu[p]);
     for (i = 0; i < launches; i++) {
         cpool_status st = cpool_graph_launch(g, w->s);
-        CHECK(st == CPOOL_OK || st == CPOOL_ERR_STALE_GRAPH);
+        if (st != CPOOL_OK && st != CPOOL_ERR_STALE_GRAPH)
+            check_report_(__FILE__, __LINE__, "launch: %s: %s", cpool_status_string(st), cpool_last_error());
         if (st == CPOOL_OK) ok++;
         if (st == CPOOL_ERR_STALE_GRAPH) w->stale_seen++;
     }
