@@ -282,7 +282,7 @@ static bool hand_out(cpool__allocator *a, cpool__block *b, size_t bytes, size_t 
 
 static bool rounded_size(size_t bytes, size_t *out) {
     if (bytes > CPOOL__MAX_REQUEST) return false;
-    *out = round_up(bytes, CPOOL__BLOCK_ALIGN);
+    *out = cpool__block_size(bytes);
     return true;
 }
 
@@ -393,7 +393,7 @@ static cpool_status segment_new(cpool__allocator *a, size_t seg_size, bool graph
     return CPOOL_OK;
 }
 
-cpool_status cpool__allocator_free(cpool__allocator *a, void *ptr, uint64_t stream, bool graph) {
+cpool_status cpool__allocator_free(cpool__allocator *a, void *ptr, uint64_t stream, bool graph, size_t *requested) {
     size_t j = map_find(a, (uintptr_t)ptr);
     if (j == SIZE_MAX)
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_free: %p was not handed out by this pool, or is already freed", ptr);
@@ -401,6 +401,7 @@ cpool_status cpool__allocator_free(cpool__allocator *a, void *ptr, uint64_t stre
     if (b->pinned)
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_free: %p is a parameter block, owned by the pool", ptr);
     map_erase(a, j);
+    if (requested) *requested = b->requested;
     a->allocated -= b->requested;
     a->live_block_bytes -= b->size;
     a->free_count++;

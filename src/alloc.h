@@ -19,6 +19,10 @@
 #define CPOOL__BLOCK_ALIGN ((size_t)512)
 /* No request above this can be met by any device. */
 #define CPOOL__MAX_REQUEST ((size_t)1 << 47)
+/* The size of the block that serves a request of `bytes`. */
+static inline size_t cpool__block_size(size_t bytes) {
+    return (bytes + CPOOL__BLOCK_ALIGN - 1) / CPOOL__BLOCK_ALIGN * CPOOL__BLOCK_ALIGN;
+}
 /* Segments are multiples of this. */
 #define CPOOL__SEGMENT_GRANULE ((size_t)2 << 20)
 /* Requests up to this are small: they share 2 MiB segments of their own, so
@@ -79,9 +83,10 @@ void cpool__allocator_pin(cpool__allocator *a, void *ptr);
 /* Frees a live block. Under capture (`graph`) the block joins the
  * graph-reserved set; otherwise it keeps its set and, if general, is
  * reusable at once by `stream` only until cpool__allocator_unfence says the
- * work before the free has finished. CPOOL_ERR_INVALID_ARGUMENT for a
- * pointer that is not live here (nothing changes). */
-cpool_status cpool__allocator_free(cpool__allocator *a, void *ptr, uint64_t stream, bool graph);
+ * work before the free has finished. *requested (if not NULL) gets the size
+ * the block was allocated for. CPOOL_ERR_INVALID_ARGUMENT for a pointer that
+ * is not live here (nothing changes). */
+cpool_status cpool__allocator_free(cpool__allocator *a, void *ptr, uint64_t stream, bool graph, size_t *requested);
 
 /* What the allocator knows of a live block. */
 typedef struct cpool__block_info {

@@ -140,14 +140,17 @@ static void forget(cpool__front *f, unsigned j) {
     slot_erase(f, j);
     f->entries[i] = (cpool__front_entry){.next = f->unused};
     f->unused = i;
-    f->entry_count--;
+}
+
+static cpool_status double_free(void *ptr) {
+    return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_free: %p was not handed out by this pool, or is already freed", ptr);
 }
 
 /* ---- fast paths ---------------------------------------------------------- */
 
 bool cpool__front_alloc(cpool__front *f, size_t bytes, uint64_t stream, void **out) {
     if (bytes > CPOOL__FRONT_MAX) return false;
-    size_t size = (bytes + CPOOL__BLOCK_ALIGN - 1) / CPOOL__BLOCK_ALIGN * CPOOL__BLOCK_ALIGN;
+    size_t size = cpool__block_size(bytes);
     lock(f);
     int16_t *link = &f->classes[class_of(size)];
     while (*link >= 0 && (f->entries[*link].stream != stream || f->entries[*link].size != size))
@@ -186,6 +189,7 @@ cpool__front_result cpool__front_free(cpool__front *f, void *ptr, uint64_t strea
         }
     }
     unlock(f);
+    if (r == CPOOL__FRONT_FREED) (void)double_free(ptr);
     return r;
 }
 
@@ -197,13 +201,9 @@ void cpool__front_count_alloc(cpool__front *f, size_t bytes) {
     unlock(f);
 }
 
-static cpool_status double_free(void *ptr) {
-    return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_free: %p was not handed out by this pool, or is already freed", ptr);
-}
-
-/* Starts tracking a live allocator block as handed out; false without room. */
-static bool adopt(cpool__front *f, void *ptr, const cpool__block_info *info, int16_t *entry) {
-    if (f->unused < 0) return false;
+/* Starts tracking a live allocator block as handed out (there is an unused
+ * entry); returns its entry. */
+static int16_t adopt(cpool__front *f, void *ptr, const cpool__block_info *info) {
     int16_t i = f->unused;
     cpool__front_entry *e = &f->entries[i];
     f->unused = e->next;
@@ -215,9 +215,7 @@ static bool adopt(cpool__front *f, void *ptr, const cpool__block_info *info, int
                               .requested = info->requested,
                               .alloc_requested = info->requested};
     slot_insert(f, i);
-    f->entry_count++;
-    *entry = i;
-    return true;
+    return i;
 }
 
 cpool_status cpool__front_free_slow(cpool__front *f, cpool__allocator *a, void *ptr, uint64_t stream, bool graph) {
@@ -235,18 +233,19 @@ cpool_status cpool__front_free_slow(cpool__front *f, cpool__allocator *a, void *
             /* Under capture the block joins the graph-reserved set. */
             size_t requested = e->requested;
             forget(f, (unsigned)j);
-            st = cpool__allocator_free(a, ptr, stream, graph);
+            st = cpool__allocator_free(a, ptr, stream, graph, NULL);
             if (st == CPOOL_OK) count_free(f, requested);
         }
     } else {
-        cpool__block_info info = {0};
-        int16_t i;
-        bool live = cpool__allocator_live_block(a, ptr, &info);
-        if (live && !graph && !info.graph && !info.pinned && info.size <= CPOOL__FRONT_MAX && adopt(f, ptr, &info, &i)) {
-            park(f, i, stream);
+        /* Only a free the front could keep looks the block up first. */
+        cpool__block_info info;
+        if (!graph && f->unused >= 0 && cpool__allocator_live_block(a, ptr, &info) && !info.graph && !info.pinned &&
+            info.size <= CPOOL__FRONT_MAX) {
+            park(f, adopt(f, ptr, &info), stream);
         } else {
-            st = cpool__allocator_free(a, ptr, stream, graph);
-            if (st == CPOOL_OK) count_free(f, info.requested);
+            size_t requested;
+            st = cpool__allocator_free(a, ptr, stream, graph, &requested);
+            if (st == CPOOL_OK) count_free(f, requested);
         }
     }
     unlock(f);
@@ -263,7 +262,7 @@ size_t cpool__front_flush(cpool__front *f, cpool__allocator *a) {
             f->classes[c] = e->next;
             f->free_bytes -= e->size;
             /* The allocator still has it live: this free cannot fail. */
-            cpool__allocator_free(a, (void *)e->addr, e->stream, false);
+            cpool__allocator_free(a, (void *)e->addr, e->stream, false, NULL);
             forget(f, (unsigned)slot_find(f, e->addr));
             n++;
         }
@@ -338,7 +337,7 @@ void cpool__front_check(cpool__front *f, const cpool__allocator *a) {
         alloc_requested += e->alloc_requested;
         requested += e->requested;
     }
-    INVARIANT(used == f->entry_count && used + unused == CPOOL__FRONT_ENTRIES && slots == used && maybe == used, "entry counts");
+    INVARIANT(used + unused == CPOOL__FRONT_ENTRIES && slots == used && maybe == used, "entry counts");
     INVARIANT(free_bytes == f->free_bytes, "free bytes");
     INVARIANT(f->allocated == a->allocated - alloc_requested + requested,
               "allocated %llu, the allocator's blocks and the front's say %llu", (unsigned long long)f->allocated,

@@ -58,7 +58,6 @@ typedef struct cpool__front {
     _Atomic uint8_t maybe[CPOOL__FRONT_SLOTS];
     int16_t classes[CPOOL__FRONT_CLASSES];  /* free entries by size, newest first */
     int16_t unused;                         /* entries not in use */
-    size_t entry_count;                     /* entries in use */
     uint64_t free_bytes;
     /* The callers' view, reported by cpool_pool_get_stats. */
     uint64_t allocated, allocated_peak, alloc_count, free_count;
@@ -66,7 +65,7 @@ typedef struct cpool__front {
 
 typedef enum cpool__front_result {
     CPOOL__FRONT_DONE,    /* the front served the call */
-    CPOOL__FRONT_FREED,   /* the block was already free: a double free */
+    CPOOL__FRONT_FREED,   /* the block was already free: a double free (the message is set) */
     CPOOL__FRONT_MISS,    /* the slow path must serve it */
 } cpool__front_result;
 

@@ -443,8 +443,8 @@ cpool_status cpool_free(cpool_pool *pool, void *ptr, cpool_stream *s) {
         case CPOOL__FRONT_DONE:
             CHECK_ALLOCATOR_LOCKING(pool);
             return CPOOL_OK;
-        case CPOOL__FRONT_FREED:
-            return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_free: %p is already freed", ptr);
+        case CPOOL__FRONT_FREED: /* a double free: the front said so in cpool_last_error() */
+            return CPOOL_ERR_INVALID_ARGUMENT;
         case CPOOL__FRONT_MISS:
             break;
         }
