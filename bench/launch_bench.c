@@ -8,8 +8,10 @@
  * - capture + end (instantiation included) vs raw
  *   cudaStreamBeginCapture / EndCapture / GraphInstantiate, in pairs whose
  *   order flips; on CUDA also raw against itself (the run's noise floor),
- *   a one-kernel capture in phases and the cost of the capture fence.
- * Every figure is a median over repeats. Besides the table it prints
+ *   raw after an event record (what the capture fence costs) and a
+ *   one-kernel capture in phases.
+ * Launch and device figures are medians over repeats of a batch; capture
+ * figures are medians of single captures. Besides the table it prints
  * "csv,..." lines for scripts/bench_report.py.
  * Usage: launch_bench [max-kernels]
  */
@@ -33,17 +35,19 @@ typedef struct row {
     double capture_ours_us, capture_raw_us;
 } row;
 
+/* What a timed capture runs: capturepool's, raw CUDA's, or raw CUDA's after
+ * an event recorded on the stream (what capturepool's capture fence adds). */
+typedef enum capture_kind { CAPTURE_OURS, CAPTURE_RAW, CAPTURE_RAW_AFTER_RECORD } capture_kind;
+
 #ifdef CPOOL_HAVE_CUDA
-typedef struct cuda_timer {
-    cudaEvent_t start, stop;
-} cuda_timer;
+static cudaEvent_t record_event; /* for CAPTURE_RAW_AFTER_RECORD */
 #endif
 
-/* One capture + end with instantiation, timed (ns): through capturepool, or
- * raw CUDA on the same stream. The graph is destroyed untimed. */
-static double capture_once(bool ours, cpool_stream *s, cpool_pool *pool, tick_step *st) {
+/* One capture + end with instantiation, timed (ns), on stream s. The graph
+ * is destroyed untimed. Without CUDA every kind is capturepool's. */
+static double capture_once(capture_kind kind, cpool_stream *s, cpool_pool *pool, tick_step *st) {
     double t0 = bench_now_ns(), t;
-    if (ours || !st->cuda) {
+    if (kind == CAPTURE_OURS || !st->cuda) {
         cpool_graph *g;
         BENCH_CHECK(cpool_capture(s, pool, CPOOL_CAPTURE_GLOBAL, tick_step_enqueue, st, &g));
         t = bench_now_ns() - t0;
@@ -54,6 +58,7 @@ static double capture_once(bool ours, cpool_stream *s, cpool_pool *pool, tick_st
     cudaStream_t cs = (cudaStream_t)cpool_stream_native(s);
     cudaGraph_t graph;
     cudaGraphExec_t exec;
+    if (kind == CAPTURE_RAW_AFTER_RECORD) BENCH_CHECK(cudaEventRecord(record_event, cs));
     BENCH_CHECK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeGlobal));
     BENCH_CHECK(tick_step_enqueue(s, st));
     BENCH_CHECK(cudaStreamEndCapture(cs, &graph));
@@ -65,29 +70,36 @@ static double capture_once(bool ours, cpool_stream *s, cpool_pool *pool, tick_st
     return t;
 }
 
-/* Medians (us) of capture_once for a and b, in pairs whose order flips
- * every time (a b b a a b ...): of two captures back to back, the first was
- * measured to pay up to 1.35x more even when both are raw CUDA, so a fixed
- * order would charge that to one side. */
-static void capture_pairs(bool a_ours, bool b_ours, int captures, cpool_stream *s, cpool_pool *pool, tick_step *st,
-                          double *a_us, double *b_us) {
-    double a[REPEATS], b[REPEATS];
-    for (int rep = 0; rep < REPEATS; rep++) {
-        double ta = 0, tb = 0;
-        for (int i = 0; i < captures; i++) {
-            if ((rep + i) % 2 == 0) {
-                ta += capture_once(a_ours, s, pool, st);
-                tb += capture_once(b_ours, s, pool, st);
-            } else {
-                tb += capture_once(b_ours, s, pool, st);
-                ta += capture_once(a_ours, s, pool, st);
-            }
-        }
-        a[rep] = ta / captures / 1e3;
-        b[rep] = tb / captures / 1e3;
+/* Medians (us) of single captures of kinds a and b, REPEATS x captures of
+ * each, taken in pairs whose order flips every time (a b b a a b ...):
+ * - of two captures back to back, the first was measured to pay up to 1.35x
+ *   more even when both are raw CUDA, so a fixed order would charge that to
+ *   one side;
+ * - a capture takes a few us and the host adds outliers of 10 us and more
+ *   to some; a mean carries them, a median of single captures does not
+ *   (raw against itself: within 0.5% this way, 2-3% with medians of
+ *   per-batch means). */
+static void capture_pairs(capture_kind a_kind, capture_kind b_kind, int captures, cpool_stream *s, cpool_pool *pool,
+                          tick_step *st, double *a_us, double *b_us) {
+    int n = REPEATS * captures;
+    double *a = malloc((size_t)n * sizeof *a), *b = malloc((size_t)n * sizeof *b);
+    if (!a || !b) {
+        fprintf(stderr, "launch_bench: out of memory\n");
+        exit(1);
     }
-    *a_us = bench_median(a, REPEATS);
-    *b_us = bench_median(b, REPEATS);
+    for (int i = 0; i < n; i++) {
+        if (i % 2 == 0) {
+            a[i] = capture_once(a_kind, s, pool, st) / 1e3;
+            b[i] = capture_once(b_kind, s, pool, st) / 1e3;
+        } else {
+            b[i] = capture_once(b_kind, s, pool, st) / 1e3;
+            a[i] = capture_once(a_kind, s, pool, st) / 1e3;
+        }
+    }
+    *a_us = bench_median(a, n);
+    *b_us = bench_median(b, n);
+    free(a);
+    free(b);
 }
 
 static void measure(cpool_device *dev, cpool_stream *s, cpool_pool *pool, tick_step *st, row *r) {
@@ -110,7 +122,7 @@ static void measure(cpool_device *dev, cpool_stream *s, cpool_pool *pool, tick_s
     r->eager_dev_us = bench_median(b, REPEATS);
 
     /* Capture + end, ours and raw (where there is CUDA). */
-    capture_pairs(true, false, captures, s, pool, st, &r->capture_ours_us, &r->capture_raw_us);
+    capture_pairs(CAPTURE_OURS, CAPTURE_RAW, captures, s, pool, st, &r->capture_ours_us, &r->capture_raw_us);
     if (!st->cuda) r->capture_raw_us = 0;
 #ifdef CPOOL_HAVE_CUDA
     cudaStream_t cs = (cudaStream_t)cpool_stream_native(s);
@@ -207,8 +219,9 @@ int main(int argc, char **argv) {
     BENCH_CHECK(cpool_memset_async(s, x, 0, 32 * sizeof(float)));
     st.x = x;
     const char *backend = cpool_device_backend(dev) == CPOOL_BACKEND_CUDA ? "cuda" : "host";
-    printf("launch_bench: backend %s, %s per step; times in us, medians of %d repeats (launch CPU: %d)\n", backend,
-           st.cuda ? "32-thread kernels" : "host tasks", REPEATS, LAUNCH_REPEATS);
+    printf("launch_bench: backend %s, %s per step; times in us, medians of %d repeats (launch CPU: %d; capture: "
+           "of single captures)\n",
+           backend, st.cuda ? "32-thread kernels" : "host tasks", REPEATS, LAUNCH_REPEATS);
     printf("%7s | %9s %9s | %9s %9s %7s | %9s %9s %7s | %9s %9s %7s\n", "kernels", "eager-cpu", "eager-dev",
            "dev-ours", "dev-raw", "ratio", "launch", "launch-raw", "ratio", "capture", "capt-raw", "ratio");
     row rows[4];
@@ -222,7 +235,7 @@ int main(int argc, char **argv) {
         print_ratio(r->dev_ours_us, r->dev_raw_us);
         printf(" | %9.3f %9.3f", r->launch_ours_us, r->launch_raw_us);
         print_ratio(r->launch_ours_us, r->launch_raw_us);
-        printf(" | %9.1f %9.1f", r->capture_ours_us, r->capture_raw_us);
+        printf(" | %9.2f %9.2f", r->capture_ours_us, r->capture_raw_us);
         print_ratio(r->capture_ours_us, r->capture_raw_us);
         printf("\n");
     }
@@ -259,88 +272,56 @@ int main(int argc, char **argv) {
                "cudaStreamGetCaptureInfo %.3f, cudaThreadExchangeStreamCaptureMode %.3f\n",
                bench_median(rec, REPEATS), bench_median(isc, REPEATS), bench_median(info, REPEATS),
                bench_median(xchg, REPEATS));
-        /* The run's noise floor: raw one-kernel captures against themselves. */
+        /* The run's noise floor (raw one-kernel captures against
+         * themselves), and what an event recorded just before the capture
+         * begins, as capturepool's capture fence is, costs raw CUDA. */
         st.kernels = 1;
-        double self_a, self_b;
-        capture_pairs(false, false, 200, s, pool, &st, &self_a, &self_b);
-        printf("one-kernel raw capture+end against itself (noise floor), us: %.2f and %.2f, %.3fx\n", self_a, self_b,
+        double self_a, self_b, after_record, alone;
+        capture_pairs(CAPTURE_RAW, CAPTURE_RAW, 200, s, pool, &st, &self_a, &self_b);
+        printf("one-kernel raw capture+end against itself (noise floor), us: %.3f and %.3f, %.3fx\n", self_a, self_b,
                self_a / self_b);
-        /* A one-kernel capture in phases, ours against raw, the order
-         * flipping as in capture_pairs. */
-        double ob[REPEATS], oe[REPEATS], rb[REPEATS], re[REPEATS];
-        for (int rep = 0; rep < REPEATS; rep++) {
-            double begin[2] = {0}, end[2] = {0}; /* [ours, raw] */
-            for (int i = 0; i < 200; i++)
-                for (int k = 0; k < 2; k++) {
-                    int raw = (rep + i + k) % 2;
-                    cpool_graph *g = NULL;
-                    cudaGraph_t graph = NULL;
-                    cudaGraphExec_t exec = NULL;
-                    double t0 = bench_now_ns();
-                    if (raw)
-                        BENCH_CHECK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeGlobal));
-                    else
-                        BENCH_CHECK(cpool_capture_begin(s, pool, CPOOL_CAPTURE_GLOBAL));
-                    double t1 = bench_now_ns();
-                    BENCH_CHECK(tick_step_enqueue(s, &st));
-                    double t2 = bench_now_ns();
-                    if (raw) {
-                        BENCH_CHECK(cudaStreamEndCapture(cs, &graph));
-                        BENCH_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-                    } else {
-                        BENCH_CHECK(cpool_capture_end(s, &g));
-                    }
-                    double t3 = bench_now_ns();
-                    if (raw) {
-                        cudaGraphExecDestroy(exec);
-                        cudaGraphDestroy(graph);
-                    }
-                    cpool_graph_release(g);
-                    begin[raw] += t1 - t0;
-                    end[raw] += t3 - t2;
-                }
-            ob[rep] = begin[0] / 200 / 1e3;
-            oe[rep] = end[0] / 200 / 1e3;
-            rb[rep] = begin[1] / 200 / 1e3;
-            re[rep] = end[1] / 200 / 1e3;
-        }
-        printf("one-kernel capture in phases, us: begin ours %.2f raw %.2f; end+instantiate ours %.2f raw %.2f\n",
-               bench_median(ob, REPEATS), bench_median(rb, REPEATS), bench_median(oe, REPEATS),
-               bench_median(re, REPEATS));
-        /* Raw alone and raw with an event recorded just before the capture
-         * begins, as capturepool's capture fence is: that part of the
-         * difference is the fence's own cost. */
-        cudaEvent_t fence;
-        cudaEventCreateWithFlags(&fence, cudaEventDisableTiming);
-        double fr[REPEATS], ar[REPEATS];
-        for (int rep = 0; rep < REPEATS; rep++) {
-            double with_record = 0, alone = 0;
-            for (int i = 0; i < 100; i++) {
-                for (int k = 0; k < 2; k++) {
-                    int variant = (rep + i + k) % 2;
-                    cudaGraph_t graph;
-                    cudaGraphExec_t exec;
-                    double t0 = bench_now_ns();
-                    if (variant == 0) cudaEventRecord(fence, cs);
+        BENCH_CHECK(cudaEventCreateWithFlags(&record_event, cudaEventDisableTiming));
+        capture_pairs(CAPTURE_RAW_AFTER_RECORD, CAPTURE_RAW, 200, s, pool, &st, &after_record, &alone);
+        BENCH_CHECK(cudaStreamSynchronize(cs));
+        cudaEventDestroy(record_event);
+        printf("one-kernel raw capture+end, us: after a cudaEventRecord %.3f, alone %.3f, %.3fx\n", after_record, alone,
+               after_record / alone);
+        /* A one-kernel capture in phases, ours against raw, single captures
+         * in the flipping order of capture_pairs. */
+        enum { PHASE_SAMPLES = REPEATS * 200 };
+        static double begin[2][PHASE_SAMPLES], end[2][PHASE_SAMPLES]; /* [ours, raw] */
+        for (int i = 0; i < PHASE_SAMPLES; i++)
+            for (int k = 0; k < 2; k++) {
+                int raw = (i + k) % 2;
+                cpool_graph *g = NULL;
+                cudaGraph_t graph = NULL;
+                cudaGraphExec_t exec = NULL;
+                double t0 = bench_now_ns();
+                if (raw)
                     BENCH_CHECK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeGlobal));
-                    BENCH_CHECK(tick_step_enqueue(s, &st));
+                else
+                    BENCH_CHECK(cpool_capture_begin(s, pool, CPOOL_CAPTURE_GLOBAL));
+                double t1 = bench_now_ns();
+                BENCH_CHECK(tick_step_enqueue(s, &st));
+                double t2 = bench_now_ns();
+                if (raw) {
                     BENCH_CHECK(cudaStreamEndCapture(cs, &graph));
                     BENCH_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-                    double t1 = bench_now_ns();
+                } else {
+                    BENCH_CHECK(cpool_capture_end(s, &g));
+                }
+                double t3 = bench_now_ns();
+                if (raw) {
                     cudaGraphExecDestroy(exec);
                     cudaGraphDestroy(graph);
-                    if (variant == 0)
-                        with_record += t1 - t0;
-                    else
-                        alone += t1 - t0;
                 }
+                cpool_graph_release(g);
+                begin[raw][i] = (t1 - t0) / 1e3;
+                end[raw][i] = (t3 - t2) / 1e3;
             }
-            fr[rep] = with_record / 100 / 1e3;
-            ar[rep] = alone / 100 / 1e3;
-        }
-        cudaEventDestroy(fence);
-        printf("one-kernel raw capture+end, us: after a cudaEventRecord %.2f, alone %.2f\n",
-               bench_median(fr, REPEATS), bench_median(ar, REPEATS));
+        printf("one-kernel capture in phases, us: begin ours %.3f raw %.3f; end+instantiate ours %.3f raw %.3f\n",
+               bench_median(begin[0], PHASE_SAMPLES), bench_median(begin[1], PHASE_SAMPLES),
+               bench_median(end[0], PHASE_SAMPLES), bench_median(end[1], PHASE_SAMPLES));
     }
 #endif
     for (int i = 0; i < nrows; i++)

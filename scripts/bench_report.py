@@ -54,11 +54,16 @@ def main():
         t_cpu, t_dev = torch.get(n, [float("nan")] * 2)
         rows.append([n, f"{e_dev:.1f}", f"{d_ours:.2f}", f"{d_raw:.2f}", f"{t_dev:.2f}",
                      f"{l_ours:.2f}", f"{l_raw:.2f}", f"{l_ours / l_raw:.3f}x", f"{t_cpu:.2f}",
-                     f"{c_ours:.1f}", f"{c_raw:.1f}", f"{c_ours / c_raw:.3f}x"])
+                     f"{c_ours:.2f}", f"{c_raw:.2f}", f"{c_ours / c_raw:.3f}x"])
     md += ["## Replay and capture (us; medians)", "",
            table(["kernels", "eager step (dev)", "replay dev: ours", "raw", "PyTorch",
                   "launch CPU: ours", "raw", "ours/raw", "PyTorch replay CPU",
                   "capture+end: ours", "raw", "ours/raw"], rows), ""]
+    # The one-kernel capture's noise floor, fence cost and phases.
+    capture_notes = [line for line in log_text(out, "launch-bench").splitlines()
+                     if line.startswith(("one-kernel", "parts of"))]
+    if capture_notes:
+        md += ["```", *capture_notes, "```", ""]
 
     up = [r for r in csv_rows(out, "update") if r[0] == "cuda"]
     md += ["## Graph update vs capturing anew (us; medians)", "",

@@ -177,13 +177,21 @@ static void op_retain_release(worker *w) {
     cpool_graph_release(g);
 }
 
+/* A launch of a shared graph may be refused as stale (another thread
+ * cleared its pool); any other status is a failure, reported with its
+ * message. */
+static void check_shared_launch(int line, cpool_status st) {
+    if (st != CPOOL_OK && st != CPOOL_ERR_STALE_GRAPH)
+        check_report_(__FILE__, line, "launch: %s: %s", cpool_status_string(st), cpool_last_error());
+}
+
 static void op_launch_shared(worker *w) {
     int k = (int)(next_rand(w) % NGRAPHS);
     cpool_graph *g = cpool_graph_retain(w->sh->graphs[k]);
     cpool_status st;
     pthread_mutex_lock(&w->sh->launch_mu[k % NPOOLS]);
     st = cpool_graph_launch(g, w->s);
-    CHECK(st == CPOOL_OK || st == CPOOL_ERR_STALE_GRAPH);
+    check_shared_launch(__LINE__, st);
     if (st == CPOOL_OK) w->shared_launches[k]++;
     if (st == CPOOL_ERR_STALE_GRAPH) w->stale_seen++;
     CHECK_OK(cpool_stream_synchronize(w->s));
@@ -212,8 +220,7 @@ static void op_capture_shared(worker *w) {
     pthread_mutex_lock(&w->sh->launch_mu[p]);
     for (i = 0; i < launches; i++) {
         cpool_status st = cpool_graph_launch(g, w->s);
-        if (st != CPOOL_OK && st != CPOOL_ERR_STALE_GRAPH)
-            check_report_(__FILE__, __LINE__, "launch: %s: %s", cpool_status_string(st), cpool_last_error());
+        check_shared_launch(__LINE__, st);
         if (st == CPOOL_OK) ok++;
         if (st == CPOOL_ERR_STALE_GRAPH) w->stale_seen++;
     }
