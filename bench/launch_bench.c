@@ -77,8 +77,8 @@ static double capture_once(capture_kind kind, cpool_stream *s, cpool_pool *pool,
  *   one side;
  * - a capture takes a few us and the host adds outliers of 10 us and more
  *   to some; a mean carries them, a median of single captures does not
- *   (raw against itself: within 0.5% this way, 2-3% with medians of
- *   per-batch means). */
+ *   (raw against itself: within 0.5% this way, up to 5% apart with medians
+ *   of per-batch means). */
 static void capture_pairs(capture_kind a_kind, capture_kind b_kind, int captures, cpool_stream *s, cpool_pool *pool,
                           tick_step *st, double *a_us, double *b_us) {
     int n = REPEATS * captures;
