@@ -57,9 +57,12 @@ typedef struct cpool__allocator {
     uint64_t next_free_seq;
     size_t restricted_blocks; /* free blocks reusable by one stream only */
     uint64_t max_reserved;    /* 0: unbounded */
-    /* Counters reported by cpool_pool_get_stats. */
-    uint64_t reserved, reserved_peak, allocated, allocated_peak, graph_reserved;
-    uint64_t live_block_bytes, alloc_count, free_count, segment_count;
+    /* Counters reported by cpool_pool_get_stats (the callers' own counters
+     * are the front cache's, front.h). */
+    uint64_t reserved, reserved_peak, graph_reserved, live_block_bytes, segment_count;
+    /* The live blocks' requested sizes, summed: the front's counters are
+     * checked against it. */
+    uint64_t allocated;
 } cpool__allocator;
 
 void cpool__allocator_init(cpool__allocator *a, const cpool__segment_source *source, uint64_t max_reserved);

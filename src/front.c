@@ -342,7 +342,7 @@ void cpool__front_check(cpool__front *f, const cpool__allocator *a) {
     INVARIANT(f->allocated == a->allocated - alloc_requested + requested,
               "allocated %llu, the allocator's blocks and the front's say %llu", (unsigned long long)f->allocated,
               (unsigned long long)(a->allocated - alloc_requested + requested));
-    INVARIANT(f->alloc_count - f->free_count == a->alloc_count - a->free_count - free_entries,
+    INVARIANT(f->alloc_count - f->free_count == a->map_count - free_entries,
               "alloc and free counts disagree with live blocks");
     INVARIANT(f->allocated <= f->allocated_peak, "peak");
     unlock(f);
