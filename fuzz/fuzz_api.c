@@ -827,16 +827,21 @@ static void op_pool_retain(rd *r) {
     P[pi].harness++;
 }
 
-static void op_pool_release(rd *r) {
-    int pi = pick_pool(u8(r));
-    if (pi < 0) return;
-    TRACE("pool_release #%u (harness refs %d)\n", P[pi].uid, P[pi].harness);
+/* Drops one of the harness's references to pool slot pi, model first. */
+static void release_pool_ref(int pi) {
     cpool_pool *p = P[pi].p;
     before_blocking();
     P[pi].harness--;
     pool_refs_changed(pi, true);
     cpool_pool_release(p);
     run_verifies();
+}
+
+static void op_pool_release(rd *r) {
+    int pi = pick_pool(u8(r));
+    if (pi < 0) return;
+    TRACE("pool_release #%u (harness refs %d)\n", P[pi].uid, P[pi].harness);
+    release_pool_ref(pi);
 }
 
 static void op_record(rd *r) {
@@ -1575,15 +1580,20 @@ static void op_graph_retain(rd *r) {
     G[gi].refs++;
 }
 
-static void op_graph_release(rd *r) {
-    int gi = pick_graph(u8(r));
-    if (gi < 0) return;
-    TRACE("graph_release %d (refs %d)\n", gi, G[gi].refs);
+/* Drops one of the harness's references to graph slot gi, model first. */
+static void release_graph_ref(int gi) {
     cpool_graph *g = G[gi].g;
     before_blocking();
     graph_release_model(gi, true);
     cpool_graph_release(g);
     run_verifies();
+}
+
+static void op_graph_release(rd *r) {
+    int gi = pick_graph(u8(r));
+    if (gi < 0) return;
+    TRACE("graph_release %d (refs %d)\n", gi, G[gi].refs);
+    release_graph_ref(gi);
 }
 
 /* ---- operations: callbacks, streams, misc ------------------------------------------ */
@@ -1987,22 +1997,9 @@ static void finish(void) {
         if (S[s] && C[s].active) do_capture_end(s);
     if (S[TEMP]) destroy_temp();
     for (int gi = 0; gi < NGRAPH; gi++)
-        while (G[gi].g) {
-            cpool_graph *g = G[gi].g;
-            before_blocking();
-            graph_release_model(gi, true);
-            cpool_graph_release(g);
-            run_verifies();
-        }
+        while (G[gi].g) release_graph_ref(gi);
     for (int pi = 0; pi < NPOOL; pi++)
-        while (P[pi].state == SLOT_LIVE && P[pi].harness > 0) {
-            cpool_pool *p = P[pi].p;
-            before_blocking();
-            P[pi].harness--;
-            pool_refs_changed(pi, true);
-            cpool_pool_release(p);
-            run_verifies();
-        }
+        while (P[pi].state == SLOT_LIVE && P[pi].harness > 0) release_pool_ref(pi);
     for (int s = 0; s < NS; s++)
         if (S[s]) do_sync(s);
     before_blocking();
