@@ -102,11 +102,10 @@ static void capture_pairs(capture_kind a_kind, capture_kind b_kind, int captures
     free(b);
 }
 
-static void measure(cpool_device *dev, cpool_stream *s, cpool_pool *pool, tick_step *st, row *r) {
+static void measure(cpool_stream *s, cpool_pool *pool, tick_step *st, row *r) {
     double a[REPEATS], b[REPEATS];
     int launches = st->kernels >= 1000 ? 20 : st->kernels >= 100 ? 100 : 400;
     int captures = st->kernels >= 1000 ? 10 : st->kernels >= 100 ? 50 : 200;
-    (void)dev;
 
     /* Eager: CPU time to enqueue a step, and the step's time to completion. */
     for (int rep = 0; rep < REPEATS; rep++) {
@@ -230,7 +229,7 @@ int main(int argc, char **argv) {
         st.kernels = n;
         row *r = &rows[nrows++];
         r->kernels = n;
-        measure(dev, s, pool, &st, r);
+        measure(s, pool, &st, r);
         printf("%7d | %9.2f %9.2f | %9.2f %9.2f", n, r->eager_cpu_us, r->eager_dev_us, r->dev_ours_us, r->dev_raw_us);
         print_ratio(r->dev_ours_us, r->dev_raw_us);
         printf(" | %9.3f %9.3f", r->launch_ours_us, r->launch_raw_us);
