@@ -1,12 +1,13 @@
 /*
  * Capture: begin / end / status and the scoped form.
  *
- * A capture begun here is a cpool__capture attached to its stream. It holds
- * a reference to every pool it uses (the bound one first), so the pools
+ * A capture begun here is a cpool__capture kept in its stream. It holds a
+ * reference to every pool it uses (the bound one first), so the pools
  * outlive the capture; at a successful end the references move into the
  * graph, and on every failure they are dropped, leaving nothing behind.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -16,11 +17,26 @@ bool cpool__capture_holds(const cpool__capture *cap, const cpool_pool *pool) {
     return false;
 }
 
+static void capture_init(cpool__capture *cap, cpool_capture_mode mode) {
+    *cap = (cpool__capture){.mode = mode, .pool_cap = CPOOL__CAPTURE_INLINE_POOLS};
+    cap->pools = cap->inline_pools;
+}
+
+void cpool__capture_move(cpool__capture *to, cpool__capture *from) {
+    *to = *from;
+    if (from->pools == from->inline_pools) to->pools = to->inline_pools;
+    from->pools = from->inline_pools;
+    from->pool_count = 0;
+    from->pool_cap = CPOOL__CAPTURE_INLINE_POOLS;
+}
+
 cpool_status cpool__capture_reserve(cpool__capture *cap) {
     if (cap->pool_count < cap->pool_cap) return CPOOL_OK;
-    size_t n = cap->pool_cap ? 2 * cap->pool_cap : 4;
-    cpool__held_pool *pools = cpool__realloc(cap->pools, n * sizeof *pools);
+    size_t n = 2 * cap->pool_cap;
+    bool on_heap = cap->pools != cap->inline_pools;
+    cpool__held_pool *pools = cpool__realloc(on_heap ? cap->pools : NULL, n * sizeof *pools);
     if (!pools) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory holding a pool for a capture");
+    if (!on_heap) memcpy(pools, cap->inline_pools, cap->pool_count * sizeof *pools);
     cap->pools = pools;
     cap->pool_cap = n;
     return CPOOL_OK;
@@ -32,13 +48,20 @@ void cpool__capture_hold(cpool__capture *cap, cpool_pool *pool) {
     cpool__pool_capture_attach(pool);
 }
 
-static void capture_free(cpool__capture *cap) {
+/* Empties the capture without touching the pools (their references are
+ * someone else's now). */
+static void capture_forget(cpool__capture *cap) {
+    if (cap->pools != cap->inline_pools) free(cap->pools);
+    capture_init(cap, cap->mode);
+}
+
+/* Drops the capture's references. */
+static void capture_release(cpool__capture *cap) {
     for (size_t i = 0; i < cap->pool_count; i++) {
         cpool__pool_capture_detach(cap->pools[i].pool);
         cpool_pool_release(cap->pools[i].pool);
     }
-    free(cap->pools);
-    free(cap);
+    capture_forget(cap);
 }
 
 /* What makes a capture on s with pool and mode impossible, checked before
@@ -60,35 +83,35 @@ static cpool_status capture_check(const char *what, cpool_stream *s, cpool_pool 
 }
 
 cpool_status cpool_capture_begin(cpool_stream *s, cpool_pool *pool, cpool_capture_mode mode) {
-    cpool_status check = capture_check("cpool_capture_begin", s, pool, mode, false);
-    if (check != CPOOL_OK) return check;
-    cpool__capture *cap = cpool__calloc(1, sizeof *cap);
-    if (!cap) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory beginning a capture");
-    cpool_status st = pool ? cpool__capture_reserve(cap) : CPOOL_OK;
-    if (st == CPOOL_OK && pool) cpool__capture_hold(cap, pool);
-    cap->has_bound_pool = pool != NULL;
-    cap->mode = mode;
+    cpool_status st = capture_check("cpool_capture_begin", s, pool, mode, false);
+    if (st != CPOOL_OK) return st;
+    /* Built here and moved into the stream once the backend capture began:
+     * a capture costs no allocation unless it holds many pools. */
+    cpool__capture cap;
+    capture_init(&cap, mode);
+    if (pool) cpool__capture_hold(&cap, pool); /* fits inline */
+    cap.has_bound_pool = pool != NULL;
     cpool__bevent *fence = NULL;
-    if (st == CPOOL_OK) st = cpool__stream_capture_fence(s, &fence);
-    if (st == CPOOL_OK) st = cpool__stream_begin_capture(s, mode, fence, cap);
-    if (st != CPOOL_OK) capture_free(cap);
+    st = cpool__stream_capture_fence(s, &fence);
+    if (st == CPOOL_OK) st = cpool__stream_begin_capture(s, mode, fence, &cap);
+    if (st != CPOOL_OK) capture_release(&cap);
     return st;
 }
 
 /* Ends the backend capture and wraps it; on failure drops the capture. */
 static cpool_status capture_finish(cpool_stream *s, bool instantiate, cpool_graph **graph_out) {
-    cpool__capture *cap = s->capture;
-    cpool__stream_clear_capture(s);
+    cpool__capture cap;
+    cpool__stream_take_capture(s, &cap);
     cpool__bgraph *impl = NULL;
     cpool_status st = s->dev->be->capture_end(s->impl, instantiate, &impl);
     if (st == CPOOL_OK) {
-        st = cpool__graph_wrap(s->dev, impl, cap, graph_out); /* takes cap's references on success */
+        st = cpool__graph_wrap(s->dev, impl, &cap, graph_out);
         if (st != CPOOL_OK) s->dev->be->graph_destroy(impl);
     }
     if (st == CPOOL_OK)
-        free(cap); /* its references are the graph's now */
+        capture_forget(&cap); /* its references are the graph's now */
     else
-        capture_free(cap);
+        capture_release(&cap);
     return st;
 }
 

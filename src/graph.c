@@ -21,26 +21,40 @@ struct cpool_graph {
     cpool__bgraph *impl;
     cpool__held_pool *pools; /* pools[0] is the capture's bound pool when has_bound_pool */
     size_t pool_count;
+    bool pools_on_heap; /* else `pools` is own_pools */
     bool has_bound_pool;
     cpool_capture_mode mode; /* of its capture, reused by update */
     _Atomic uint64_t replays;
+    cpool__held_pool own_pools[]; /* the capture's, allocated with the graph */
 };
 
-cpool_status cpool__graph_wrap(cpool_device *dev, cpool__bgraph *impl, cpool__capture *cap, cpool_graph **out) {
-    cpool_graph *g = cpool__calloc(1, sizeof *g);
+cpool_status cpool__graph_wrap(cpool_device *dev, cpool__bgraph *impl, const cpool__capture *cap, cpool_graph **out) {
+    /* malloc, not calloc: glibc's calloc is several times slower, and a
+     * capture's end is on the clock. */
+    cpool_graph *g = cpool__malloc(sizeof *g + cap->pool_count * sizeof(cpool__held_pool));
     if (!g) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory ending a capture");
+    memset(g, 0, sizeof *g);
     atomic_init(&g->refs, 1);
+    atomic_init(&g->replays, 0);
     g->dev = cpool__device_retain(dev);
     g->impl = impl;
-    g->pools = cap->pools; /* the capture's references move here */
+    g->pools = g->own_pools; /* the capture's references, now the graph's */
     g->pool_count = cap->pool_count;
+    if (cap->pool_count) memcpy(g->pools, cap->pools, cap->pool_count * sizeof *g->pools);
     g->has_bound_pool = cap->has_bound_pool;
     g->mode = cap->mode;
     for (size_t i = 0; i < g->pool_count; i++) cpool__pool_capture_to_graph(g->pools[i].pool);
-    cap->pools = NULL;
-    cap->pool_count = 0;
     *out = g;
     return CPOOL_OK;
+}
+
+/* Drops a graph's references to its pools. */
+static void release_pools(cpool__held_pool *pools, size_t count, bool on_heap) {
+    for (size_t i = 0; i < count; i++) {
+        cpool__pool_graph_detach(pools[i].pool);
+        cpool_pool_release(pools[i].pool);
+    }
+    if (on_heap) free(pools);
 }
 
 /* Enters every pool's launch bracket, or none (then the graph is stale). */
@@ -100,9 +114,17 @@ cpool_status cpool_graph_update(cpool_graph *g, cpool_stream *s, cpool_capture_f
     cpool_graph *fresh = NULL;
     st = cpool__capture_run(s, cpool_graph_pool(g), g->mode, body, ctx, false, &fresh);
     if (st != CPOOL_OK) return st;
+    /* g takes fresh's pool references into an array of its own: made first,
+     * so that a failure leaves g as it was. */
+    cpool__held_pool *pools = cpool__malloc((fresh->pool_count ? fresh->pool_count : 1) * sizeof *pools);
+    if (!pools) {
+        cpool_graph_release(fresh);
+        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory updating a graph");
+    }
     if (!g->dev->be->graph_update_in_place(g->impl, fresh->impl)) {
         st = g->dev->be->graph_instantiate(fresh->impl);
         if (st != CPOOL_OK) {
+            free(pools);
             cpool_graph_release(fresh);
             return st;
         }
@@ -110,15 +132,18 @@ cpool_status cpool_graph_update(cpool_graph *g, cpool_stream *s, cpool_capture_f
         g->impl = fresh->impl;
         fresh->impl = impl;
     }
-    /* g now runs the new work; it takes the new capture's pool references,
-     * and fresh leaves with everything g no longer needs. */
-    cpool__held_pool *pools = g->pools;
-    size_t count = g->pool_count;
-    g->pools = fresh->pools;
+    /* g now runs the new work with the new capture's pools; the old
+     * executable leaves with fresh, then the old pools are dropped. */
+    cpool__held_pool *old = g->pools;
+    size_t old_count = g->pool_count;
+    bool old_on_heap = g->pools_on_heap;
+    memcpy(pools, fresh->pools, fresh->pool_count * sizeof *pools);
+    g->pools = pools;
     g->pool_count = fresh->pool_count;
-    fresh->pools = pools;
-    fresh->pool_count = count;
+    g->pools_on_heap = true;
+    fresh->pool_count = 0;
     cpool_graph_release(fresh);
+    release_pools(old, old_count, old_on_heap);
     return CPOOL_OK;
 }
 
@@ -135,11 +160,7 @@ cpool_graph *cpool_graph_retain(cpool_graph *g) {
 void cpool_graph_release(cpool_graph *g) {
     if (!g || atomic_fetch_sub(&g->refs, 1) != 1) return;
     g->dev->be->graph_destroy(g->impl);
-    for (size_t i = 0; i < g->pool_count; i++) {
-        cpool__pool_graph_detach(g->pools[i].pool);
-        cpool_pool_release(g->pools[i].pool);
-    }
-    free(g->pools);
+    release_pools(g->pools, g->pool_count, g->pools_on_heap);
     cpool__device_release(g->dev);
     free(g);
 }

@@ -88,24 +88,7 @@ typedef enum cpool__fence_result {
 /* Records `ev` on the live stream with this id. */
 cpool__fence_result cpool__device_fence_stream(cpool_device *dev, uint64_t stream_id, cpool__bevent *ev);
 
-/* ---- stream.c ------------------------------------------------------------ */
-
-typedef struct cpool__capture cpool__capture;
-
-struct cpool_stream {
-    cpool_device *dev;
-    cpool__bstream *impl;
-    uint64_t id; /* unique for the process's life: tags freed blocks */
-    bool owned;
-    /* The capture begun here with cpool_capture_begin, and an event recorded
-     * just before it began, so teardown can wait for the work enqueued
-     * before the capture. Both change under dev->streams_mu. */
-    cpool__capture *capture;
-    cpool__shared_event *capture_fence;
-    struct cpool_stream *next_in_device, *prev_in_device;
-};
-
-/* ---- capture.c ----------------------------------------------------------- */
+/* ---- capture.c: the capture record, which a stream embeds ------------- */
 
 /* A pool a capture or graph holds, with the pool's generation when the
  * capture took hold of it (a later clear makes the graph stale). */
@@ -114,25 +97,52 @@ typedef struct cpool__held_pool {
     uint64_t generation;
 } cpool__held_pool;
 
-struct cpool__capture {
+/* Pools a capture holds without a heap array: the bound one and a few more. */
+#define CPOOL__CAPTURE_INLINE_POOLS 4
+
+typedef struct cpool__capture {
     cpool_capture_mode mode;
     /* pools[0] is the pool bound at begin (when there is one), then every
      * other pool allocated from or freed to under the capture. Each is a
-     * reference. */
+     * reference. `pools` is inline_pools until more are held. */
     cpool__held_pool *pools;
     size_t pool_count, pool_cap;
     bool has_bound_pool;
+    cpool__held_pool inline_pools[CPOOL__CAPTURE_INLINE_POOLS];
+} cpool__capture;
+
+/* ---- stream.c ------------------------------------------------------------ */
+
+struct cpool_stream {
+    cpool_device *dev;
+    cpool__bstream *impl;
+    uint64_t id; /* unique for the process's life: tags freed blocks */
+    bool owned;
+    /* The capture begun here with cpool_capture_begin (&capture_storage
+     * while it runs), and an event recorded just before it began, so teardown
+     * can wait for the work enqueued before the capture. Both change under
+     * dev->streams_mu. */
+    cpool__capture *capture;
+    cpool__shared_event *capture_fence;
+    struct cpool_stream *next_in_device, *prev_in_device;
+    cpool__capture capture_storage;
 };
+
+/* ---- capture.c ----------------------------------------------------------- */
+
+/* Moves a capture to `to` (its references go along). */
+void cpool__capture_move(cpool__capture *to, cpool__capture *from);
 
 /* The event to record on s just before a capture begins there (its capture
  * fence), made or renewed as needed. */
 cpool_status cpool__stream_capture_fence(cpool_stream *s, cpool__bevent **out);
-/* Begins the backend capture on s (recording `fence` first) and attaches
- * cap, atomically for other threads' quiesces and fences. */
+/* Begins the backend capture on s (recording `fence` first) and moves *cap
+ * into the stream, atomically for other threads' quiesces and fences. On
+ * failure *cap is left as it was. */
 cpool_status cpool__stream_begin_capture(cpool_stream *s, cpool_capture_mode mode, cpool__bevent *fence,
                                          cpool__capture *cap);
-/* Detaches s's capture under the device's stream lock. */
-void cpool__stream_clear_capture(cpool_stream *s);
+/* Moves s's capture out to *cap under the device's stream lock. */
+void cpool__stream_take_capture(cpool_stream *s, cpool__capture *cap);
 /* Ends a capture begun on s (if any) and discards it with its references. */
 void cpool__capture_discard(cpool_stream *s);
 /* cpool_capture, but without instantiating when `instantiate` is false (the
@@ -148,9 +158,9 @@ void cpool__capture_hold(cpool__capture *cap, cpool_pool *pool);
 
 /* ---- graph.c ------------------------------------------------------------- */
 
-/* Wraps an instantiated capture; on success the graph takes the capture's
- * pool references (cap is left empty). */
-cpool_status cpool__graph_wrap(cpool_device *dev, cpool__bgraph *impl, cpool__capture *cap, cpool_graph **out);
+/* Wraps an ended capture; on success the graph owns the capture's pool
+ * references (the caller then forgets them). */
+cpool_status cpool__graph_wrap(cpool_device *dev, cpool__bgraph *impl, const cpool__capture *cap, cpool_graph **out);
 
 /* ---- param.c ------------------------------------------------------------- */
 

@@ -49,6 +49,10 @@ struct cpool_pool {
     atomic_int refs;
     cpool_device *dev;
     pthread_mutex_t mu;
+    /* Guarded by mu and kept on its cache line: every capture's begin and
+     * end updates them. */
+    size_t graph_count, capture_count;
+    uint64_t holder_epoch; /* counts every graph or capture that took hold */
     pthread_mutex_t drop_mu; /* held by a clear from taking its records to its last drop */
     atomic_bool sealed;
     _Atomic uint64_t generation;
@@ -67,8 +71,6 @@ struct cpool_pool {
     size_t spare_count, spare_cap;
 
     cpool_param *params; /* blocks for the pool's whole life */
-    size_t graph_count, capture_count;
-    uint64_t holder_epoch; /* counts every graph or capture that took hold */
 
     cpool__deferred deferred_clear;
     cpool__deferred deferred_destroy;

@@ -57,14 +57,19 @@ cpool_status cpool__stream_begin_capture(cpool_stream *s, cpool_capture_mode mod
      * checks whether a stream captures and records an event on it under
      * that lock, and must not see the capture begin in between. */
     pthread_mutex_lock(&s->dev->streams_mu);
-    cpool_status st = s->dev->be->capture_begin(s->impl, mode, fence);
-    if (st == CPOOL_OK) s->capture = cap;
+    cpool_status st = s->capture ? cpool__fail(CPOOL_ERR_ALREADY_CAPTURING, "the stream is already capturing")
+                                 : s->dev->be->capture_begin(s->impl, mode, fence);
+    if (st == CPOOL_OK) {
+        cpool__capture_move(&s->capture_storage, cap);
+        s->capture = &s->capture_storage;
+    }
     pthread_mutex_unlock(&s->dev->streams_mu);
     return st;
 }
 
-void cpool__stream_clear_capture(cpool_stream *s) {
+void cpool__stream_take_capture(cpool_stream *s, cpool__capture *cap) {
     pthread_mutex_lock(&s->dev->streams_mu);
+    cpool__capture_move(cap, s->capture);
     s->capture = NULL;
     pthread_mutex_unlock(&s->dev->streams_mu);
 }

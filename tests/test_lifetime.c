@@ -339,6 +339,72 @@ static void graph_holds_other_pool_used_under_capture(cpool_device *dev) {
     cpool_stream_destroy(s);
 }
 
+/* A capture that uses more pools than it holds without a heap array: every
+ * pool is held by the graph (or, for a broken capture, by nobody), through
+ * an update to fewer pools too. */
+enum { MANY_POOLS = 10 };
+
+typedef struct many_pools {
+    cpool_pool *pools[MANY_POOLS];
+    int used; /* the body allocates from pools[0..used) */
+} many_pools;
+
+static cpool_status alloc_from_each(cpool_stream *s, void *ctx) {
+    many_pools *m = ctx;
+    for (int i = 0; i < m->used; i++) {
+        void *p = NULL;
+        cpool_status st = cpool_alloc(m->pools[i], 512, s, &p);
+        if (st == CPOOL_OK) st = cpool_free(m->pools[i], p, s);
+        if (st != CPOOL_OK) return st;
+    }
+    return CPOOL_OK;
+}
+
+static void graph_holds_many_pools_used_under_capture(cpool_device *dev) {
+    static drop_log log;
+    static tracked objs[MANY_POOLS];
+    many_pools m = {.used = MANY_POOLS};
+    cpool_stream *s = NULL;
+    cpool_graph *g = NULL;
+    drop_log_init(&log);
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    for (int i = 0; i < MANY_POOLS; i++) {
+        tracked_init(&objs[i], &log, i, NULL);
+        REQUIRE_OK(cpool_pool_create(dev, NULL, &m.pools[i]));
+        CHECK_OK(cpool_pool_record(m.pools[i], &objs[i], tracked_drop, NULL));
+    }
+
+    /* A broken capture holds nothing once it ended. */
+    REQUIRE_OK(cpool_capture_begin(s, m.pools[0], CPOOL_CAPTURE_GLOBAL));
+    CHECK_OK(alloc_from_each(s, &m));
+    CHECK_STATUS(cpool_stream_synchronize(s), CPOOL_ERR_CAPTURE_INVALIDATED);
+    CHECK_STATUS(cpool_capture_end(s, &g), CPOOL_ERR_CAPTURE_INVALIDATED);
+    CHECK(g == NULL);
+    for (int i = 0; i < MANY_POOLS; i++) CHECK_EQ(stats_of(m.pools[i]).graph_count, 0);
+
+    REQUIRE_OK(cpool_capture(s, m.pools[0], CPOOL_CAPTURE_GLOBAL, alloc_from_each, &m, &g));
+    CHECK_PTR_EQ(cpool_graph_pool(g), m.pools[0]);
+    for (int i = 0; i < MANY_POOLS; i++) CHECK_EQ(stats_of(m.pools[i]).graph_count, 1);
+
+    /* Updated to work on the first three pools: the others are let go. */
+    m.used = 3;
+    CHECK_OK(cpool_graph_update(g, s, alloc_from_each, &m));
+    CHECK_PTR_EQ(cpool_graph_pool(g), m.pools[0]);
+    for (int i = 0; i < MANY_POOLS; i++) CHECK_EQ(stats_of(m.pools[i]).graph_count, i < 3 ? 1 : 0);
+
+    for (int i = 0; i < MANY_POOLS; i++) cpool_pool_release(m.pools[i]);
+    for (int i = 3; i < MANY_POOLS; i++) CHECK(wait_for_int(&objs[i].drops, 1, WAIT_TIMEOUT_MS));
+    for (int i = 0; i < 3; i++) CHECK_EQ(aload(&objs[i].drops), 0);
+    CHECK_OK(cpool_graph_launch(g, s));
+    CHECK_OK(cpool_stream_synchronize(s));
+    cpool_graph_release(g);
+    for (int i = 0; i < MANY_POOLS; i++) {
+        CHECK(wait_for_int(&objs[i].drops, 1, WAIT_TIMEOUT_MS));
+        CHECK_EQ(aload(&objs[i].drops), 1);
+    }
+    cpool_stream_destroy(s);
+}
+
 /* Every object is dropped exactly once across clears, graphs, retains and
  * the last release, in registration order within each batch. */
 static void exactly_once_across_everything(cpool_device *dev) {
@@ -584,6 +650,7 @@ static const check_case cases[] = {
     CHECK_CASE(release_waits_for_every_stream),
     CHECK_CASE(graph_released_while_running),
     CHECK_CASE(graph_holds_other_pool_used_under_capture),
+    CHECK_CASE(graph_holds_many_pools_used_under_capture),
     CHECK_CASE(exactly_once_across_everything),
     CHECK_CASE(deferred_clear_then_release_keeps_order),
     CHECK_CASE(graph_outlives_closed_device),
