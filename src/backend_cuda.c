@@ -40,8 +40,12 @@ typedef struct cuda_capture {
     thunk *thunks;
 } cuda_capture;
 
+/* The driver's cuEventRecord, as the runtime hands it out. */
+typedef int (*driver_event_record_fn)(cudaEvent_t event, cudaStream_t stream);
+
 struct cpool__bdevice {
     int ordinal;
+    driver_event_record_fn driver_event_record; /* NULL where the runtime has none to give */
     pthread_mutex_t captures_mu;
     cuda_capture *captures;
 };
@@ -50,6 +54,7 @@ struct cpool__bstream {
     cpool__bdevice *dev;
     cudaStream_t stream;
     bool owned;
+    bool legacy; /* the legacy default stream, wrapped */
     cuda_capture *capture; /* the capture begun on this stream, if any: &capture_storage */
     cuda_capture capture_storage;
 };
@@ -124,6 +129,19 @@ static void guard_exit(device_guard *g) {
 
 /* ---- device and memory --------------------------------------------------- */
 
+static driver_event_record_fn find_driver_event_record(void) {
+    void *fn = NULL;
+#if CUDART_VERSION >= 12050
+    enum cudaDriverEntryPointQueryResult found;
+    if (cudaGetDriverEntryPointByVersion("cuEventRecord", &fn, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+        cudaGetLastError();
+        fn = NULL;
+    }
+#endif
+    return (driver_event_record_fn)fn;
+}
+
 static cpool_status cuda_device_open(int ordinal, cpool__bdevice **out) {
     int count = 0;
     cudaError_t err = cudaGetDeviceCount(&count);
@@ -143,6 +161,7 @@ static cpool_status cuda_device_open(int ordinal, cpool__bdevice **out) {
     if (st == CPOOL_OK) {
         err = cudaFree(NULL); /* creates the primary context now, not inside a later capture */
         guard_exit(&g);
+        if (err == cudaSuccess) d->driver_event_record = find_driver_event_record();
         if (err != cudaSuccess) st = cuda_fail(err, "initialising the device");
     }
     if (st != CPOOL_OK) {
@@ -190,6 +209,7 @@ static cpool_status cuda_stream_create(cpool__bdevice *dev, void *native, bool w
     s->dev = dev;
     if (wrap) {
         s->stream = (cudaStream_t)native;
+        s->legacy = s->stream == NULL || s->stream == cudaStreamLegacy;
     } else {
         device_guard g;
         cpool_status st = guard_enter(&g, dev, false);
@@ -416,15 +436,32 @@ static cpool_status cuda_event_synchronize(cpool__bevent *ev) {
 
 /* ---- capture and graphs -------------------------------------------------- */
 
+/* Whether the stream captures now; a failed query counts as capturing, so
+ * that nothing is enqueued into a capture that could not be seen. */
+static bool stream_captures(cudaStream_t stream) {
+    enum cudaStreamCaptureStatus status;
+    cudaError_t err = cudaStreamIsCapturing(stream, &status);
+    if (err != cudaSuccess) cudaGetLastError();
+    return err != cudaSuccess || status != cudaStreamCaptureStatusNone;
+}
+
+/* The capture fence's record. The driver's entry point skips the runtime's
+ * wrapper, a measurable part of a one-kernel capture; where it is missing or
+ * fails, the runtime's call does the work or names the error. */
+static cudaError_t record_fence(cpool__bstream *s, cudaEvent_t event) {
+    if (s->dev->driver_event_record && s->dev->driver_event_record(event, s->stream) == 0) return cudaSuccess;
+    return cudaEventRecord(event, s->stream);
+}
+
 static cpool_status cuda_capture_begin(cpool__bstream *s, cpool_capture_mode mode, cpool__bevent *fence) {
     static const enum cudaStreamCaptureMode modes[] = {
         [CPOOL_CAPTURE_GLOBAL] = cudaStreamCaptureModeGlobal,
         [CPOOL_CAPTURE_THREAD_LOCAL] = cudaStreamCaptureModeThreadLocal,
         [CPOOL_CAPTURE_RELAXED] = cudaStreamCaptureModeRelaxed,
     };
-    enum cudaStreamCaptureStatus status;
-    CHECK_CUDA(cudaStreamIsCapturing(s->stream, &status));
-    if (status != cudaStreamCaptureStatusNone)
+    /* Work on the legacy stream would join any capture of a blocking stream
+     * and break it, so only there is the state asked before the fence. */
+    if (s->legacy && stream_captures(s->stream))
         return cpool__fail(CPOOL_ERR_ALREADY_CAPTURING, "the stream is already capturing");
     cuda_capture *c = &s->capture_storage;
     *c = (cuda_capture){.origin = s->stream};
@@ -432,18 +469,23 @@ static cpool_status cuda_capture_begin(cpool__bstream *s, cpool_capture_mode mod
      * during the capture waits for. Recording it always is cheaper than
      * asking first whether the stream is idle: measured side by side on an
      * H200, a cudaStreamQuery here cost more than the record, and so did a
-     * cuStreamWriteValue32 in the event's place. */
+     * cuStreamWriteValue32 in the event's place. A stream captured outside
+     * capturepool is told apart only if the begin fails, to keep the common
+     * case to two calls: a record into such a capture adds no node to it. */
     cudaError_t err = cudaSuccess;
     if (fence) {
-        err = cudaEventRecord(fence->event, s->stream);
+        err = record_fence(s, fence->event);
         fence->recorded = err == cudaSuccess;
     }
     if (err == cudaSuccess) err = cudaStreamBeginCapture(s->stream, modes[mode]);
     if (err != cudaSuccess) {
         cpool_status st = cuda_fail(err, fence && !fence->recorded ? "cudaEventRecord" : "cudaStreamBeginCapture");
-        cudaGraph_t graph = NULL;
-        if (cudaStreamEndCapture(s->stream, &graph) != cudaSuccess) cudaGetLastError();
-        if (graph) cudaGraphDestroy(graph);
+        if (stream_captures(s->stream)) {
+            /* Someone else's capture: the fence, if it went in, belongs to
+             * it and marks nothing to wait for. */
+            if (fence) fence->recorded = false;
+            return cpool__fail(CPOOL_ERR_ALREADY_CAPTURING, "the stream is already capturing");
+        }
         return st;
     }
     pthread_mutex_lock(&s->dev->captures_mu);
@@ -487,14 +529,13 @@ static cpool_status cuda_capture_end(cpool__bstream *s, bool instantiate, cpool_
         free_thunks(thunks);
         return st;
     }
-    cpool__bgraph *g = cpool__calloc(1, sizeof *g);
+    cpool__bgraph *g = cpool__malloc(sizeof *g); /* not calloc: glibc's is several times slower */
     if (!g) {
         cudaGraphDestroy(graph);
         free_thunks(thunks);
         return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory ending a capture");
     }
-    g->graph = graph;
-    g->has_host_work = thunks != NULL;
+    *g = (cpool__bgraph){.graph = graph, .has_host_work = thunks != NULL};
     if (thunks) {
         /* From here the driver owns the thunk list: the user object frees it. */
         cudaUserObject_t owner;

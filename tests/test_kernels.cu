@@ -1,6 +1,9 @@
 /* CUDA only: real kernels captured into graphs whose buffers come from
- * cpool_alloc, allocation under GLOBAL capture while the pool grows, and a
- * graph released while its kernels still run. Skips visibly without a GPU. */
+ * cpool_alloc, allocation under GLOBAL capture while the pool grows, a graph
+ * released while its kernels still run, and capture_begin on a stream
+ * captured outside capturepool. Skips visibly without a GPU. */
+#include <string.h>
+
 #include <cuda_runtime.h>
 
 #include "check.h"
@@ -306,11 +309,69 @@ static void wrapped_user_stream_capture(cpool_device *dev) {
     CHECK_CUDA(cudaStreamDestroy(user));
 }
 
+static bool stream_status_is(cpool_stream *s, enum cudaStreamCaptureStatus want) {
+    enum cudaStreamCaptureStatus status;
+    return CHECK_CUDA(cudaStreamIsCapturing(native(s), &status)) && status == want;
+}
+
+/* A stream whose capture was begun outside capturepool: cpool_capture_begin
+ * refuses it and leaves that capture as it was (the capture fence recorded
+ * into it adds no node); an invalidated one is refused too. After either,
+ * capturepool's own capture works on the stream. */
+static void begin_on_stream_captured_outside(cpool_device *dev) {
+    const int n = 256;
+    cpool_stream *s = NULL;
+    cpool_pool *pool = NULL;
+    cpool_graph *g = NULL;
+    cudaGraph_t graph = NULL;
+    size_t nodes = 0;
+    void *y = NULL;
+    float h[256];
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    REQUIRE_OK(cpool_alloc(pool, sizeof h, s, &y));
+
+    REQUIRE(CHECK_CUDA(cudaStreamBeginCapture(native(s), cudaStreamCaptureModeGlobal)));
+    k_fill<<<blocks_for(n), 256, 0, native(s)>>>((float *)y, 1.0f, n);
+    CHECK_STATUS(cpool_capture_begin(s, pool, CPOOL_CAPTURE_GLOBAL), CPOOL_ERR_ALREADY_CAPTURING);
+    CHECK(strstr(cpool_last_error(), "already capturing") != NULL);
+    CHECK_STATUS(cpool_capture_begin(s, NULL, CPOOL_CAPTURE_RELAXED), CPOOL_ERR_ALREADY_CAPTURING);
+    CHECK(stream_status_is(s, cudaStreamCaptureStatusActive));
+    REQUIRE(CHECK_CUDA(cudaStreamEndCapture(native(s), &graph)));
+    CHECK(CHECK_CUDA(cudaGraphGetNodes(graph, NULL, &nodes)) && nodes == 1);
+    CHECK_CUDA(cudaGraphDestroy(graph));
+
+    /* A stream query is forbidden under GLOBAL capture: it breaks it. */
+    REQUIRE(CHECK_CUDA(cudaStreamBeginCapture(native(s), cudaStreamCaptureModeGlobal)));
+    CHECK(cudaStreamQuery(native(s)) != cudaSuccess);
+    cudaGetLastError();
+    CHECK(stream_status_is(s, cudaStreamCaptureStatusInvalidated));
+    CHECK_STATUS(cpool_capture_begin(s, pool, CPOOL_CAPTURE_GLOBAL), CPOOL_ERR_ALREADY_CAPTURING);
+    CHECK(stream_status_is(s, cudaStreamCaptureStatusInvalidated));
+    graph = NULL;
+    CHECK(cudaStreamEndCapture(native(s), &graph) != cudaSuccess);
+    cudaGetLastError();
+    CHECK(graph == NULL);
+
+    REQUIRE_OK(cpool_capture_begin(s, pool, CPOOL_CAPTURE_GLOBAL));
+    k_fill<<<blocks_for(n), 256, 0, native(s)>>>((float *)y, 3.0f, n);
+    REQUIRE_OK(cpool_capture_end(s, &g));
+    CHECK_OK(cpool_pool_trim(pool));
+    CHECK_OK(cpool_graph_launch(g, s));
+    CHECK_OK(read_back(s, h, y, sizeof h));
+    CHECK(h[0] == 3.0f && h[n - 1] == 3.0f);
+    cpool_graph_release(g);
+    CHECK_OK(cpool_free(pool, y, s));
+    cpool_pool_release(pool);
+    cpool_stream_destroy(s);
+}
+
 static const check_case cases[] = {
     CHECK_CASE(kernels_replay_matches_eager),
     CHECK_CASE(global_capture_while_pool_grows),
     CHECK_CASE(graph_released_while_kernel_runs),
     CHECK_CASE(cudafree_drop_after_release_in_callback),
     CHECK_CASE(wrapped_user_stream_capture),
+    CHECK_CASE(begin_on_stream_captured_outside),
 };
 CHECK_MAIN(cases, CHECK_ON_CUDA)
