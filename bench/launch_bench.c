@@ -8,8 +8,8 @@
  * - capture + end (instantiation included) vs raw
  *   cudaStreamBeginCapture / EndCapture / GraphInstantiate, in pairs whose
  *   order flips; on CUDA also raw against itself (the run's noise floor),
- *   raw after an event record (what the capture fence costs) and a
- *   one-kernel capture in phases.
+ *   raw after an event record made the way capturepool's fence is (what
+ *   the fence costs) and a one-kernel capture in phases.
  * Launch and device figures are medians over repeats of a batch; capture
  * figures are medians of single captures. Besides the table it prints
  * "csv,..." lines for scripts/bench_report.py.
@@ -41,6 +41,27 @@ typedef enum capture_kind { CAPTURE_OURS, CAPTURE_RAW, CAPTURE_RAW_AFTER_RECORD 
 
 #ifdef CPOOL_HAVE_CUDA
 static cudaEvent_t record_event; /* for CAPTURE_RAW_AFTER_RECORD */
+
+/* The event record as capturepool's fence makes it: through the driver's
+ * cuEventRecord where the runtime hands it out, else cudaEventRecord. */
+typedef int (*driver_event_record_fn)(cudaEvent_t event, cudaStream_t stream);
+static driver_event_record_fn driver_event_record;
+
+static void find_driver_event_record(void) {
+#if CUDART_VERSION >= 12050
+    void *fn = NULL;
+    enum cudaDriverEntryPointQueryResult found;
+    if (cudaGetDriverEntryPointByVersion("cuEventRecord", &fn, 12000, cudaEnableDefault, &found) == cudaSuccess &&
+        found == cudaDriverEntryPointSuccess)
+        driver_event_record = (driver_event_record_fn)fn;
+    cudaGetLastError();
+#endif
+}
+
+static cudaError_t fence_record(cudaEvent_t ev, cudaStream_t cs) {
+    if (driver_event_record) return driver_event_record(ev, cs) == 0 ? cudaSuccess : cudaErrorUnknown;
+    return cudaEventRecord(ev, cs);
+}
 #endif
 
 /* One capture + end with instantiation, timed (ns), on stream s. The graph
@@ -58,7 +79,7 @@ static double capture_once(capture_kind kind, cpool_stream *s, cpool_pool *pool,
     cudaStream_t cs = (cudaStream_t)cpool_stream_native(s);
     cudaGraph_t graph;
     cudaGraphExec_t exec;
-    if (kind == CAPTURE_RAW_AFTER_RECORD) BENCH_CHECK(cudaEventRecord(record_event, cs));
+    if (kind == CAPTURE_RAW_AFTER_RECORD) BENCH_CHECK(fence_record(record_event, cs));
     BENCH_CHECK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeGlobal));
     BENCH_CHECK(tick_step_enqueue(s, st));
     BENCH_CHECK(cudaStreamEndCapture(cs, &graph));
@@ -240,37 +261,34 @@ int main(int argc, char **argv) {
     }
 #ifdef CPOOL_HAVE_CUDA
     if (st.cuda) {
-        /* The fixed cost of a capture, in parts (us, medians): the calls
-         * capturepool adds around cudaStreamBeginCapture. */
+        /* The fixed cost of a capture, in parts (us, medians): the fence's
+         * record as capturepool makes it, and as cudaEventRecord, and the
+         * capture-state query that capture_begin no longer makes. */
         cudaStream_t cs = (cudaStream_t)cpool_stream_native(s);
         cudaEvent_t ev;
         cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
-        double rec[REPEATS], isc[REPEATS], info[REPEATS], xchg[REPEATS];
+        find_driver_event_record();
+        double fence[REPEATS], rec[REPEATS], isc[REPEATS];
         enum { CALLS = 1000 };
         for (int rep = 0; rep < REPEATS; rep++) {
             enum cudaStreamCaptureStatus status;
-            unsigned long long id;
-            enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
             double t0 = bench_now_ns();
-            for (int i = 0; i < CALLS; i++) cudaEventRecord(ev, cs);
+            for (int i = 0; i < CALLS; i++) fence_record(ev, cs);
             double t1 = bench_now_ns();
-            for (int i = 0; i < CALLS; i++) cudaStreamIsCapturing(cs, &status);
+            for (int i = 0; i < CALLS; i++) cudaEventRecord(ev, cs);
             double t2 = bench_now_ns();
-            for (int i = 0; i < CALLS; i++) cudaStreamGetCaptureInfo(cs, &status, &id, NULL, NULL, NULL, NULL);
+            for (int i = 0; i < CALLS; i++) cudaStreamIsCapturing(cs, &status);
             double t3 = bench_now_ns();
-            for (int i = 0; i < CALLS; i++) cudaThreadExchangeStreamCaptureMode(&mode);
-            double t4 = bench_now_ns();
-            rec[rep] = (t1 - t0) / CALLS / 1e3;
-            isc[rep] = (t2 - t1) / CALLS / 1e3;
-            info[rep] = (t3 - t2) / CALLS / 1e3;
-            xchg[rep] = (t4 - t3) / CALLS / 1e3;
+            fence[rep] = (t1 - t0) / CALLS / 1e3;
+            rec[rep] = (t2 - t1) / CALLS / 1e3;
+            isc[rep] = (t3 - t2) / CALLS / 1e3;
         }
         cudaStreamSynchronize(cs);
         cudaEventDestroy(ev);
-        printf("parts of a capture's fixed cost, us: cudaEventRecord %.3f, cudaStreamIsCapturing %.3f, "
-               "cudaStreamGetCaptureInfo %.3f, cudaThreadExchangeStreamCaptureMode %.3f\n",
-               bench_median(rec, REPEATS), bench_median(isc, REPEATS), bench_median(info, REPEATS),
-               bench_median(xchg, REPEATS));
+        printf("parts of a capture's fixed cost, us: fence record (%s) %.3f, cudaEventRecord %.3f, "
+               "cudaStreamIsCapturing %.3f\n",
+               driver_event_record ? "driver cuEventRecord" : "cudaEventRecord", bench_median(fence, REPEATS),
+               bench_median(rec, REPEATS), bench_median(isc, REPEATS));
         /* The run's noise floor (raw one-kernel captures against
          * themselves), and what an event recorded just before the capture
          * begins, as capturepool's capture fence is, costs raw CUDA. */
@@ -283,7 +301,7 @@ int main(int argc, char **argv) {
         capture_pairs(CAPTURE_RAW_AFTER_RECORD, CAPTURE_RAW, 200, s, pool, &st, &after_record, &alone);
         BENCH_CHECK(cudaStreamSynchronize(cs));
         cudaEventDestroy(record_event);
-        printf("one-kernel raw capture+end, us: after a cudaEventRecord %.3f, alone %.3f, %.3fx\n", after_record, alone,
+        printf("one-kernel raw capture+end, us: after a fence record %.3f, alone %.3f, %.3fx\n", after_record, alone,
                after_record / alone);
         /* A one-kernel capture in phases, ours against raw, single captures
          * in the flipping order of capture_pairs. */
