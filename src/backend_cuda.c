@@ -9,12 +9,12 @@
  *   current switches to it and back (device_guard).
  * - cpool_launch_host goes through a small thunk (fn, arg) so that the
  *   callback thread is marked as a stream thread (deferred.c). An eager
- *   thunk frees itself after running. A captured thunk belongs to its
- *   capture (cuda_capture.thunks); at capture end the list is handed to a
- *   CUDA user object retained by the graph, whose destructor frees it once
- *   the graph and every executable made from it are destroyed and their
- *   launches finished. Captures begun here are listed by capture id in the
- *   device, so that work joined from other streams finds its capture.
+ *   thunk frees itself after running. A captured thunk is owned by a CUDA
+ *   user object that the graph being captured retains, whichever stream
+ *   it was enqueued on and whoever began the capture; its destructor frees
+ *   the thunk once the graph and every executable made from it are
+ *   destroyed and their launches finished. So the backend keeps no record
+ *   of a capture beyond a flag on the stream it was begun on.
  * - Errors become statuses with the CUDA error's name and text, and the
  *   sticky per-thread error is cleared.
  */
@@ -27,18 +27,10 @@
 #include "internal.h"
 
 typedef struct thunk {
-    struct thunk *next; /* in the owning capture's list */
     void (*fn)(void *);
     void *arg;
     bool eager;
 } thunk;
-
-typedef struct cuda_capture {
-    struct cuda_capture *next; /* in the device's list of live captures */
-    cudaStream_t origin;       /* the stream it was begun on */
-    unsigned long long id;     /* CUDA's capture id; 0 until first needed */
-    thunk *thunks;
-} cuda_capture;
 
 /* The driver's cuEventRecord, as the runtime hands it out. */
 typedef int (*driver_event_record_fn)(cudaEvent_t event, cudaStream_t stream);
@@ -46,17 +38,17 @@ typedef int (*driver_event_record_fn)(cudaEvent_t event, cudaStream_t stream);
 struct cpool__bdevice {
     int ordinal;
     driver_event_record_fn driver_event_record; /* NULL where the runtime has none to give */
-    pthread_mutex_t captures_mu;
-    cuda_capture *captures;
+    /* Serialises this backend's calls on graphs being captured: CUDA graph
+     * objects are not thread-safe, and threads may capture into one graph. */
+    pthread_mutex_t capture_graphs_mu;
 };
 
 struct cpool__bstream {
     cpool__bdevice *dev;
     cudaStream_t stream;
     bool owned;
-    bool legacy; /* the legacy default stream, wrapped */
-    cuda_capture *capture; /* the capture begun on this stream, if any: &capture_storage */
-    cuda_capture capture_storage;
+    bool legacy;    /* the legacy default stream, wrapped */
+    bool capturing; /* a capture begun here by capturepool is running */
 };
 
 struct cpool__bevent {
@@ -68,7 +60,6 @@ struct cpool__bevent {
 struct cpool__bgraph {
     cudaGraph_t graph; /* the captured graph the executable was made from */
     cudaGraphExec_t exec;
-    bool has_host_work; /* holds thunks: never updated in place (see update) */
 };
 
 /* ---- errors and guards --------------------------------------------------- */
@@ -155,7 +146,7 @@ static cpool_status cuda_device_open(int ordinal, cpool__bdevice **out) {
     cpool__bdevice *d = cpool__calloc(1, sizeof *d);
     if (!d) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory opening a CUDA device");
     d->ordinal = ordinal;
-    pthread_mutex_init(&d->captures_mu, NULL);
+    pthread_mutex_init(&d->capture_graphs_mu, NULL);
     device_guard g;
     cpool_status st = guard_enter(&g, d, false);
     if (st == CPOOL_OK) {
@@ -165,7 +156,7 @@ static cpool_status cuda_device_open(int ordinal, cpool__bdevice **out) {
         if (err != cudaSuccess) st = cuda_fail(err, "initialising the device");
     }
     if (st != CPOOL_OK) {
-        pthread_mutex_destroy(&d->captures_mu);
+        pthread_mutex_destroy(&d->capture_graphs_mu);
         free(d);
         return st;
     }
@@ -174,7 +165,7 @@ static cpool_status cuda_device_open(int ordinal, cpool__bdevice **out) {
 }
 
 static void cuda_device_close(cpool__bdevice *dev) {
-    pthread_mutex_destroy(&dev->captures_mu);
+    pthread_mutex_destroy(&dev->capture_graphs_mu);
     free(dev);
 }
 
@@ -229,36 +220,15 @@ static cpool_status cuda_stream_create(cpool__bdevice *dev, void *native, bool w
     return CPOOL_OK;
 }
 
-static void capture_unlist(cpool__bdevice *dev, cuda_capture *c) {
-    pthread_mutex_lock(&dev->captures_mu);
-    for (cuda_capture **p = &dev->captures; *p; p = &(*p)->next)
-        if (*p == c) {
-            *p = c->next;
-            break;
-        }
-    pthread_mutex_unlock(&dev->captures_mu);
-}
-
-static void free_thunks(thunk *t) {
-    while (t) {
-        thunk *next = t->next;
-        free(t);
-        t = next;
-    }
-}
-
-/* Called by the driver once nothing can run the captured thunks any more. */
-static void CUDART_CB thunks_destructor(void *list) { free_thunks(list); }
+/* Called by the driver once nothing can run a captured thunk any more. */
+static void CUDART_CB thunk_destructor(void *t) { free(t); }
 
 static void discard_capture(cpool__bstream *s) {
-    cuda_capture *c = s->capture;
-    if (!c) return;
-    capture_unlist(s->dev, c);
+    if (!s->capturing) return;
+    s->capturing = false;
     cudaGraph_t graph = NULL;
     if (cudaStreamEndCapture(s->stream, &graph) != cudaSuccess) cudaGetLastError();
-    if (graph) cudaGraphDestroy(graph);
-    free_thunks(c->thunks);
-    s->capture = NULL;
+    if (graph) cudaGraphDestroy(graph); /* and its thunks */
 }
 
 static void cuda_stream_destroy(cpool__bstream *s) {
@@ -287,59 +257,47 @@ static void CUDART_CB thunk_run(void *p) {
     if (t->eager) free(t);
 }
 
-/* The capture that work enqueued on s now joins: s's own, or the one begun
- * on another stream that s was forked into. NULL with *active false when s
- * does not capture. */
-static cpool_status find_capture(cpool__bstream *s, cuda_capture **out, bool *active) {
-    *out = NULL;
-    *active = false;
-    if (s->capture) {
-        *out = s->capture;
-        *active = true;
-        return CPOOL_OK;
+/* Hands t to `graph`, which is being captured: a user object owning t that
+ * the graph retains. On failure t is freed. */
+static cpool_status give_thunk_to_graph(cpool__bdevice *dev, cudaGraph_t graph, thunk *t) {
+    device_guard g;
+    cpool_status st = guard_enter(&g, NULL, true); /* legal beside any GLOBAL-mode capture */
+    if (st != CPOOL_OK) {
+        free(t);
+        return st;
     }
-    enum cudaStreamCaptureStatus status;
-    unsigned long long id = 0;
-    CHECK_CUDA(cudaStreamGetCaptureInfo(s->stream, &status, &id, NULL, NULL, NULL, NULL));
-    if (status == cudaStreamCaptureStatusNone) return CPOOL_OK;
-    *active = true;
-    pthread_mutex_lock(&s->dev->captures_mu);
-    for (cuda_capture *c = s->dev->captures; c && !*out; c = c->next) {
-        if (!c->id) { /* looked up only now, to keep capture_begin cheap */
-            enum cudaStreamCaptureStatus origin_status;
-            if (cudaStreamGetCaptureInfo(c->origin, &origin_status, &c->id, NULL, NULL, NULL, NULL) != cudaSuccess)
-                cudaGetLastError();
-        }
-        if (c->id == id) *out = c;
+    cudaUserObject_t owner;
+    cudaError_t err = cudaUserObjectCreate(&owner, t, thunk_destructor, 1, cudaUserObjectNoDestructorSync);
+    if (err != cudaSuccess) {
+        free(t);
+    } else {
+        pthread_mutex_lock(&dev->capture_graphs_mu);
+        err = cudaGraphRetainUserObject(graph, owner, 1, cudaGraphUserObjectMove);
+        pthread_mutex_unlock(&dev->capture_graphs_mu);
+        if (err != cudaSuccess) cudaUserObjectRelease(owner, 1); /* frees t */
     }
-    pthread_mutex_unlock(&s->dev->captures_mu);
-    return CPOOL_OK;
+    guard_exit(&g);
+    return err == cudaSuccess ? CPOOL_OK : cuda_fail(err, "giving captured host work to its graph");
 }
 
 static cpool_status cuda_launch_host(cpool__bstream *s, void (*fn)(void *), void *arg) {
-    cuda_capture *c;
-    bool capturing;
-    cpool_status st = find_capture(s, &c, &capturing);
-    if (st != CPOOL_OK) return st;
-    if (capturing && !c)
-        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT,
-                           "host work on a stream captured outside capturepool: begin the capture with cpool_capture_begin");
+    enum cudaStreamCaptureStatus status;
+    cudaGraph_t graph = NULL;
+    CHECK_CUDA(cudaStreamGetCaptureInfo(s->stream, &status, NULL, &graph, NULL, NULL, NULL));
+    bool captured = status == cudaStreamCaptureStatusActive;
     thunk *t = cpool__malloc(sizeof *t);
     if (!t) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory enqueueing host work");
-    t->fn = fn;
-    t->arg = arg;
-    t->eager = !capturing;
-    t->next = NULL;
+    *t = (thunk){.fn = fn, .arg = arg, .eager = !captured};
+    /* A captured thunk is the graph's before the host node that uses it
+     * exists, so that it is freed with the graph whatever fails later. */
+    if (captured) {
+        cpool_status st = give_thunk_to_graph(s->dev, graph, t);
+        if (st != CPOOL_OK) return st;
+    }
     cudaError_t err = cudaLaunchHostFunc(s->stream, thunk_run, t);
     if (err != cudaSuccess) {
-        free(t);
+        if (!captured) free(t);
         return cuda_fail(err, "cudaLaunchHostFunc");
-    }
-    if (c) {
-        pthread_mutex_lock(&s->dev->captures_mu);
-        t->next = c->thunks;
-        c->thunks = t;
-        pthread_mutex_unlock(&s->dev->captures_mu);
     }
     return CPOOL_OK;
 }
@@ -463,8 +421,6 @@ static cpool_status cuda_capture_begin(cpool__bstream *s, cpool_capture_mode mod
      * and break it, so only there is the state asked before the fence. */
     if (s->legacy && stream_captures(s->stream))
         return cpool__fail(CPOOL_ERR_ALREADY_CAPTURING, "the stream is already capturing");
-    cuda_capture *c = &s->capture_storage;
-    *c = (cuda_capture){.origin = s->stream};
     /* The fence marks the work enqueued before the capture, which teardown
      * during the capture waits for. Recording it always is cheaper than
      * asking first whether the stream is idle: measured side by side on an
@@ -488,11 +444,7 @@ static cpool_status cuda_capture_begin(cpool__bstream *s, cpool_capture_mode mod
         }
         return st;
     }
-    pthread_mutex_lock(&s->dev->captures_mu);
-    c->next = s->dev->captures;
-    s->dev->captures = c;
-    pthread_mutex_unlock(&s->dev->captures_mu);
-    s->capture = c;
+    s->capturing = true;
     return CPOOL_OK;
 }
 
@@ -508,8 +460,7 @@ static cpool_status cuda_graph_instantiate(cpool__bgraph *g) {
 }
 
 static cpool_status cuda_capture_end(cpool__bstream *s, bool instantiate, cpool__bgraph **out) {
-    cuda_capture *c = s->capture;
-    if (!c) {
+    if (!s->capturing) {
         enum cudaStreamCaptureStatus status;
         CHECK_CUDA(cudaStreamIsCapturing(s->stream, &status));
         if (status == cudaStreamCaptureStatusNone)
@@ -517,42 +468,20 @@ static cpool_status cuda_capture_end(cpool__bstream *s, bool instantiate, cpool_
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT,
                            "the stream's capture was begun outside capturepool: end it with cudaStreamEndCapture");
     }
-    capture_unlist(s->dev, c);
-    s->capture = NULL;
-    thunk *thunks = c->thunks;
-
+    s->capturing = false;
     cudaGraph_t graph = NULL;
     cudaError_t err = cudaStreamEndCapture(s->stream, &graph);
     if (err != cudaSuccess) {
         cpool_status st = cuda_fail(err, "cudaStreamEndCapture");
         if (graph) cudaGraphDestroy(graph);
-        free_thunks(thunks);
         return st;
     }
     cpool__bgraph *g = cpool__malloc(sizeof *g); /* not calloc: glibc's is several times slower */
     if (!g) {
         cudaGraphDestroy(graph);
-        free_thunks(thunks);
         return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory ending a capture");
     }
-    *g = (cpool__bgraph){.graph = graph, .has_host_work = thunks != NULL};
-    if (thunks) {
-        /* From here the driver owns the thunk list: the user object frees it. */
-        cudaUserObject_t owner;
-        err = cudaUserObjectCreate(&owner, thunks, thunks_destructor, 1, cudaUserObjectNoDestructorSync);
-        if (err != cudaSuccess) {
-            free_thunks(thunks);
-        } else {
-            err = cudaGraphRetainUserObject(graph, owner, 1, cudaGraphUserObjectMove);
-            if (err != cudaSuccess) cudaUserObjectRelease(owner, 1);
-        }
-        if (err != cudaSuccess) {
-            cpool_status st = cuda_fail(err, "tying captured host work to its graph");
-            cudaGraphDestroy(graph);
-            free(g);
-            return st;
-        }
-    }
+    *g = (cpool__bgraph){.graph = graph};
     if (instantiate) {
         cpool_status st = cuda_graph_instantiate(g);
         if (st != CPOOL_OK) {
@@ -597,13 +526,40 @@ static void cuda_graph_destroy(cpool__bgraph *g) {
 
 static void *cuda_graph_native(const cpool__bgraph *g) { return (void *)g->exec; }
 
+/* Whether the graph, or a graph nested in it, has host nodes. A graph that
+ * cannot be read counts as having them. */
+static bool has_host_nodes(cudaGraph_t graph) {
+    size_t count = 0;
+    if (cudaGraphGetNodes(graph, NULL, &count) != cudaSuccess) {
+        cudaGetLastError();
+        return true;
+    }
+    if (count == 0) return false;
+    cudaGraphNode_t *nodes = cpool__malloc(count * sizeof *nodes);
+    bool found = !nodes || cudaGraphGetNodes(graph, nodes, &count) != cudaSuccess;
+    for (size_t i = 0; i < count && !found; i++) {
+        enum cudaGraphNodeType type;
+        cudaGraph_t child;
+        if (cudaGraphNodeGetType(nodes[i], &type) != cudaSuccess)
+            found = true;
+        else if (type == cudaGraphNodeTypeHost)
+            found = true;
+        else if (type == cudaGraphNodeTypeGraph)
+            found = cudaGraphChildGraphNodeGetGraph(nodes[i], &child) != cudaSuccess || has_host_nodes(child);
+    }
+    if (found) cudaGetLastError();
+    free(nodes);
+    return found;
+}
+
 /* cudaGraphExecUpdate copies the new graph's node parameters into the
  * executable. Host nodes' thunks are owned through user objects that the
  * executable took at instantiation; an update would leave the executable
  * pointing at thunks it holds no reference to, so graphs with host work are
- * always instantiated anew instead. */
+ * always instantiated anew instead (the old and new graphs have the same
+ * node types, or the update fails anyway). */
 static bool cuda_graph_update_in_place(cpool__bgraph *g, cpool__bgraph *fresh) {
-    if (g->has_host_work || fresh->has_host_work) return false;
+    if (has_host_nodes(fresh->graph)) return false;
     cudaGraphExecUpdateResultInfo info;
     device_guard guard;
     if (guard_enter(&guard, NULL, true) != CPOOL_OK) return false;

@@ -1,7 +1,8 @@
 /* CUDA only: real kernels captured into graphs whose buffers come from
  * cpool_alloc, allocation under GLOBAL capture while the pool grows, a graph
- * released while its kernels still run, and capture_begin on a stream
- * captured outside capturepool. Skips visibly without a GPU. */
+ * released while its kernels still run, capture_begin on a stream captured
+ * outside capturepool, and host work in forked and outside captures. Skips
+ * visibly without a GPU. */
 #include <string.h>
 
 #include <cuda_runtime.h>
@@ -366,6 +367,54 @@ static void begin_on_stream_captured_outside(cpool_device *dev) {
     cpool_stream_destroy(s);
 }
 
+/* Host work joins the capture of the stream it is enqueued on, whoever
+ * began it: on a stream forked into capturepool's capture (through events)
+ * and on a stream captured with the CUDA runtime alone. It runs once a
+ * launch, never at capture. */
+static void host_work_in_forked_and_outside_captures(cpool_device *dev) {
+    cpool_stream *s = NULL, *side = NULL;
+    cpool_graph *g = NULL;
+    cudaEvent_t fork_ev, join_ev;
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    int forked = 0, outside = 0;
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    REQUIRE_OK(cpool_stream_create(dev, &side));
+    REQUIRE(CHECK_CUDA(cudaEventCreateWithFlags(&fork_ev, cudaEventDisableTiming)));
+    REQUIRE(CHECK_CUDA(cudaEventCreateWithFlags(&join_ev, cudaEventDisableTiming)));
+
+    REQUIRE_OK(cpool_capture_begin(s, NULL, CPOOL_CAPTURE_GLOBAL));
+    CHECK_CUDA(cudaEventRecord(fork_ev, native(s)));
+    CHECK_CUDA(cudaStreamWaitEvent(native(side), fork_ev, 0));
+    CHECK_OK(cpool_launch_host(side, cb_inc, &forked));
+    CHECK_CUDA(cudaEventRecord(join_ev, native(side)));
+    CHECK_CUDA(cudaStreamWaitEvent(native(s), join_ev, 0));
+    REQUIRE_OK(cpool_capture_end(s, &g));
+    CHECK_EQ(aload(&forked), 0);
+    CHECK_OK(cpool_graph_launch(g, s));
+    CHECK_OK(cpool_graph_launch(g, s));
+    CHECK_OK(cpool_stream_synchronize(s));
+    CHECK_EQ(aload(&forked), 2);
+    cpool_graph_release(g);
+
+    REQUIRE(CHECK_CUDA(cudaStreamBeginCapture(native(s), cudaStreamCaptureModeGlobal)));
+    CHECK_OK(cpool_launch_host(s, cb_inc, &outside));
+    REQUIRE(CHECK_CUDA(cudaStreamEndCapture(native(s), &graph)));
+    REQUIRE(CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0)));
+    CHECK_CUDA(cudaGraphDestroy(graph)); /* the executable keeps the thunk */
+    CHECK_EQ(aload(&outside), 0);
+    CHECK_CUDA(cudaGraphLaunch(exec, native(s)));
+    CHECK_CUDA(cudaGraphLaunch(exec, native(s)));
+    CHECK_OK(cpool_stream_synchronize(s));
+    CHECK_EQ(aload(&outside), 2);
+    CHECK_CUDA(cudaGraphExecDestroy(exec));
+
+    CHECK_CUDA(cudaEventDestroy(fork_ev));
+    CHECK_CUDA(cudaEventDestroy(join_ev));
+    cpool_stream_destroy(side);
+    cpool_stream_destroy(s);
+}
+
 static const check_case cases[] = {
     CHECK_CASE(kernels_replay_matches_eager),
     CHECK_CASE(global_capture_while_pool_grows),
@@ -373,5 +422,6 @@ static const check_case cases[] = {
     CHECK_CASE(cudafree_drop_after_release_in_callback),
     CHECK_CASE(wrapped_user_stream_capture),
     CHECK_CASE(begin_on_stream_captured_outside),
+    CHECK_CASE(host_work_in_forked_and_outside_captures),
 };
 CHECK_MAIN(cases, CHECK_ON_CUDA)

@@ -1,7 +1,8 @@
 /* CUDA only: graph update with real kernels whose arguments change (in
  * place: the executable stays the same) and whose shape changes (a new
- * executable), a parameter block read by a kernel on every replay, and a
- * graphed call of kernels. Skips visibly without a GPU. */
+ * executable), a parameter block read by a kernel on every replay, a
+ * graphed call of kernels, and an update of kernels with host work. Skips
+ * visibly without a GPU. */
 #include <cuda_runtime.h>
 
 #include <vector>
@@ -167,9 +168,57 @@ static void dump_dot_names_kernels(cpool_device *dev) {
     cpool_stream_destroy(s);
 }
 
+/* Kernels plus host work, updated to the same shape with another host
+ * argument: the host nodes' thunks are owned by the graph they were
+ * captured into, so the update makes a new executable, which runs the new
+ * host work only. */
+typedef struct host_job {
+    slices kernels;
+    int *count;
+} host_job;
+
+static cpool_status set_slices_then_count(cpool_stream *s, void *ctx) {
+    host_job *j = (host_job *)ctx;
+    cpool_status st = set_slices(s, &j->kernels);
+    return st == CPOOL_OK ? cpool_launch_host(s, cb_inc, j->count) : st;
+}
+
+static void update_with_host_work_makes_new_executable(cpool_device *dev) {
+    cpool_stream *s = NULL;
+    cpool_pool *pool = NULL;
+    cpool_graph *g = NULL;
+    void *y = NULL;
+    int first = 0, second = 0;
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    REQUIRE_OK(cpool_alloc(pool, 4 * 256 * sizeof(float), s, &y));
+    host_job job = {{(float *)y, 4, 256, 1.0f}, &first};
+    REQUIRE_OK(cpool_capture(s, pool, CPOOL_CAPTURE_GLOBAL, set_slices_then_count, &job, &g));
+    void *exec = cpool_graph_native(g);
+    CHECK_OK(cpool_graph_launch(g, s));
+    CHECK_OK(cpool_stream_synchronize(s));
+    CHECK_EQ(aload(&first), 1);
+
+    job.kernels.base = 5.0f;
+    job.count = &second;
+    CHECK_OK(cpool_graph_update(g, s, set_slices_then_count, &job));
+    CHECK(cpool_graph_native(g) != exec);
+    CHECK_OK(cpool_graph_launch(g, s));
+    CHECK_OK(cpool_graph_launch(g, s));
+    CHECK_OK(cpool_stream_synchronize(s));
+    CHECK_EQ(aload(&first), 1);
+    CHECK_EQ(aload(&second), 2);
+    check_slices(s, &job.kernels, 4);
+    cpool_graph_release(g);
+    CHECK_OK(cpool_free(pool, y, s));
+    cpool_pool_release(pool);
+    cpool_stream_destroy(s);
+}
+
 static const check_case cases[] = {
     CHECK_CASE(update_kernel_arguments_in_place),
     CHECK_CASE(kernel_reads_param_every_replay),
     CHECK_CASE(dump_dot_names_kernels),
+    CHECK_CASE(update_with_host_work_makes_new_executable),
 };
 CHECK_MAIN(cases, CHECK_ON_CUDA)
