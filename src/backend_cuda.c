@@ -49,6 +49,7 @@ struct cpool__bstream {
     bool owned;
     bool legacy;    /* the legacy default stream, wrapped */
     bool capturing; /* a capture begun here by capturepool is running */
+    driver_event_record_fn driver_event_record; /* the device's, at hand for the capture fence */
 };
 
 struct cpool__bevent {
@@ -198,6 +199,7 @@ static cpool_status cuda_stream_create(cpool__bdevice *dev, void *native, bool w
     cpool__bstream *s = cpool__calloc(1, sizeof *s);
     if (!s) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating a stream");
     s->dev = dev;
+    s->driver_event_record = dev->driver_event_record;
     if (wrap) {
         s->stream = (cudaStream_t)native;
         s->legacy = s->stream == NULL || s->stream == cudaStreamLegacy;
@@ -407,7 +409,7 @@ static bool stream_captures(cudaStream_t stream) {
  * wrapper, a measurable part of a one-kernel capture; where it is missing or
  * fails, the runtime's call does the work or names the error. */
 static cudaError_t record_fence(cpool__bstream *s, cudaEvent_t event) {
-    if (s->dev->driver_event_record && s->dev->driver_event_record(event, s->stream) == 0) return cudaSuccess;
+    if (s->driver_event_record && s->driver_event_record(event, s->stream) == 0) return cudaSuccess;
     return cudaEventRecord(event, s->stream);
 }
 

@@ -46,17 +46,17 @@ typedef struct fence {
 } fence;
 
 struct cpool_pool {
+    /* First, within a cache line or two: what every capture's begin and end,
+     * and every launch, touch. */
     atomic_int refs;
-    cpool_device *dev;
-    pthread_mutex_t mu;
-    /* Guarded by mu and kept on its cache line: every capture's begin and
-     * end updates them. */
-    size_t graph_count, capture_count;
-    uint64_t holder_epoch; /* counts every graph or capture that took hold */
-    pthread_mutex_t drop_mu; /* held by a clear from taking its records to its last drop */
-    atomic_bool sealed;
-    _Atomic uint64_t generation;
     atomic_int launching;
+    cpool_device *dev;
+    _Atomic uint64_t generation;
+    atomic_bool sealed;
+    size_t graph_count, capture_count; /* under mu */
+    uint64_t holder_epoch;             /* under mu: counts every graph or capture that took hold */
+    pthread_mutex_t mu;
+    pthread_mutex_t drop_mu; /* held by a clear from taking its records to its last drop */
 
     record *records, **records_tail;
     atomic_size_t record_count;
