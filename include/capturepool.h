@@ -136,7 +136,9 @@ void cpool_stream_destroy(cpool_stream *s);
 
 /* Enqueues fn(arg) on `s`: it runs on a thread of the runtime after the
  * stream's earlier work and before its later work, and is captured like any
- * other work. fn must not wait for work of its own stream.
+ * other work, whoever began the capture the stream is in (on CUDA, a capture
+ * begun with the runtime directly, or one the stream was forked into through
+ * events). fn must not wait for work of its own stream.
  * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (s or fn NULL),
  * CPOOL_ERR_OUT_OF_MEMORY, CPOOL_ERR_BACKEND. */
 cpool_status cpool_launch_host(cpool_stream *s, void (*fn)(void *arg), void *arg);
