@@ -17,17 +17,19 @@ bool cpool__capture_holds(const cpool__capture *cap, const cpool_pool *pool) {
     return false;
 }
 
+/* An empty capture (the inline slots are left as they are: unused). */
 static void capture_init(cpool__capture *cap, cpool_capture_mode mode) {
-    *cap = (cpool__capture){.mode = mode, .pool_cap = CPOOL__CAPTURE_INLINE_POOLS};
+    cap->mode = mode;
     cap->pools = cap->inline_pools;
+    cap->pool_count = 0;
+    cap->pool_cap = CPOOL__CAPTURE_INLINE_POOLS;
+    cap->has_bound_pool = false;
 }
 
 void cpool__capture_move(cpool__capture *to, cpool__capture *from) {
     *to = *from;
     if (from->pools == from->inline_pools) to->pools = to->inline_pools;
-    from->pools = from->inline_pools;
-    from->pool_count = 0;
-    from->pool_cap = CPOOL__CAPTURE_INLINE_POOLS;
+    capture_init(from, from->mode);
 }
 
 cpool_status cpool__capture_reserve(cpool__capture *cap) {
@@ -48,14 +50,13 @@ void cpool__capture_hold(cpool__capture *cap, cpool_pool *pool) {
     cpool__pool_capture_attach(pool);
 }
 
-/* Empties the capture without touching the pools (their references are
- * someone else's now). */
+/* Lets go of the capture's pools without touching their references (they
+ * are someone else's now); the capture is not used after. */
 static void capture_forget(cpool__capture *cap) {
     if (cap->pools != cap->inline_pools) free(cap->pools);
-    capture_init(cap, cap->mode);
 }
 
-/* Drops the capture's references. */
+/* Drops the capture's references; the capture is not used after. */
 static void capture_release(cpool__capture *cap) {
     for (size_t i = 0; i < cap->pool_count; i++) {
         cpool__pool_capture_detach(cap->pools[i].pool);

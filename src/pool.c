@@ -53,8 +53,12 @@ struct cpool_pool {
     cpool_device *dev;
     _Atomic uint64_t generation;
     atomic_bool sealed;
-    size_t graph_count, capture_count; /* under mu */
-    uint64_t holder_epoch;             /* under mu: counts every graph or capture that took hold */
+    /* Captures and graphs holding the pool, and how many ever took hold, so
+     * that a trim can tell one came and went while it waited. Atomics: a
+     * capture's begin and end take no lock for them. */
+    atomic_size_t holder_count;     /* captures + graphs */
+    atomic_size_t graph_count;      /* the graphs among them, for the stats */
+    _Atomic uint64_t holder_epoch;
     pthread_mutex_t mu;
     pthread_mutex_t drop_mu; /* held by a clear from taking its records to its last drop */
 
@@ -499,7 +503,7 @@ cpool_status cpool_pool_get_stats(const cpool_pool *pool, cpool_pool_stats *out)
     s.graph_reserved_bytes = a->graph_reserved;
     s.segment_count = a->segment_count;
     s.cached_bytes = a->reserved - a->live_block_bytes + front_free_bytes;
-    s.graph_count = p->graph_count;
+    s.graph_count = atomic_load(&p->graph_count);
     pthread_mutex_unlock(&p->mu);
     memcpy(out, &s, size < sizeof s ? size : sizeof s);
     return CPOOL_OK;
@@ -512,14 +516,14 @@ cpool_status cpool_pool_trim(cpool_pool *pool) {
     pthread_mutex_lock(&pool->mu);
     cpool__front_flush(&pool->front, &pool->alloc);
     uint64_t upto = cpool__allocator_free_seq(&pool->alloc);
-    uint64_t epoch = pool->holder_epoch;
-    bool no_holders = pool->graph_count == 0 && pool->capture_count == 0;
+    uint64_t epoch = atomic_load(&pool->holder_epoch); /* before the count: see capture_attach */
+    bool no_holders = atomic_load(&pool->holder_count) == 0;
     pthread_mutex_unlock(&pool->mu);
     cpool_status st = cpool__device_quiesce(pool->dev);
     pthread_mutex_lock(&pool->mu);
     poll_fences(pool);
     cpool__allocator_unfence_all(&pool->alloc, upto);
-    if (no_holders && pool->graph_count == 0 && pool->capture_count == 0 && epoch == pool->holder_epoch)
+    if (no_holders && atomic_load(&pool->holder_count) == 0 && atomic_load(&pool->holder_epoch) == epoch)
         cpool__allocator_reclaim_graph(&pool->alloc);
     cpool__allocator_trim(&pool->alloc);
     CHECK_ALLOCATOR(pool);
@@ -556,20 +560,18 @@ bool cpool__pool_launch_enter(cpool_pool *pool, uint64_t generation) {
 
 void cpool__pool_launch_exit(cpool_pool *pool) { atomic_fetch_sub(&pool->launching, 1); }
 
-static void holders_change(cpool_pool *pool, size_t *count, int delta) {
-    pthread_mutex_lock(&pool->mu);
-    *count += (size_t)(ptrdiff_t)delta;
-    if (delta > 0) pool->holder_epoch++;
-    pthread_mutex_unlock(&pool->mu);
+/* The count goes up before the epoch: a trim reads the epoch, then the
+ * count, so a holder it did not count bumps the epoch after the trim read
+ * it; and at its second look it reads the count, then the epoch, so a
+ * holder that came and went in between shows in the epoch. */
+void cpool__pool_capture_attach(cpool_pool *pool) {
+    atomic_fetch_add(&pool->holder_count, 1);
+    atomic_fetch_add(&pool->holder_epoch, 1);
 }
-
-void cpool__pool_capture_to_graph(cpool_pool *pool) {
-    pthread_mutex_lock(&pool->mu);
-    pool->capture_count--;
-    pool->graph_count++;
-    pool->holder_epoch++;
-    pthread_mutex_unlock(&pool->mu);
+void cpool__pool_capture_detach(cpool_pool *pool) { atomic_fetch_sub(&pool->holder_count, 1); }
+/* The capture's hold becomes the graph's. */
+void cpool__pool_capture_to_graph(cpool_pool *pool) { atomic_fetch_add(&pool->graph_count, 1); }
+void cpool__pool_graph_detach(cpool_pool *pool) {
+    atomic_fetch_sub(&pool->graph_count, 1);
+    atomic_fetch_sub(&pool->holder_count, 1);
 }
-void cpool__pool_graph_detach(cpool_pool *pool) { holders_change(pool, &pool->graph_count, -1); }
-void cpool__pool_capture_attach(cpool_pool *pool) { holders_change(pool, &pool->capture_count, +1); }
-void cpool__pool_capture_detach(cpool_pool *pool) { holders_change(pool, &pool->capture_count, -1); }
