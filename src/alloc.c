@@ -391,10 +391,14 @@ static cpool_status segment_new(cpool__allocator *a, size_t seg_size, bool graph
     return CPOOL_OK;
 }
 
+cpool_status cpool__fail_not_live(const void *ptr) {
+    return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_free: %p was not handed out by this pool, or is already freed", ptr);
+}
+
 cpool_status cpool__allocator_free(cpool__allocator *a, void *ptr, uint64_t stream, bool graph, size_t *requested) {
     size_t j = map_find(a, (uintptr_t)ptr);
     if (j == SIZE_MAX)
-        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_free: %p was not handed out by this pool, or is already freed", ptr);
+        return cpool__fail_not_live(ptr);
     cpool__block *b = a->map[j];
     if (b->pinned)
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_free: %p is a parameter block, owned by the pool", ptr);
@@ -545,14 +549,7 @@ void cpool__allocator_destroy(cpool__allocator *a) {
 
 /* ---- invariants ---------------------------------------------------------- */
 
-#define INVARIANT(cond, ...)                                                                       \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "capturepool: allocator invariant broken: " __VA_ARGS__);              \
-            fputc('\n', stderr);                                                                   \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
+#define INVARIANT(cond, ...) CPOOL__INVARIANT("allocator", cond, __VA_ARGS__)
 
 static bool in_heap(const cpool__heap *h, const cpool__block *b) {
     for (const cpool__block *c = h->bins[b->bin]; c; c = c->free_next)

@@ -12,6 +12,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>  /* CPOOL__INVARIANT */
+#include <stdlib.h> /* CPOOL__INVARIANT */
 
 #include "capturepool.h"
 
@@ -117,5 +119,20 @@ uint64_t cpool__allocator_trim(cpool__allocator *a);
 
 /* Checks every invariant; aborts with a message on the first broken one. */
 void cpool__allocator_check(const cpool__allocator *a);
+
+/* Aborts with "capturepool: <part> invariant broken: <message>" when cond is
+ * false: the internal checks of the allocator and of the front cache. */
+#define CPOOL__INVARIANT(part, cond, ...)                                                          \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "capturepool: " part " invariant broken: " __VA_ARGS__);              \
+            fputc('\n', stderr);                                                                   \
+            abort();                                                                               \
+        }                                                                                          \
+    } while (0)
+
+/* The failure of a free of ptr that is not a live block of the pool (never
+ * handed out, or freed already). */
+cpool_status cpool__fail_not_live(const void *ptr);
 
 #endif /* CPOOL_ALLOC_H */

@@ -142,10 +142,6 @@ static void forget(cpool__front *f, unsigned j) {
     f->unused = i;
 }
 
-static cpool_status double_free(void *ptr) {
-    return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_free: %p was not handed out by this pool, or is already freed", ptr);
-}
-
 /* ---- fast paths ---------------------------------------------------------- */
 
 bool cpool__front_alloc(cpool__front *f, size_t bytes, uint64_t stream, void **out) {
@@ -189,7 +185,7 @@ cpool__front_result cpool__front_free(cpool__front *f, void *ptr, uint64_t strea
         }
     }
     unlock(f);
-    if (r == CPOOL__FRONT_FREED) (void)double_free(ptr);
+    if (r == CPOOL__FRONT_FREED) (void)cpool__fail_not_live(ptr);
     return r;
 }
 
@@ -226,7 +222,7 @@ cpool_status cpool__front_free_slow(cpool__front *f, cpool__allocator *a, void *
         int16_t i = f->slots[j];
         cpool__front_entry *e = &f->entries[i];
         if (!e->out) {
-            st = double_free(ptr);
+            st = cpool__fail_not_live(ptr);
         } else if (!graph) {
             park(f, i, stream);
         } else {
@@ -283,14 +279,7 @@ void cpool__front_counters(cpool__front *f, uint64_t *allocated, uint64_t *alloc
 
 /* ---- invariants ---------------------------------------------------------- */
 
-#define INVARIANT(cond, ...)                                                                       \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "capturepool: front cache invariant broken: " __VA_ARGS__);            \
-            fputc('\n', stderr);                                                                   \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
+#define INVARIANT(cond, ...) CPOOL__INVARIANT("front cache", cond, __VA_ARGS__)
 
 void cpool__front_check(cpool__front *f, const cpool__allocator *a) {
     lock(f);
