@@ -120,9 +120,10 @@ struct cpool_stream {
     bool owned;
     /* The capture begun here with cpool_capture_begin (&capture_storage
      * while it runs), and an event recorded just before it began, so teardown
-     * can wait for the work enqueued before the capture. Both change under
-     * dev->streams_mu. */
-    cpool__capture *capture;
+     * can wait for the work enqueued before the capture. A capture is set,
+     * and the fence changed, under dev->streams_mu; the end clears the
+     * capture without it (see cpool__stream_take_capture). */
+    _Atomic(cpool__capture *) capture;
     cpool__shared_event *capture_fence;
     struct cpool_stream *next_in_device, *prev_in_device;
     cpool__capture capture_storage;
@@ -141,7 +142,7 @@ cpool_status cpool__stream_capture_fence(cpool_stream *s, cpool__bevent **out);
  * failure *cap is left as it was. */
 cpool_status cpool__stream_begin_capture(cpool_stream *s, cpool_capture_mode mode, cpool__bevent *fence,
                                          cpool__capture *cap);
-/* Moves s's capture out to *cap under the device's stream lock. */
+/* Moves s's capture out to *cap (the owner thread, as the capture ends). */
 void cpool__stream_take_capture(cpool_stream *s, cpool__capture *cap);
 /* Ends a capture begun on s (if any) and discards it with its references. */
 void cpool__capture_discard(cpool_stream *s);

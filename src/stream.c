@@ -61,17 +61,19 @@ cpool_status cpool__stream_begin_capture(cpool_stream *s, cpool_capture_mode mod
                                  : s->dev->be->capture_begin(s->impl, mode, fence);
     if (st == CPOOL_OK) {
         cpool__capture_move(&s->capture_storage, cap);
-        s->capture = &s->capture_storage;
+        atomic_store_explicit(&s->capture, &s->capture_storage, memory_order_release);
     }
     pthread_mutex_unlock(&s->dev->streams_mu);
     return st;
 }
 
+/* No lock here, unlike the begin: a quiesce that still sees the capture
+ * waits on its fence, which marks all of the stream's work that will have
+ * run by the end; one that sees none asks the backend, which still captures
+ * or not. The storage is written again only by a begin that saw NULL. */
 void cpool__stream_take_capture(cpool_stream *s, cpool__capture *cap) {
-    pthread_mutex_lock(&s->dev->streams_mu);
-    cpool__capture_move(cap, s->capture);
-    s->capture = NULL;
-    pthread_mutex_unlock(&s->dev->streams_mu);
+    cpool__capture_move(cap, &s->capture_storage);
+    atomic_store_explicit(&s->capture, NULL, memory_order_release);
 }
 
 void cpool_stream_destroy(cpool_stream *s) {
