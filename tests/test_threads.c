@@ -1,8 +1,11 @@
 /* Thread safety: several threads alloc/free/record/retain/release on one
  * shared pool, capture and launch into it, and race the last release; the
- * counts are exact afterwards. */
+ * counts are exact afterwards. A trim on one thread waits for the work a
+ * capture on another was begun after, whether the capture is open or ending. */
 #include "check.h"
 #include "helpers.h"
+
+#include <sched.h> /* after check.h, which asks for POSIX */
 
 enum { T = 4 };
 
@@ -330,6 +333,88 @@ static void global_capture_survives_pool_work_elsewhere(cpool_device *dev) {
     cpool_stream_destroy(s);
 }
 
+/* ---- a teardown's wait against captures that begin and end ------------------ */
+
+typedef struct numbered_task {
+    int *done;
+    int number;
+} numbered_task;
+
+/* Stream work that takes a while, then says how far the stream got. */
+static void finish_slowly(void *arg) {
+    numbered_task *task = (numbered_task *)arg;
+    sleep_ms(1);
+    astore(task->done, task->number);
+}
+
+typedef struct trimmer {
+    cpool_pool *pool;
+    int *begun, *trimmed, *done, *stop;
+} trimmer;
+
+/* Trims whenever a new capture began: the trim waits for the device, so the
+ * work enqueued before that capture (its stream still captures, or has just
+ * ended the capture) must be finished when it returns. */
+static void *trim_worker(void *arg) {
+    trimmer *w = (trimmer *)arg;
+    int seen = 0;
+    while (!aload(w->stop)) {
+        int begun = aload(w->begun);
+        if (begun == seen) {
+            sched_yield();
+            continue;
+        }
+        CHECK_OK(cpool_pool_trim(w->pool));
+        CHECK(aload(w->done) >= begun);
+        astore(w->trimmed, begun);
+        seen = begun;
+    }
+    return NULL;
+}
+
+/* Every other capture stays open until a trim on another thread has waited
+ * during it; the rest end at once, racing the trim. */
+static void quiesce_waits_for_work_before_captures_that_end(cpool_device *dev) {
+    enum { CAPTURES = 50 };
+    static int begun, trimmed, done, stop, captured_runs;
+    static numbered_task tasks[CAPTURES + 1];
+    cpool_stream *s = NULL;
+    cpool_pool *pool = NULL, *other = NULL;
+    pthread_t th;
+    trimmer w;
+    int k;
+    astore(&begun, 0);
+    astore(&trimmed, 0);
+    astore(&done, 0);
+    astore(&stop, 0);
+    astore(&captured_runs, 0);
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &other));
+    w = (trimmer){other, &begun, &trimmed, &done, &stop};
+    CHECK_EQ(pthread_create(&th, NULL, trim_worker, &w), 0);
+    for (k = 1; k <= CAPTURES; k++) {
+        cpool_graph *g = NULL;
+        tasks[k] = (numbered_task){&done, k};
+        CHECK_OK(cpool_launch_host(s, finish_slowly, &tasks[k]));
+        if (!CHECK_OK(cpool_capture_begin(s, pool, CPOOL_CAPTURE_THREAD_LOCAL))) break;
+        astore(&begun, k);
+        CHECK_OK(cpool_launch_host(s, cb_inc, &captured_runs));
+        if (k % 2) CHECK(wait_for_int(&trimmed, k, WAIT_TIMEOUT_MS));
+        CHECK_OK(cpool_capture_end(s, &g));
+        cpool_graph_release(g);
+    }
+    CHECK(wait_for_int(&done, CAPTURES, WAIT_TIMEOUT_MS));
+    astore(&stop, 1);
+    pthread_join(th, NULL);
+    CHECK_OK(cpool_stream_synchronize(s));
+    CHECK_EQ(aload(&captured_runs), 0); /* no graph was launched */
+    CHECK_EQ(stats_of(pool).graph_count, 0);
+    cpool_pool_release(other);
+    cpool_pool_release(pool);
+    cpool_stream_destroy(s);
+}
+
 /* ---- reference races --------------------------------------------------------------- */
 
 typedef struct refs_arg {
@@ -450,6 +535,7 @@ static const check_case cases[] = {
     CHECK_CASE(stats_consistent_under_contention),
     CHECK_CASE(concurrent_captures_on_one_pool),
     CHECK_CASE(global_capture_survives_pool_work_elsewhere),
+    CHECK_CASE(quiesce_waits_for_work_before_captures_that_end),
     CHECK_CASE(retain_release_races),
     CHECK_CASE(record_and_clear_race),
 };
