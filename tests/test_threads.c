@@ -338,12 +338,13 @@ static void global_capture_survives_pool_work_elsewhere(cpool_device *dev) {
 typedef struct numbered_task {
     int *done;
     int number;
+    unsigned ms; /* how long it takes */
 } numbered_task;
 
 /* Stream work that takes a while, then says how far the stream got. */
 static void finish_slowly(void *arg) {
     numbered_task *task = (numbered_task *)arg;
-    sleep_ms(1);
+    sleep_ms(task->ms);
     astore(task->done, task->number);
 }
 
@@ -395,7 +396,7 @@ static void quiesce_waits_for_work_before_captures_that_end(cpool_device *dev) {
     CHECK_EQ(pthread_create(&th, NULL, trim_worker, &w), 0);
     for (k = 1; k <= CAPTURES; k++) {
         cpool_graph *g = NULL;
-        tasks[k] = (numbered_task){&done, k};
+        tasks[k] = (numbered_task){&done, k, 1};
         CHECK_OK(cpool_launch_host(s, finish_slowly, &tasks[k]));
         if (!CHECK_OK(cpool_capture_begin(s, pool, CPOOL_CAPTURE_THREAD_LOCAL))) break;
         astore(&begun, k);
@@ -413,6 +414,62 @@ static void quiesce_waits_for_work_before_captures_that_end(cpool_device *dev) {
     cpool_pool_release(other);
     cpool_pool_release(pool);
     cpool_stream_destroy(s);
+}
+
+typedef struct trim_arg {
+    cpool_pool *pool;
+    int *started, *finished;
+} trim_arg;
+
+static void *trim_once(void *arg) {
+    trim_arg *a = (trim_arg *)arg;
+    astore(a->started, 1);
+    CHECK_OK(cpool_pool_trim(a->pool));
+    astore(a->finished, 1);
+    return NULL;
+}
+
+/* A capture takes hold of the pool and lets go while a trim waits for the
+ * device: the launch of its graph may still run, so that trim keeps the
+ * graph memory. The next trim, with no holder in between, gives it back. */
+static void trim_keeps_graph_memory_held_during_its_wait(cpool_device *dev) {
+    static int blocker_done, started, finished;
+    numbered_task blocker = {&blocker_done, 1, 600};
+    cpool_stream *slow = NULL, *s = NULL;
+    cpool_pool *pool = NULL;
+    cpool_graph *g = NULL;
+    void *tmp = NULL;
+    pthread_t th;
+    trim_arg a;
+    astore(&blocker_done, 0);
+    astore(&started, 0);
+    astore(&finished, 0);
+    REQUIRE_OK(cpool_stream_create(dev, &slow));
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    CHECK_OK(cpool_launch_host(slow, finish_slowly, &blocker));
+    a = (trim_arg){pool, &started, &finished};
+    CHECK_EQ(pthread_create(&th, NULL, trim_once, &a), 0);
+    CHECK(wait_for_int(&started, 1, WAIT_TIMEOUT_MS));
+    sleep_ms(100); /* the trim has looked for holders and waits for `slow` */
+    if (CHECK_OK(cpool_capture_begin(s, pool, CPOOL_CAPTURE_THREAD_LOCAL))) {
+        CHECK_OK(cpool_alloc(pool, 1000, s, &tmp));
+        CHECK_OK(cpool_memset_async(s, tmp, 1, 1000));
+        CHECK_OK(cpool_free(pool, tmp, s));
+        CHECK_OK(cpool_capture_end(s, &g));
+    }
+    CHECK_OK(cpool_graph_launch(g, s));
+    cpool_graph_release(g);
+    CHECK(!aload(&finished)); /* all of it happened while the trim waited */
+    pthread_join(th, NULL);
+    CHECK_EQ(aload(&blocker_done), 1);
+    CHECK_GT(stats_of(pool).graph_reserved_bytes, 0);
+    CHECK_OK(cpool_stream_synchronize(s));
+    CHECK_OK(cpool_pool_trim(pool));
+    CHECK_EQ(stats_of(pool).graph_reserved_bytes, 0);
+    cpool_pool_release(pool);
+    cpool_stream_destroy(s);
+    cpool_stream_destroy(slow);
 }
 
 /* ---- reference races --------------------------------------------------------------- */
@@ -536,6 +593,7 @@ static const check_case cases[] = {
     CHECK_CASE(concurrent_captures_on_one_pool),
     CHECK_CASE(global_capture_survives_pool_work_elsewhere),
     CHECK_CASE(quiesce_waits_for_work_before_captures_that_end),
+    CHECK_CASE(trim_keeps_graph_memory_held_during_its_wait),
     CHECK_CASE(retain_release_races),
     CHECK_CASE(record_and_clear_race),
 };
