@@ -53,12 +53,12 @@ struct cpool_pool {
     cpool_device *dev;
     _Atomic uint64_t generation;
     atomic_bool sealed;
-    /* Captures and graphs holding the pool, and how many ever took hold, so
-     * that a trim can tell one came and went while it waited. Atomics: a
-     * capture's begin and end take no lock for them. */
-    atomic_size_t holder_count;     /* captures + graphs */
-    atomic_size_t graph_count;      /* the graphs among them, for the stats */
-    _Atomic uint64_t holder_epoch;
+    /* Captures and graphs holding the pool (low half), and how many ever
+     * took hold (high half), in one word, so that one read tells a trim
+     * whether a holder came and went while it waited. Atomics: a capture's
+     * begin and end take no lock for them. */
+    _Atomic uint64_t holders;
+    atomic_size_t graph_count; /* the graphs among the holders, for the stats */
     pthread_mutex_t mu;
     pthread_mutex_t drop_mu; /* held by a clear from taking its records to its last drop */
 
@@ -79,6 +79,10 @@ struct cpool_pool {
     cpool__deferred deferred_clear;
     cpool__deferred deferred_destroy;
 };
+
+/* `holders`: the live holders below this, the holders ever taken above. */
+#define HOLDER_EPOCH_ONE ((uint64_t)1 << 32)
+static uint64_t holder_count(uint64_t holders) { return holders & (HOLDER_EPOCH_ONE - 1); }
 
 /* Under mu. */
 static void check_allocator(cpool_pool *pool) {
@@ -516,14 +520,13 @@ cpool_status cpool_pool_trim(cpool_pool *pool) {
     pthread_mutex_lock(&pool->mu);
     cpool__front_flush(&pool->front, &pool->alloc);
     uint64_t upto = cpool__allocator_free_seq(&pool->alloc);
-    uint64_t epoch = atomic_load(&pool->holder_epoch); /* before the count: see capture_attach */
-    bool no_holders = atomic_load(&pool->holder_count) == 0;
+    uint64_t holders = atomic_load(&pool->holders);
     pthread_mutex_unlock(&pool->mu);
     cpool_status st = cpool__device_quiesce(pool->dev);
     pthread_mutex_lock(&pool->mu);
     poll_fences(pool);
     cpool__allocator_unfence_all(&pool->alloc, upto);
-    if (no_holders && atomic_load(&pool->holder_count) == 0 && atomic_load(&pool->holder_epoch) == epoch)
+    if (holder_count(holders) == 0 && atomic_load(&pool->holders) == holders)
         cpool__allocator_reclaim_graph(&pool->alloc);
     cpool__allocator_trim(&pool->alloc);
     CHECK_ALLOCATOR(pool);
@@ -560,18 +563,12 @@ bool cpool__pool_launch_enter(cpool_pool *pool, uint64_t generation) {
 
 void cpool__pool_launch_exit(cpool_pool *pool) { atomic_fetch_sub(&pool->launching, 1); }
 
-/* The count goes up before the epoch: a trim reads the epoch, then the
- * count, so a holder it did not count bumps the epoch after the trim read
- * it; and at its second look it reads the count, then the epoch, so a
- * holder that came and went in between shows in the epoch. */
-void cpool__pool_capture_attach(cpool_pool *pool) {
-    atomic_fetch_add(&pool->holder_count, 1);
-    atomic_fetch_add(&pool->holder_epoch, 1);
-}
-void cpool__pool_capture_detach(cpool_pool *pool) { atomic_fetch_sub(&pool->holder_count, 1); }
+/* A new holder counts once in each half of `holders`. */
+void cpool__pool_capture_attach(cpool_pool *pool) { atomic_fetch_add(&pool->holders, HOLDER_EPOCH_ONE + 1); }
+void cpool__pool_capture_detach(cpool_pool *pool) { atomic_fetch_sub(&pool->holders, 1); }
 /* The capture's hold becomes the graph's. */
 void cpool__pool_capture_to_graph(cpool_pool *pool) { atomic_fetch_add(&pool->graph_count, 1); }
 void cpool__pool_graph_detach(cpool_pool *pool) {
     atomic_fetch_sub(&pool->graph_count, 1);
-    atomic_fetch_sub(&pool->holder_count, 1);
+    atomic_fetch_sub(&pool->holders, 1);
 }
