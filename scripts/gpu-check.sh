@@ -39,20 +39,31 @@ step build-rel cmake --build build-gpu/rel -j "$jobs"
 
 step ctest bash -c "cd build-gpu/test && ctest --output-on-failure -j 4"
 sanitize() { # sanitize TOOL [ARGS...]: every test binary under compute-sanitizer
-    local tool=$1 status=0; shift
+    local tool=$1 status=0 rc; shift
     for t in build-gpu/test/tests/test_*; do
         [[ -x $t && ! -d $t ]] || continue
-        # racecheck and synccheck look for hazards inside kernels; under them,
-        # about one run of the eight-thread stress test in twelve sees a
-        # cudaGraphLaunch return cudaErrorUnknown for a launch that did run
-        # (none in 162 runs without a tool). memcheck runs it like the rest.
+        # Under a tool, the eight-thread stress test now and then sees a
+        # cudaGraphLaunch return cudaErrorUnknown for a launch that did run:
+        # about one run in twelve under racecheck and synccheck, which look
+        # for hazards inside kernels and so leave it out, and about one in
+        # thirty under memcheck (none in 182 runs without a tool).
         [[ $tool != memcheck && $t == */test_stress ]] && continue
         echo "--- $tool $t"
         # API errors are not reported: the suite provokes them on purpose
         # (a sync under capture, an invalidated capture's end).
         # Binaries that never touch CUDA (the C++ header test) are fine too.
         compute-sanitizer --tool "$tool" "$@" --report-api-errors no --require-cuda-init no \
-            --error-exitcode 99 "$t" || status=1
+            --error-exitcode 99 "$t"
+        rc=$?
+        if ((rc != 0 && rc != 99)) && [[ $t == */test_stress ]]; then
+            # A failed check with no error from the tool: run it once more;
+            # a second failure, or any error the tool finds, fails the step.
+            echo "--- $tool $t again: the run above failed a check, the tool found no error"
+            compute-sanitizer --tool "$tool" "$@" --report-api-errors no --require-cuda-init no \
+                --error-exitcode 99 "$t"
+            rc=$?
+        fi
+        ((rc == 0)) || status=1
     done
     return $status
 }
