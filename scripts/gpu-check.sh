@@ -46,7 +46,7 @@ sanitize() { # sanitize TOOL [ARGS...]: every test binary under compute-sanitize
         # cudaGraphLaunch return cudaErrorUnknown for a launch that did run:
         # about one run in twelve under racecheck and synccheck, which look
         # for hazards inside kernels and so leave it out, and about one in
-        # thirty under memcheck (none in 182 runs without a tool).
+        # twenty under memcheck (none in 182 runs without a tool).
         [[ $tool != memcheck && $t == */test_stress ]] && continue
         echo "--- $tool $t"
         # API errors are not reported: the suite provokes them on purpose
