@@ -335,19 +335,6 @@ static void global_capture_survives_pool_work_elsewhere(cpool_device *dev) {
 
 /* ---- a teardown's wait against captures that begin and end ------------------ */
 
-typedef struct numbered_task {
-    int *done;
-    int number;
-    unsigned ms; /* how long it takes */
-} numbered_task;
-
-/* Stream work that takes a while, then says how far the stream got. */
-static void finish_slowly(void *arg) {
-    numbered_task *task = (numbered_task *)arg;
-    sleep_ms(task->ms);
-    astore(task->done, task->number);
-}
-
 typedef struct trimmer {
     cpool_pool *pool;
     int *begun, *trimmed, *done, *stop;
@@ -378,7 +365,7 @@ static void *trim_worker(void *arg) {
 static void quiesce_waits_for_work_before_captures_that_end(cpool_device *dev) {
     enum { CAPTURES = 50 };
     static int begun, trimmed, done, stop, captured_runs;
-    static numbered_task tasks[CAPTURES + 1];
+    static sleep_set tasks[CAPTURES + 1]; /* each says how far the stream got */
     cpool_stream *s = NULL;
     cpool_pool *pool = NULL, *other = NULL;
     pthread_t th;
@@ -396,8 +383,8 @@ static void quiesce_waits_for_work_before_captures_that_end(cpool_device *dev) {
     CHECK_EQ(pthread_create(&th, NULL, trim_worker, &w), 0);
     for (k = 1; k <= CAPTURES; k++) {
         cpool_graph *g = NULL;
-        tasks[k] = (numbered_task){&done, k, 1};
-        CHECK_OK(cpool_launch_host(s, finish_slowly, &tasks[k]));
+        tasks[k] = (sleep_set){1, &done, k};
+        CHECK_OK(cpool_launch_host(s, cb_sleep_set, &tasks[k]));
         if (!CHECK_OK(cpool_capture_begin(s, pool, CPOOL_CAPTURE_THREAD_LOCAL))) break;
         astore(&begun, k);
         CHECK_OK(cpool_launch_host(s, cb_inc, &captured_runs));
@@ -434,7 +421,7 @@ static void *trim_once(void *arg) {
  * graph memory. The next trim, with no holder in between, gives it back. */
 static void trim_keeps_graph_memory_held_during_its_wait(cpool_device *dev) {
     static int blocker_done, started, finished;
-    numbered_task blocker = {&blocker_done, 1, 600};
+    sleep_set blocker = {600, &blocker_done, 1};
     cpool_stream *slow = NULL, *s = NULL;
     cpool_pool *pool = NULL;
     cpool_graph *g = NULL;
@@ -447,7 +434,7 @@ static void trim_keeps_graph_memory_held_during_its_wait(cpool_device *dev) {
     REQUIRE_OK(cpool_stream_create(dev, &slow));
     REQUIRE_OK(cpool_stream_create(dev, &s));
     REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
-    CHECK_OK(cpool_launch_host(slow, finish_slowly, &blocker));
+    CHECK_OK(cpool_launch_host(slow, cb_sleep_set, &blocker));
     a = (trim_arg){pool, &started, &finished};
     CHECK_EQ(pthread_create(&th, NULL, trim_once, &a), 0);
     CHECK(wait_for_int(&started, 1, WAIT_TIMEOUT_MS));
