@@ -9,7 +9,9 @@
  *   cudaStreamBeginCapture / EndCapture / GraphInstantiate, in pairs whose
  *   order flips; on CUDA also raw against itself (the run's noise floor),
  *   raw after an event record made the way capturepool's fence is (what
- *   the fence costs) and a one-kernel capture in phases.
+ *   the fence costs), raw through the driver's entry points that
+ *   capturepool calls against the runtime's calls (capture and launch),
+ *   and a one-kernel capture in phases.
  * Launch and device figures are medians over repeats of a batch; capture
  * figures are medians of single captures. Besides the table it prints
  * "csv,..." lines for scripts/bench_report.py.
@@ -35,32 +37,48 @@ typedef struct row {
     double capture_ours_us, capture_raw_us;
 } row;
 
-/* What a timed capture runs: capturepool's, raw CUDA's, or raw CUDA's after
- * an event recorded on the stream (what capturepool's capture fence adds). */
-typedef enum capture_kind { CAPTURE_OURS, CAPTURE_RAW, CAPTURE_RAW_AFTER_RECORD } capture_kind;
+/* What a timed capture runs: capturepool's; raw CUDA's through the runtime;
+ * raw through the driver's entry points, as capturepool makes these calls;
+ * or raw through the runtime after an event recorded on the stream the way
+ * capturepool's capture fence is (what the fence adds). */
+typedef enum capture_kind { CAPTURE_OURS, CAPTURE_RAW, CAPTURE_RAW_DRIVER, CAPTURE_RAW_AFTER_RECORD } capture_kind;
 
 #ifdef CPOOL_HAVE_CUDA
 static cudaEvent_t record_event; /* for CAPTURE_RAW_AFTER_RECORD */
 
-/* The event record as capturepool's fence makes it: through the driver's
- * cuEventRecord where the runtime hands it out, else cudaEventRecord. */
-typedef int (*driver_event_record_fn)(cudaEvent_t event, cudaStream_t stream);
-static driver_event_record_fn driver_event_record;
+/* The driver's entry points that capturepool calls in place of the runtime
+ * on the capture and launch paths, as the runtime hands them out. */
+static struct {
+    int (*event_record)(cudaEvent_t event, cudaStream_t stream);
+    int (*begin_capture)(cudaStream_t stream, enum cudaStreamCaptureMode mode);
+    int (*end_capture)(cudaStream_t stream, cudaGraph_t *graph);
+    int (*instantiate)(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags);
+    int (*graph_launch)(cudaGraphExec_t exec, cudaStream_t stream);
+} driver;
 
-static void find_driver_event_record(void) {
-#if CUDART_VERSION >= 12050
+static void *driver_entry(const char *name) {
     void *fn = NULL;
+#if CUDART_VERSION >= 12050
     enum cudaDriverEntryPointQueryResult found;
-    if (cudaGetDriverEntryPointByVersion("cuEventRecord", &fn, 12000, cudaEnableDefault, &found) == cudaSuccess &&
-        found == cudaDriverEntryPointSuccess)
-        driver_event_record = (driver_event_record_fn)fn;
+    if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess)
+        fn = NULL;
     cudaGetLastError();
 #endif
+    if (!fn) {
+        fprintf(stderr, "launch_bench: the runtime gives no entry point for %s\n", name);
+        exit(1);
+    }
+    return fn;
 }
 
-static cudaError_t fence_record(cudaEvent_t ev, cudaStream_t cs) {
-    if (driver_event_record) return driver_event_record(ev, cs) == 0 ? cudaSuccess : cudaErrorUnknown;
-    return cudaEventRecord(ev, cs);
+static void driver_load(void) {
+    driver.event_record = (int (*)(cudaEvent_t, cudaStream_t))driver_entry("cuEventRecord");
+    driver.begin_capture = (int (*)(cudaStream_t, enum cudaStreamCaptureMode))driver_entry("cuStreamBeginCapture");
+    driver.end_capture = (int (*)(cudaStream_t, cudaGraph_t *))driver_entry("cuStreamEndCapture");
+    driver.instantiate =
+        (int (*)(cudaGraphExec_t *, cudaGraph_t, unsigned long long))driver_entry("cuGraphInstantiateWithFlags");
+    driver.graph_launch = (int (*)(cudaGraphExec_t, cudaStream_t))driver_entry("cuGraphLaunch");
 }
 #endif
 
@@ -79,11 +97,18 @@ static double capture_once(capture_kind kind, cpool_stream *s, cpool_pool *pool,
     cudaStream_t cs = (cudaStream_t)cpool_stream_native(s);
     cudaGraph_t graph;
     cudaGraphExec_t exec;
-    if (kind == CAPTURE_RAW_AFTER_RECORD) BENCH_CHECK(fence_record(record_event, cs));
-    BENCH_CHECK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeGlobal));
-    BENCH_CHECK(tick_step_enqueue(s, st));
-    BENCH_CHECK(cudaStreamEndCapture(cs, &graph));
-    BENCH_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    if (kind == CAPTURE_RAW_DRIVER) {
+        BENCH_CHECK(driver.begin_capture(cs, cudaStreamCaptureModeGlobal));
+        BENCH_CHECK(tick_step_enqueue(s, st));
+        BENCH_CHECK(driver.end_capture(cs, &graph));
+        BENCH_CHECK(driver.instantiate(&exec, graph, 0));
+    } else {
+        if (kind == CAPTURE_RAW_AFTER_RECORD) BENCH_CHECK(driver.event_record(record_event, cs));
+        BENCH_CHECK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeGlobal));
+        BENCH_CHECK(tick_step_enqueue(s, st));
+        BENCH_CHECK(cudaStreamEndCapture(cs, &graph));
+        BENCH_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    }
     t = bench_now_ns() - t0;
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
@@ -238,6 +263,9 @@ int main(int argc, char **argv) {
     BENCH_CHECK(cpool_alloc(pool, 32 * sizeof(float), s, &x));
     BENCH_CHECK(cpool_memset_async(s, x, 0, 32 * sizeof(float)));
     st.x = x;
+#ifdef CPOOL_HAVE_CUDA
+    if (st.cuda) driver_load();
+#endif
     const char *backend = cpool_device_backend(dev) == CPOOL_BACKEND_CUDA ? "cuda" : "host";
     printf("launch_bench: backend %s, %s per step; times in us, medians of %d repeats (launch CPU: %d; capture: "
            "of single captures)\n",
@@ -262,18 +290,18 @@ int main(int argc, char **argv) {
 #ifdef CPOOL_HAVE_CUDA
     if (st.cuda) {
         /* The fixed cost of a capture, in parts (us, medians): the fence's
-         * record as capturepool makes it, and as cudaEventRecord, and the
-         * capture-state query that capture_begin no longer makes. */
+         * record as capturepool makes it (the driver's cuEventRecord), and
+         * as cudaEventRecord, and the capture-state query that
+         * capture_begin does not make. */
         cudaStream_t cs = (cudaStream_t)cpool_stream_native(s);
         cudaEvent_t ev;
         cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
-        find_driver_event_record();
         double fence[REPEATS], rec[REPEATS], isc[REPEATS];
         enum { CALLS = 1000 };
         for (int rep = 0; rep < REPEATS; rep++) {
             enum cudaStreamCaptureStatus status;
             double t0 = bench_now_ns();
-            for (int i = 0; i < CALLS; i++) fence_record(ev, cs);
+            for (int i = 0; i < CALLS; i++) driver.event_record(ev, cs);
             double t1 = bench_now_ns();
             for (int i = 0; i < CALLS; i++) cudaEventRecord(ev, cs);
             double t2 = bench_now_ns();
@@ -285,14 +313,47 @@ int main(int argc, char **argv) {
         }
         cudaStreamSynchronize(cs);
         cudaEventDestroy(ev);
-        printf("parts of a capture's fixed cost, us: fence record (%s) %.3f, cudaEventRecord %.3f, "
+        printf("parts of a capture's fixed cost, us: fence record (driver cuEventRecord) %.3f, cudaEventRecord %.3f, "
                "cudaStreamIsCapturing %.3f\n",
-               driver_event_record ? "driver cuEventRecord" : "cudaEventRecord", bench_median(fence, REPEATS),
-               bench_median(rec, REPEATS), bench_median(isc, REPEATS));
+               bench_median(fence, REPEATS), bench_median(rec, REPEATS), bench_median(isc, REPEATS));
+        /* What calling the driver's entry points instead of the runtime
+         * saves raw CUDA, as capturepool calls them: a one-kernel capture
+         * (single captures in flipping pairs), and the CPU cost of a
+         * one-kernel graph's launch (alternating batches). */
+        st.kernels = 1;
+        double by_driver, by_runtime;
+        capture_pairs(CAPTURE_RAW_DRIVER, CAPTURE_RAW, 200, s, pool, &st, &by_driver, &by_runtime);
+        printf("one-kernel raw capture+end, us: driver entry points %.3f, runtime %.3f, %.3fx\n", by_driver,
+               by_runtime, by_driver / by_runtime);
+        cudaGraph_t one_graph;
+        cudaGraphExec_t one_exec;
+        BENCH_CHECK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeGlobal));
+        BENCH_CHECK(tick_step_enqueue(s, &st));
+        BENCH_CHECK(cudaStreamEndCapture(cs, &one_graph));
+        BENCH_CHECK(cudaGraphInstantiate(&one_exec, one_graph, 0));
+        double by_driver_l[LAUNCH_REPEATS], by_runtime_l[LAUNCH_REPEATS];
+        enum { LAUNCHES = 400 };
+        for (int rep = 0; rep < LAUNCH_REPEATS; rep++)
+            for (int turn = 0; turn < 2; turn++) {
+                bool driver_turn = (turn + rep) % 2 == 0;
+                double t0 = bench_now_ns();
+                for (int i = 0; i < LAUNCHES; i++)
+                    if (driver_turn)
+                        driver.graph_launch(one_exec, cs);
+                    else
+                        cudaGraphLaunch(one_exec, cs);
+                (driver_turn ? by_driver_l : by_runtime_l)[rep] = (bench_now_ns() - t0) / LAUNCHES / 1e3;
+                BENCH_CHECK(cudaStreamSynchronize(cs));
+            }
+        cudaGraphExecDestroy(one_exec);
+        cudaGraphDestroy(one_graph);
+        by_driver = bench_median(by_driver_l, LAUNCH_REPEATS);
+        by_runtime = bench_median(by_runtime_l, LAUNCH_REPEATS);
+        printf("one-kernel raw graph launch CPU, us: cuGraphLaunch %.3f, cudaGraphLaunch %.3f, %.3fx\n", by_driver,
+               by_runtime, by_driver / by_runtime);
         /* The run's noise floor (raw one-kernel captures against
          * themselves), and what an event recorded just before the capture
          * begins, as capturepool's capture fence is, costs raw CUDA. */
-        st.kernels = 1;
         double self_a, self_b, after_record, alone;
         capture_pairs(CAPTURE_RAW, CAPTURE_RAW, 200, s, pool, &st, &self_a, &self_b);
         printf("one-kernel raw capture+end against itself (noise floor), us: %.3f and %.3f, %.3fx\n", self_a, self_b,

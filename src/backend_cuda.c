@@ -15,6 +15,9 @@
  *   the thunk once the graph and every executable made from it are
  *   destroyed and their launches finished. So the backend keeps no record
  *   of a capture beyond a flag on the stream it was begun on.
+ * - The calls on the capture and launch paths (the capture fence's event
+ *   record, capture begin and end, instantiation, graph launch) go to the
+ *   driver's entry points as the runtime hands them out (driver_calls).
  * - Errors become statuses with the CUDA error's name and text, and the
  *   sticky per-thread error is cleared.
  */
@@ -32,12 +35,8 @@ typedef struct thunk {
     bool eager;
 } thunk;
 
-/* The driver's cuEventRecord, as the runtime hands it out. */
-typedef int (*driver_event_record_fn)(cudaEvent_t event, cudaStream_t stream);
-
 struct cpool__bdevice {
     int ordinal;
-    driver_event_record_fn driver_event_record; /* NULL where the runtime has none to give */
     /* Serialises this backend's calls on graphs being captured: CUDA graph
      * objects are not thread-safe, and threads may capture into one graph. */
     pthread_mutex_t capture_graphs_mu;
@@ -49,7 +48,6 @@ struct cpool__bstream {
     bool owned;
     bool legacy;    /* the legacy default stream, wrapped */
     bool capturing; /* a capture begun here by capturepool is running */
-    driver_event_record_fn driver_event_record; /* the device's, at hand for the capture fence */
 };
 
 struct cpool__bevent {
@@ -119,20 +117,87 @@ static void guard_exit(device_guard *g) {
     if (g->relaxed) cudaThreadExchangeStreamCaptureMode(&g->mode);
 }
 
-/* ---- device and memory --------------------------------------------------- */
+/* ---- the driver's entry points ------------------------------------------- */
 
-static driver_event_record_fn find_driver_event_record(void) {
+/* The driver's functions behind the runtime calls on the capture and launch
+ * paths. Calling them directly skips the runtime's wrapper, which measured
+ * 4-5% of a one-kernel capture on an H200 (docs/BENCHMARKS.md). The
+ * driver's result codes carry the same numbers as the runtime's errors (for
+ * every error both have), so a result converts as it is. */
+typedef struct driver_calls {
+    int (*event_record)(cudaEvent_t event, cudaStream_t stream);
+    int (*begin_capture)(cudaStream_t stream, enum cudaStreamCaptureMode mode);
+    int (*end_capture)(cudaStream_t stream, cudaGraph_t *graph);
+    int (*instantiate)(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags);
+    int (*graph_launch)(cudaGraphExec_t exec, cudaStream_t stream);
+} driver_calls;
+
+static driver_calls driver;
+static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
+
+/* The entry point as of CUDA 12.0, as the runtime hands it out; NULL where
+ * it has none to give. */
+static void *driver_entry(const char *name) {
     void *fn = NULL;
 #if CUDART_VERSION >= 12050
     enum cudaDriverEntryPointQueryResult found;
-    if (cudaGetDriverEntryPointByVersion("cuEventRecord", &fn, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+    if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &found) != cudaSuccess ||
         found != cudaDriverEntryPointSuccess) {
         cudaGetLastError();
         fn = NULL;
     }
+#else
+    CPOOL_UNUSED(name);
 #endif
-    return (driver_event_record_fn)fn;
+    return fn;
 }
+
+static void driver_load(void) {
+    driver.event_record = (int (*)(cudaEvent_t, cudaStream_t))driver_entry("cuEventRecord");
+    driver.begin_capture = (int (*)(cudaStream_t, enum cudaStreamCaptureMode))driver_entry("cuStreamBeginCapture");
+    driver.end_capture = (int (*)(cudaStream_t, cudaGraph_t *))driver_entry("cuStreamEndCapture");
+    driver.instantiate =
+        (int (*)(cudaGraphExec_t *, cudaGraph_t, unsigned long long))driver_entry("cuGraphInstantiateWithFlags");
+    driver.graph_launch = (int (*)(cudaGraphExec_t, cudaStream_t))driver_entry("cuGraphLaunch");
+}
+
+/* The runtime's call runs where the driver's entry point is missing, or
+ * where the driver's call found no context current on the thread (it then
+ * did nothing; the runtime makes the device's primary context current).
+ * Any other failure is the driver's: a launch can fail and still have run,
+ * so a failed call is never made again. */
+enum { DRIVER_MISSING = -1, DRIVER_NO_CONTEXT = 201 /* CUDA_ERROR_INVALID_CONTEXT */ };
+
+static bool runtime_needed(int driver_result) {
+    return driver_result == DRIVER_MISSING || driver_result == DRIVER_NO_CONTEXT;
+}
+
+static cudaError_t record_event(cudaEvent_t event, cudaStream_t stream) {
+    int r = driver.event_record ? driver.event_record(event, stream) : DRIVER_MISSING;
+    return runtime_needed(r) ? cudaEventRecord(event, stream) : (cudaError_t)r;
+}
+
+static cudaError_t begin_capture(cudaStream_t stream, enum cudaStreamCaptureMode mode) {
+    int r = driver.begin_capture ? driver.begin_capture(stream, mode) : DRIVER_MISSING;
+    return runtime_needed(r) ? cudaStreamBeginCapture(stream, mode) : (cudaError_t)r;
+}
+
+static cudaError_t end_capture(cudaStream_t stream, cudaGraph_t *graph) {
+    int r = driver.end_capture ? driver.end_capture(stream, graph) : DRIVER_MISSING;
+    return runtime_needed(r) ? cudaStreamEndCapture(stream, graph) : (cudaError_t)r;
+}
+
+static cudaError_t instantiate(cudaGraphExec_t *exec, cudaGraph_t graph) {
+    int r = driver.instantiate ? driver.instantiate(exec, graph, 0) : DRIVER_MISSING;
+    return runtime_needed(r) ? cudaGraphInstantiate(exec, graph, 0) : (cudaError_t)r;
+}
+
+static cudaError_t graph_launch(cudaGraphExec_t exec, cudaStream_t stream) {
+    int r = driver.graph_launch ? driver.graph_launch(exec, stream) : DRIVER_MISSING;
+    return runtime_needed(r) ? cudaGraphLaunch(exec, stream) : (cudaError_t)r;
+}
+
+/* ---- device and memory --------------------------------------------------- */
 
 static cpool_status cuda_device_open(int ordinal, cpool__bdevice **out) {
     int count = 0;
@@ -153,7 +218,7 @@ static cpool_status cuda_device_open(int ordinal, cpool__bdevice **out) {
     if (st == CPOOL_OK) {
         err = cudaFree(NULL); /* creates the primary context now, not inside a later capture */
         guard_exit(&g);
-        if (err == cudaSuccess) d->driver_event_record = find_driver_event_record();
+        if (err == cudaSuccess) pthread_once(&driver_once, driver_load);
         if (err != cudaSuccess) st = cuda_fail(err, "initialising the device");
     }
     if (st != CPOOL_OK) {
@@ -199,7 +264,6 @@ static cpool_status cuda_stream_create(cpool__bdevice *dev, void *native, bool w
     cpool__bstream *s = cpool__calloc(1, sizeof *s);
     if (!s) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating a stream");
     s->dev = dev;
-    s->driver_event_record = dev->driver_event_record;
     if (wrap) {
         s->stream = (cudaStream_t)native;
         s->legacy = s->stream == NULL || s->stream == cudaStreamLegacy;
@@ -405,14 +469,6 @@ static bool stream_captures(cudaStream_t stream) {
     return err != cudaSuccess || status != cudaStreamCaptureStatusNone;
 }
 
-/* The capture fence's record. The driver's entry point skips the runtime's
- * wrapper, a measurable part of a one-kernel capture; where it is missing or
- * fails, the runtime's call does the work or names the error. */
-static cudaError_t record_fence(cpool__bstream *s, cudaEvent_t event) {
-    if (s->driver_event_record && s->driver_event_record(event, s->stream) == 0) return cudaSuccess;
-    return cudaEventRecord(event, s->stream);
-}
-
 static cpool_status cuda_capture_begin(cpool__bstream *s, cpool_capture_mode mode, cpool__bevent *fence) {
     static const enum cudaStreamCaptureMode modes[] = {
         [CPOOL_CAPTURE_GLOBAL] = cudaStreamCaptureModeGlobal,
@@ -432,10 +488,10 @@ static cpool_status cuda_capture_begin(cpool__bstream *s, cpool_capture_mode mod
      * case to two calls: a record into such a capture adds no node to it. */
     cudaError_t err = cudaSuccess;
     if (fence) {
-        err = record_fence(s, fence->event);
+        err = record_event(fence->event, s->stream);
         fence->recorded = err == cudaSuccess;
     }
-    if (err == cudaSuccess) err = cudaStreamBeginCapture(s->stream, modes[mode]);
+    if (err == cudaSuccess) err = begin_capture(s->stream, modes[mode]);
     if (err != cudaSuccess) {
         cpool_status st = cuda_fail(err, fence && !fence->recorded ? "cudaEventRecord" : "cudaStreamBeginCapture");
         if (stream_captures(s->stream)) {
@@ -452,7 +508,7 @@ static cpool_status cuda_capture_begin(cpool__bstream *s, cpool_capture_mode mod
 
 static cpool_status cuda_graph_instantiate(cpool__bgraph *g) {
     if (g->exec) return CPOOL_OK;
-    cudaError_t err = cudaGraphInstantiate(&g->exec, g->graph, 0);
+    cudaError_t err = instantiate(&g->exec, g->graph);
     if (err != cudaSuccess) {
         g->exec = NULL;
         cpool_status st = cuda_fail(err, "cudaGraphInstantiate");
@@ -472,7 +528,7 @@ static cpool_status cuda_capture_end(cpool__bstream *s, bool instantiate, cpool_
     }
     s->capturing = false;
     cudaGraph_t graph = NULL;
-    cudaError_t err = cudaStreamEndCapture(s->stream, &graph);
+    cudaError_t err = end_capture(s->stream, &graph);
     if (err != cudaSuccess) {
         cpool_status st = cuda_fail(err, "cudaStreamEndCapture");
         if (graph) cudaGraphDestroy(graph);
@@ -506,7 +562,7 @@ static cpool_status cuda_capture_status(cpool__bstream *s, cpool_capture_state *
 }
 
 static cpool_status cuda_graph_launch(cpool__bgraph *g, cpool__bstream *s) {
-    CHECK_CUDA(cudaGraphLaunch(g->exec, s->stream));
+    CHECK_CUDA(graph_launch(g->exec, s->stream));
     return CPOOL_OK;
 }
 

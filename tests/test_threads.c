@@ -1,7 +1,8 @@
 /* Thread safety: several threads alloc/free/record/retain/release on one
  * shared pool, capture and launch into it, and race the last release; the
  * counts are exact afterwards. A trim on one thread waits for the work a
- * capture on another was begun after, whether the capture is open or ending. */
+ * capture on another was begun after, whether the capture is open or ending.
+ * A thread's first calls may be a capture and launches. */
 #include "check.h"
 #include "helpers.h"
 
@@ -459,6 +460,56 @@ static void trim_keeps_graph_memory_held_during_its_wait(cpool_device *dev) {
     cpool_stream_destroy(slow);
 }
 
+/* ---- threads that made no CUDA call before ------------------------------------- */
+
+typedef struct fresh_thread {
+    cpool_stream *s;
+    cpool_pool *pool;
+    cpool_graph *eager_graph; /* captured on the main thread: one host task */
+    cpool_graph *graph;       /* captured on the fresh thread */
+} fresh_thread;
+
+/* Captures, ends and launches as a thread's first calls: on CUDA, with no
+ * context current on the thread yet. */
+static void *fresh_thread_work(void *arg) {
+    fresh_thread *f = (fresh_thread *)arg;
+    if (CHECK_OK(cpool_capture_begin(f->s, f->pool, CPOOL_CAPTURE_GLOBAL)))
+        CHECK_OK(cpool_capture_end(f->s, &f->graph));
+    CHECK_OK(cpool_graph_launch(f->eager_graph, f->s));
+    if (f->graph) CHECK_OK(cpool_graph_launch(f->graph, f->s));
+    return NULL;
+}
+
+/* A capture and launches from a thread new to the device work, and a launch
+ * runs its graph exactly once. */
+static void capture_and_launch_on_a_fresh_thread(cpool_device *dev) {
+    static int counter;
+    cpool_stream *s = NULL;
+    cpool_pool *pool = NULL;
+    fresh_thread f = {NULL, NULL, NULL, NULL};
+    pthread_t th;
+    astore(&counter, 0);
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    REQUIRE_OK(cpool_capture_begin(s, pool, CPOOL_CAPTURE_GLOBAL));
+    CHECK_OK(cpool_launch_host(s, cb_inc, &counter));
+    REQUIRE_OK(cpool_capture_end(s, &f.eager_graph));
+    f.s = s;
+    f.pool = pool;
+    CHECK_EQ(pthread_create(&th, NULL, fresh_thread_work, &f), 0);
+    pthread_join(th, NULL);
+    CHECK_OK(cpool_stream_synchronize(s));
+    CHECK_EQ(aload(&counter), 1);
+    CHECK_EQ(cpool_graph_replays(f.eager_graph), 1);
+    CHECK(f.graph != NULL);
+    if (f.graph) CHECK_EQ(cpool_graph_replays(f.graph), 1);
+    CHECK_EQ(stats_of(pool).graph_count, f.graph ? 2 : 1);
+    cpool_graph_release(f.graph);
+    cpool_graph_release(f.eager_graph);
+    cpool_pool_release(pool);
+    cpool_stream_destroy(s);
+}
+
 /* ---- reference races --------------------------------------------------------------- */
 
 typedef struct refs_arg {
@@ -581,6 +632,7 @@ static const check_case cases[] = {
     CHECK_CASE(global_capture_survives_pool_work_elsewhere),
     CHECK_CASE(quiesce_waits_for_work_before_captures_that_end),
     CHECK_CASE(trim_keeps_graph_memory_held_during_its_wait),
+    CHECK_CASE(capture_and_launch_on_a_fresh_thread),
     CHECK_CASE(retain_release_races),
     CHECK_CASE(record_and_clear_race),
 };
