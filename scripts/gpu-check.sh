@@ -43,7 +43,7 @@ sanitize() { # sanitize TOOL [ARGS...]: every test binary under compute-sanitize
     for t in build-gpu/test/tests/test_*; do
         [[ -x $t && ! -d $t ]] || continue
         # Under a tool, the eight-thread stress test now and then sees a
-        # cudaGraphLaunch return cudaErrorUnknown for a launch that did run:
+        # graph launch return cudaErrorUnknown for a launch that did run:
         # about one run in twelve under racecheck and synccheck, which look
         # for hazards inside kernels and so leave it out, and about one in
         # twenty under memcheck (none in 182 runs without a tool).
