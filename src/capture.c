@@ -92,9 +92,7 @@ cpool_status cpool_capture_begin(cpool_stream *s, cpool_pool *pool, cpool_captur
     capture_init(&cap, mode);
     if (pool) cpool__capture_hold(&cap, pool); /* fits inline */
     cap.has_bound_pool = pool != NULL;
-    cpool__bevent *fence = NULL;
-    st = cpool__stream_capture_fence(s, &fence);
-    if (st == CPOOL_OK) st = cpool__stream_begin_capture(s, mode, fence, &cap);
+    st = cpool__stream_begin_capture(s, mode, &cap);
     if (st != CPOOL_OK) capture_release(&cap);
     return st;
 }

@@ -121,8 +121,8 @@ struct cpool_stream {
     /* The capture begun here with cpool_capture_begin (&capture_storage
      * while it runs), and an event recorded just before it began, so teardown
      * can wait for the work enqueued before the capture. A capture is set,
-     * and the fence changed, under dev->streams_mu; the end clears the
-     * capture without it (see cpool__stream_take_capture). */
+     * and the fence changed and recorded, under dev->streams_mu; the end
+     * clears the capture without it (see cpool__stream_take_capture). */
     _Atomic(cpool__capture *) capture;
     cpool__shared_event *capture_fence;
     struct cpool_stream *next_in_device, *prev_in_device;
@@ -134,14 +134,11 @@ struct cpool_stream {
 /* Moves a capture to `to` (its references go along). */
 void cpool__capture_move(cpool__capture *to, cpool__capture *from);
 
-/* The event to record on s just before a capture begins there (its capture
- * fence), made or renewed as needed. */
-cpool_status cpool__stream_capture_fence(cpool_stream *s, cpool__bevent **out);
-/* Begins the backend capture on s (recording `fence` first) and moves *cap
- * into the stream, atomically for other threads' quiesces and fences. On
- * failure *cap is left as it was. */
-cpool_status cpool__stream_begin_capture(cpool_stream *s, cpool_capture_mode mode, cpool__bevent *fence,
-                                         cpool__capture *cap);
+/* Begins the backend capture on s, recording the stream's capture fence
+ * first (made or renewed as needed), and moves *cap into the stream,
+ * atomically for other threads' quiesces and fences. On failure *cap is
+ * left as it was. */
+cpool_status cpool__stream_begin_capture(cpool_stream *s, cpool_capture_mode mode, cpool__capture *cap);
 /* Moves s's capture out to *cap (the owner thread, as the capture ends). */
 void cpool__stream_take_capture(cpool_stream *s, cpool__capture *cap);
 /* Ends a capture begun on s (if any) and discards it with its references. */

@@ -35,35 +35,37 @@ cpool_status cpool_stream_synchronize(cpool_stream *s) {
     return s->dev->be->stream_synchronize(s->impl);
 }
 
-cpool_status cpool__stream_capture_fence(cpool_stream *s, cpool__bevent **out) {
+/* Makes s->capture_fence one that no quiesce holds, so that recording it
+ * again is safe: the one the stream has, or a new one (the old goes to
+ * *old_out, for release once the lock is dropped). Under streams_mu: a
+ * quiesce takes a fence under that lock, so one found unshared here stays
+ * unshared until the capture that records it has begun. */
+static cpool_status unshared_fence(cpool_stream *s, cpool__shared_event **old_out) {
     cpool__shared_event *f = s->capture_fence;
-    if (!f || atomic_load(&f->refs) != 1) {
-        /* None yet, or a quiesce still waits on the old one: take a new one. */
-        cpool_status st = cpool__shared_event_new(s->dev, &f);
-        if (st != CPOOL_OK) return st;
-        pthread_mutex_lock(&s->dev->streams_mu);
-        cpool__shared_event *old = s->capture_fence;
-        s->capture_fence = f;
-        pthread_mutex_unlock(&s->dev->streams_mu);
-        cpool__shared_event_release(old);
-    }
-    *out = f->event;
+    if (f && atomic_load(&f->refs) == 1) return CPOOL_OK;
+    cpool__shared_event *fresh = NULL;
+    cpool_status st = cpool__shared_event_new(s->dev, &fresh);
+    if (st != CPOOL_OK) return st;
+    *old_out = f;
+    s->capture_fence = fresh;
     return CPOOL_OK;
 }
 
-cpool_status cpool__stream_begin_capture(cpool_stream *s, cpool_capture_mode mode, cpool__bevent *fence,
-                                         cpool__capture *cap) {
+cpool_status cpool__stream_begin_capture(cpool_stream *s, cpool_capture_mode mode, cpool__capture *cap) {
     /* Under the device's stream lock: a quiesce or a fence on another thread
      * checks whether a stream captures and records an event on it under
      * that lock, and must not see the capture begin in between. */
+    cpool__shared_event *old = NULL;
     pthread_mutex_lock(&s->dev->streams_mu);
     cpool_status st = s->capture ? cpool__fail(CPOOL_ERR_ALREADY_CAPTURING, "the stream is already capturing")
-                                 : s->dev->be->capture_begin(s->impl, mode, fence);
+                                 : unshared_fence(s, &old);
+    if (st == CPOOL_OK) st = s->dev->be->capture_begin(s->impl, mode, s->capture_fence->event);
     if (st == CPOOL_OK) {
         cpool__capture_move(&s->capture_storage, cap);
         atomic_store_explicit(&s->capture, &s->capture_storage, memory_order_release);
     }
     pthread_mutex_unlock(&s->dev->streams_mu);
+    cpool__shared_event_release(old);
     return st;
 }
 
