@@ -13,8 +13,9 @@
  *   capturepool calls against the runtime's calls (capture and launch),
  *   and a one-kernel capture in phases.
  * Launch and device figures are medians over repeats of a batch; capture
- * figures are medians of single captures. Besides the table it prints
- * "csv,..." lines for scripts/bench_report.py.
+ * figures are medians of single captures; launch and capture ratios are
+ * medians of the ratios of pairs taken side by side. Besides the table it
+ * prints "csv,..." lines for scripts/bench_report.py.
  * Usage: launch_bench [max-kernels]
  */
 #include <stdlib.h>
@@ -33,8 +34,8 @@ typedef struct row {
     int kernels;
     double eager_cpu_us, eager_dev_us;
     double dev_ours_us, dev_raw_us;
-    double launch_ours_us, launch_raw_us;
-    double capture_ours_us, capture_raw_us;
+    double launch_ours_us, launch_raw_us, launch_ratio;    /* ratio: median of per-pair ratios */
+    double capture_ours_us, capture_raw_us, capture_ratio; /* likewise; 0 without raw CUDA */
 } row;
 
 /* What a timed capture runs: capturepool's; raw CUDA's through the runtime;
@@ -116,8 +117,27 @@ static double capture_once(capture_kind kind, cpool_stream *s, cpool_pool *pool,
     return t;
 }
 
+/* The median of a[i] / b[i]: a ratio of two runs taken side by side, which
+ * a host whose speed changes between them leaves alone. Measured on these
+ * machines, a host can run 1.9x slower for a while; when it changes within
+ * a measurement, the median of each side can fall on either side of the
+ * change, apart from the other's (once 1.40x for raw against capturepool
+ * at 100 kernels, where the ratio of pairs gave 1.01x to 1.02x). */
+static double median_ratio(const double *a, const double *b, int n) {
+    double *r = malloc((size_t)n * sizeof *r);
+    if (!r) {
+        fprintf(stderr, "launch_bench: out of memory\n");
+        exit(1);
+    }
+    for (int i = 0; i < n; i++) r[i] = a[i] / b[i];
+    double m = bench_median(r, n);
+    free(r);
+    return m;
+}
+
 /* Medians (us) of single captures of kinds a and b, REPEATS x captures of
- * each, taken in pairs whose order flips every time (a b b a a b ...):
+ * each, and the median ratio of a pair's a to its b, taken in pairs whose
+ * order flips every time (a b b a a b ...):
  * - of two captures back to back, the first was measured to pay up to 1.35x
  *   more even when both are raw CUDA, so a fixed order would charge that to
  *   one side;
@@ -126,7 +146,7 @@ static double capture_once(capture_kind kind, cpool_stream *s, cpool_pool *pool,
  *   (raw against itself: within 0.5% this way, up to 5% apart with medians
  *   of per-batch means). */
 static void capture_pairs(capture_kind a_kind, capture_kind b_kind, int captures, cpool_stream *s, cpool_pool *pool,
-                          tick_step *st, double *a_us, double *b_us) {
+                          tick_step *st, double *a_us, double *b_us, double *ratio) {
     int n = REPEATS * captures;
     double *a = malloc((size_t)n * sizeof *a), *b = malloc((size_t)n * sizeof *b);
     if (!a || !b) {
@@ -142,6 +162,7 @@ static void capture_pairs(capture_kind a_kind, capture_kind b_kind, int captures
             a[i] = capture_once(a_kind, s, pool, st) / 1e3;
         }
     }
+    *ratio = median_ratio(a, b, n); /* before the medians sort a and b */
     *a_us = bench_median(a, n);
     *b_us = bench_median(b, n);
     free(a);
@@ -167,8 +188,9 @@ static void measure(cpool_stream *s, cpool_pool *pool, tick_step *st, row *r) {
     r->eager_dev_us = bench_median(b, REPEATS);
 
     /* Capture + end, ours and raw (where there is CUDA). */
-    capture_pairs(CAPTURE_OURS, CAPTURE_RAW, captures, s, pool, st, &r->capture_ours_us, &r->capture_raw_us);
-    if (!st->cuda) r->capture_raw_us = 0;
+    capture_pairs(CAPTURE_OURS, CAPTURE_RAW, captures, s, pool, st, &r->capture_ours_us, &r->capture_raw_us,
+                  &r->capture_ratio);
+    if (!st->cuda) r->capture_raw_us = r->capture_ratio = 0;
 #ifdef CPOOL_HAVE_CUDA
     cudaStream_t cs = (cudaStream_t)cpool_stream_native(s);
 #endif
@@ -203,6 +225,7 @@ static void measure(cpool_stream *s, cpool_pool *pool, tick_step *st, row *r) {
             }
 #endif
         }
+    r->launch_ratio = st->cuda ? median_ratio(la, lb, LAUNCH_REPEATS) : 0;
     r->launch_ours_us = bench_median(la, LAUNCH_REPEATS);
     r->launch_raw_us = st->cuda ? bench_median(lb, LAUNCH_REPEATS) : 0;
 
@@ -242,9 +265,9 @@ static void measure(cpool_stream *s, cpool_pool *pool, tick_step *st, row *r) {
     cpool_graph_release(g);
 }
 
-static void print_ratio(double ours, double raw) {
-    if (raw > 0)
-        printf(" %6.2fx", ours / raw);
+static void print_ratio(double ratio) {
+    if (ratio > 0)
+        printf(" %6.2fx", ratio);
     else
         printf(" %7s", "n/a");
 }
@@ -268,7 +291,7 @@ int main(int argc, char **argv) {
 #endif
     const char *backend = cpool_device_backend(dev) == CPOOL_BACKEND_CUDA ? "cuda" : "host";
     printf("launch_bench: backend %s, %s per step; times in us, medians of %d repeats (launch CPU: %d; capture: "
-           "of single captures)\n",
+           "of single captures); launch and capture ratios: medians of the ratios of side-by-side pairs\n",
            backend, st.cuda ? "32-thread kernels" : "host tasks", REPEATS, LAUNCH_REPEATS);
     printf("%7s | %9s %9s | %9s %9s %7s | %9s %9s %7s | %9s %9s %7s\n", "kernels", "eager-cpu", "eager-dev",
            "dev-ours", "dev-raw", "ratio", "launch", "launch-raw", "ratio", "capture", "capt-raw", "ratio");
@@ -280,11 +303,11 @@ int main(int argc, char **argv) {
         r->kernels = n;
         measure(s, pool, &st, r);
         printf("%7d | %9.2f %9.2f | %9.2f %9.2f", n, r->eager_cpu_us, r->eager_dev_us, r->dev_ours_us, r->dev_raw_us);
-        print_ratio(r->dev_ours_us, r->dev_raw_us);
+        print_ratio(r->dev_raw_us > 0 ? r->dev_ours_us / r->dev_raw_us : 0);
         printf(" | %9.3f %9.3f", r->launch_ours_us, r->launch_raw_us);
-        print_ratio(r->launch_ours_us, r->launch_raw_us);
+        print_ratio(r->launch_ratio);
         printf(" | %9.2f %9.2f", r->capture_ours_us, r->capture_raw_us);
-        print_ratio(r->capture_ours_us, r->capture_raw_us);
+        print_ratio(r->capture_ratio);
         printf("\n");
     }
 #ifdef CPOOL_HAVE_CUDA
@@ -321,10 +344,10 @@ int main(int argc, char **argv) {
          * (single captures in flipping pairs), and the CPU cost of a
          * one-kernel graph's launch (alternating batches). */
         st.kernels = 1;
-        double by_driver, by_runtime;
-        capture_pairs(CAPTURE_RAW_DRIVER, CAPTURE_RAW, 200, s, pool, &st, &by_driver, &by_runtime);
+        double by_driver, by_runtime, ratio;
+        capture_pairs(CAPTURE_RAW_DRIVER, CAPTURE_RAW, 200, s, pool, &st, &by_driver, &by_runtime, &ratio);
         printf("one-kernel raw capture+end, us: driver entry points %.3f, runtime %.3f, %.3fx\n", by_driver,
-               by_runtime, by_driver / by_runtime);
+               by_runtime, ratio);
         cudaGraph_t one_graph;
         cudaGraphExec_t one_exec;
         BENCH_CHECK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeGlobal));
@@ -347,23 +370,24 @@ int main(int argc, char **argv) {
             }
         cudaGraphExecDestroy(one_exec);
         cudaGraphDestroy(one_graph);
+        ratio = median_ratio(by_driver_l, by_runtime_l, LAUNCH_REPEATS);
         by_driver = bench_median(by_driver_l, LAUNCH_REPEATS);
         by_runtime = bench_median(by_runtime_l, LAUNCH_REPEATS);
         printf("one-kernel raw graph launch CPU, us: cuGraphLaunch %.3f, cudaGraphLaunch %.3f, %.3fx\n", by_driver,
-               by_runtime, by_driver / by_runtime);
+               by_runtime, ratio);
         /* The run's noise floor (raw one-kernel captures against
          * themselves), and what an event recorded just before the capture
          * begins, as capturepool's capture fence is, costs raw CUDA. */
         double self_a, self_b, after_record, alone;
-        capture_pairs(CAPTURE_RAW, CAPTURE_RAW, 200, s, pool, &st, &self_a, &self_b);
+        capture_pairs(CAPTURE_RAW, CAPTURE_RAW, 200, s, pool, &st, &self_a, &self_b, &ratio);
         printf("one-kernel raw capture+end against itself (noise floor), us: %.3f and %.3f, %.3fx\n", self_a, self_b,
-               self_a / self_b);
+               ratio);
         BENCH_CHECK(cudaEventCreateWithFlags(&record_event, cudaEventDisableTiming));
-        capture_pairs(CAPTURE_RAW_AFTER_RECORD, CAPTURE_RAW, 200, s, pool, &st, &after_record, &alone);
+        capture_pairs(CAPTURE_RAW_AFTER_RECORD, CAPTURE_RAW, 200, s, pool, &st, &after_record, &alone, &ratio);
         BENCH_CHECK(cudaStreamSynchronize(cs));
         cudaEventDestroy(record_event);
         printf("one-kernel raw capture+end, us: after a fence record %.3f, alone %.3f, %.3fx\n", after_record, alone,
-               after_record / alone);
+               ratio);
         /* A one-kernel capture in phases, ours against raw, single captures
          * in the flipping order of capture_pairs. */
         enum { PHASE_SAMPLES = REPEATS * 200 };
@@ -403,9 +427,10 @@ int main(int argc, char **argv) {
     }
 #endif
     for (int i = 0; i < nrows; i++)
-        printf("csv,capturepool,%s,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n", backend, rows[i].kernels,
+        printf("csv,capturepool,%s,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n", backend, rows[i].kernels,
                rows[i].eager_cpu_us, rows[i].eager_dev_us, rows[i].dev_ours_us, rows[i].dev_raw_us,
-               rows[i].launch_ours_us, rows[i].launch_raw_us, rows[i].capture_ours_us, rows[i].capture_raw_us);
+               rows[i].launch_ours_us, rows[i].launch_raw_us, rows[i].capture_ours_us, rows[i].capture_raw_us,
+               rows[i].launch_ratio, rows[i].capture_ratio);
     BENCH_CHECK(cpool_stream_synchronize(s));
     BENCH_CHECK(cpool_free(pool, x, s));
     bench_close(dev, s, pool);
