@@ -48,7 +48,9 @@ typedef enum capture_kind { CAPTURE_OURS, CAPTURE_RAW, CAPTURE_RAW_DRIVER, CAPTU
 static cudaEvent_t record_event; /* for CAPTURE_RAW_AFTER_RECORD */
 
 /* The driver's entry points that capturepool calls in place of the runtime
- * on the capture and launch paths, as the runtime hands them out. */
+ * on the capture and launch paths, as the runtime hands them out; NULL
+ * where it gives none (before CUDA 12.5), and capturepool then calls the
+ * runtime. */
 static struct {
     int (*event_record)(cudaEvent_t event, cudaStream_t stream);
     int (*begin_capture)(cudaStream_t stream, enum cudaStreamCaptureMode mode);
@@ -65,11 +67,9 @@ static void *driver_entry(const char *name) {
         found != cudaDriverEntryPointSuccess)
         fn = NULL;
     cudaGetLastError();
+#else
+    (void)name;
 #endif
-    if (!fn) {
-        fprintf(stderr, "launch_bench: the runtime gives no entry point for %s\n", name);
-        exit(1);
-    }
     return fn;
 }
 
@@ -80,6 +80,16 @@ static void driver_load(void) {
     driver.instantiate =
         (int (*)(cudaGraphExec_t *, cudaGraph_t, unsigned long long))driver_entry("cuGraphInstantiateWithFlags");
     driver.graph_launch = (int (*)(cudaGraphExec_t, cudaStream_t))driver_entry("cuGraphLaunch");
+}
+
+static bool have_driver_entries(void) {
+    return driver.event_record && driver.begin_capture && driver.end_capture && driver.instantiate &&
+           driver.graph_launch;
+}
+
+/* The capture fence's record as capturepool makes it. */
+static cudaError_t fence_record(cudaEvent_t event, cudaStream_t stream) {
+    return driver.event_record ? (cudaError_t)driver.event_record(event, stream) : cudaEventRecord(event, stream);
 }
 #endif
 
@@ -104,7 +114,7 @@ static double capture_once(capture_kind kind, cpool_stream *s, cpool_pool *pool,
         BENCH_CHECK(driver.end_capture(cs, &graph));
         BENCH_CHECK(driver.instantiate(&exec, graph, 0));
     } else {
-        if (kind == CAPTURE_RAW_AFTER_RECORD) BENCH_CHECK(driver.event_record(record_event, cs));
+        if (kind == CAPTURE_RAW_AFTER_RECORD) BENCH_CHECK(fence_record(record_event, cs));
         BENCH_CHECK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeGlobal));
         BENCH_CHECK(tick_step_enqueue(s, st));
         BENCH_CHECK(cudaStreamEndCapture(cs, &graph));
@@ -272,6 +282,47 @@ static void print_ratio(double ratio) {
         printf(" %7s", "n/a");
 }
 
+#ifdef CPOOL_HAVE_CUDA
+/* What calling the driver's entry points instead of the runtime saves raw
+ * CUDA, as capturepool calls them: a one-kernel capture (single captures in
+ * flipping pairs), and the CPU cost of a one-kernel graph's launch
+ * (alternating batches). */
+static void driver_against_runtime(cpool_stream *s, cpool_pool *pool, tick_step *st) {
+    cudaStream_t cs = (cudaStream_t)cpool_stream_native(s);
+    double by_driver, by_runtime, ratio;
+    capture_pairs(CAPTURE_RAW_DRIVER, CAPTURE_RAW, 200, s, pool, st, &by_driver, &by_runtime, &ratio);
+    printf("one-kernel raw capture+end, us: driver entry points %.3f, runtime %.3f, %.3fx\n", by_driver,
+           by_runtime, ratio);
+    cudaGraph_t one_graph;
+    cudaGraphExec_t one_exec;
+    BENCH_CHECK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeGlobal));
+    BENCH_CHECK(tick_step_enqueue(s, st));
+    BENCH_CHECK(cudaStreamEndCapture(cs, &one_graph));
+    BENCH_CHECK(cudaGraphInstantiate(&one_exec, one_graph, 0));
+    double by_driver_l[LAUNCH_REPEATS], by_runtime_l[LAUNCH_REPEATS];
+    enum { LAUNCHES = 400 };
+    for (int rep = 0; rep < LAUNCH_REPEATS; rep++)
+        for (int turn = 0; turn < 2; turn++) {
+            bool driver_turn = (turn + rep) % 2 == 0;
+            double t0 = bench_now_ns();
+            for (int i = 0; i < LAUNCHES; i++)
+                if (driver_turn)
+                    driver.graph_launch(one_exec, cs);
+                else
+                    cudaGraphLaunch(one_exec, cs);
+            (driver_turn ? by_driver_l : by_runtime_l)[rep] = (bench_now_ns() - t0) / LAUNCHES / 1e3;
+            BENCH_CHECK(cudaStreamSynchronize(cs));
+        }
+    cudaGraphExecDestroy(one_exec);
+    cudaGraphDestroy(one_graph);
+    ratio = median_ratio(by_driver_l, by_runtime_l, LAUNCH_REPEATS);
+    by_driver = bench_median(by_driver_l, LAUNCH_REPEATS);
+    by_runtime = bench_median(by_runtime_l, LAUNCH_REPEATS);
+    printf("one-kernel raw graph launch CPU, us: cuGraphLaunch %.3f, cudaGraphLaunch %.3f, %.3fx\n", by_driver,
+           by_runtime, ratio);
+}
+#endif
+
 int main(int argc, char **argv) {
     int max_kernels = argc > 1 ? atoi(argv[1]) : 1000;
     cpool_device *dev;
@@ -324,7 +375,7 @@ int main(int argc, char **argv) {
         for (int rep = 0; rep < REPEATS; rep++) {
             enum cudaStreamCaptureStatus status;
             double t0 = bench_now_ns();
-            for (int i = 0; i < CALLS; i++) driver.event_record(ev, cs);
+            for (int i = 0; i < CALLS; i++) fence_record(ev, cs);
             double t1 = bench_now_ns();
             for (int i = 0; i < CALLS; i++) cudaEventRecord(ev, cs);
             double t2 = bench_now_ns();
@@ -336,45 +387,17 @@ int main(int argc, char **argv) {
         }
         cudaStreamSynchronize(cs);
         cudaEventDestroy(ev);
-        printf("parts of a capture's fixed cost, us: fence record (driver cuEventRecord) %.3f, cudaEventRecord %.3f, "
+        printf("parts of a capture's fixed cost, us: fence record (%s) %.3f, cudaEventRecord %.3f, "
                "cudaStreamIsCapturing %.3f\n",
-               bench_median(fence, REPEATS), bench_median(rec, REPEATS), bench_median(isc, REPEATS));
-        /* What calling the driver's entry points instead of the runtime
-         * saves raw CUDA, as capturepool calls them: a one-kernel capture
-         * (single captures in flipping pairs), and the CPU cost of a
-         * one-kernel graph's launch (alternating batches). */
+               driver.event_record ? "driver cuEventRecord" : "cudaEventRecord", bench_median(fence, REPEATS),
+               bench_median(rec, REPEATS), bench_median(isc, REPEATS));
         st.kernels = 1;
-        double by_driver, by_runtime, ratio;
-        capture_pairs(CAPTURE_RAW_DRIVER, CAPTURE_RAW, 200, s, pool, &st, &by_driver, &by_runtime, &ratio);
-        printf("one-kernel raw capture+end, us: driver entry points %.3f, runtime %.3f, %.3fx\n", by_driver,
-               by_runtime, ratio);
-        cudaGraph_t one_graph;
-        cudaGraphExec_t one_exec;
-        BENCH_CHECK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeGlobal));
-        BENCH_CHECK(tick_step_enqueue(s, &st));
-        BENCH_CHECK(cudaStreamEndCapture(cs, &one_graph));
-        BENCH_CHECK(cudaGraphInstantiate(&one_exec, one_graph, 0));
-        double by_driver_l[LAUNCH_REPEATS], by_runtime_l[LAUNCH_REPEATS];
-        enum { LAUNCHES = 400 };
-        for (int rep = 0; rep < LAUNCH_REPEATS; rep++)
-            for (int turn = 0; turn < 2; turn++) {
-                bool driver_turn = (turn + rep) % 2 == 0;
-                double t0 = bench_now_ns();
-                for (int i = 0; i < LAUNCHES; i++)
-                    if (driver_turn)
-                        driver.graph_launch(one_exec, cs);
-                    else
-                        cudaGraphLaunch(one_exec, cs);
-                (driver_turn ? by_driver_l : by_runtime_l)[rep] = (bench_now_ns() - t0) / LAUNCHES / 1e3;
-                BENCH_CHECK(cudaStreamSynchronize(cs));
-            }
-        cudaGraphExecDestroy(one_exec);
-        cudaGraphDestroy(one_graph);
-        ratio = median_ratio(by_driver_l, by_runtime_l, LAUNCH_REPEATS);
-        by_driver = bench_median(by_driver_l, LAUNCH_REPEATS);
-        by_runtime = bench_median(by_runtime_l, LAUNCH_REPEATS);
-        printf("one-kernel raw graph launch CPU, us: cuGraphLaunch %.3f, cudaGraphLaunch %.3f, %.3fx\n", by_driver,
-               by_runtime, ratio);
+        double ratio;
+        if (have_driver_entries())
+            driver_against_runtime(s, pool, &st);
+        else
+            printf("one-kernel raw capture+end: this runtime gives no driver entry points; capturepool calls the "
+                   "runtime\n");
         /* The run's noise floor (raw one-kernel captures against
          * themselves), and what an event recorded just before the capture
          * begins, as capturepool's capture fence is, costs raw CUDA. */

@@ -57,6 +57,7 @@ struct cpool__bevent {
 };
 
 struct cpool__bgraph {
+    const cpool__bdevice *dev;
     cudaGraph_t graph; /* the captured graph the executable was made from */
     cudaGraphExec_t exec;
 };
@@ -90,6 +91,16 @@ typedef struct device_guard {
     bool relaxed;
 } device_guard;
 
+/* Makes dev the runtime's current device, remembering the one before. */
+static cudaError_t switch_device(device_guard *g, const cpool__bdevice *dev) {
+    cudaError_t err = cudaGetDevice(&g->previous);
+    if (err == cudaSuccess && g->previous != dev->ordinal) {
+        err = cudaSetDevice(dev->ordinal);
+        g->switched = err == cudaSuccess;
+    }
+    return err;
+}
+
 /* Makes dev current (unless dev is NULL) and, if relaxed, this thread's
  * capture mode relaxed. */
 static cpool_status guard_enter(device_guard *g, const cpool__bdevice *dev, bool relaxed) {
@@ -100,11 +111,7 @@ static cpool_status guard_enter(device_guard *g, const cpool__bdevice *dev, bool
         CHECK_CUDA(cudaThreadExchangeStreamCaptureMode(&g->mode));
     }
     if (!dev) return CPOOL_OK;
-    cudaError_t err = cudaGetDevice(&g->previous);
-    if (err == cudaSuccess && g->previous != dev->ordinal) {
-        err = cudaSetDevice(dev->ordinal);
-        g->switched = err == cudaSuccess;
-    }
+    cudaError_t err = switch_device(g, dev);
     if (err != cudaSuccess) {
         if (relaxed) cudaThreadExchangeStreamCaptureMode(&g->mode);
         return cuda_fail(err, "making the device current");
@@ -163,38 +170,71 @@ static void driver_load(void) {
 
 /* The runtime's call runs where the driver's entry point is missing, or
  * where the driver's call found no context current on the thread (it then
- * did nothing; the runtime makes the device's primary context current).
- * Any other failure is the driver's: a launch can fail and still have run,
- * so a failed call is never made again. */
+ * did nothing). The device is made current around it, since the runtime
+ * would otherwise make its own current device's context current (device 0
+ * on a thread that chose none). Any other failure is the driver's: a launch
+ * can fail and still have run, so a failed call is never made again. */
 enum { DRIVER_MISSING = -1, DRIVER_NO_CONTEXT = 201 /* CUDA_ERROR_INVALID_CONTEXT */ };
 
-static bool runtime_needed(int driver_result) {
-    return driver_result == DRIVER_MISSING || driver_result == DRIVER_NO_CONTEXT;
+/* Whether the runtime's call must run after the driver's gave
+ * driver_result; if so, dev is current until guard_exit(g). Otherwise *err
+ * is the result. */
+static bool runtime_needed(int driver_result, const cpool__bdevice *dev, device_guard *g, cudaError_t *err) {
+    *err = (cudaError_t)driver_result;
+    if (driver_result != DRIVER_MISSING && driver_result != DRIVER_NO_CONTEXT) return false;
+    *g = (device_guard){.switched = false, .relaxed = false};
+    *err = switch_device(g, dev);
+    return *err == cudaSuccess;
 }
 
-static cudaError_t record_event(cudaEvent_t event, cudaStream_t stream) {
-    int r = driver.event_record ? driver.event_record(event, stream) : DRIVER_MISSING;
-    return runtime_needed(r) ? cudaEventRecord(event, stream) : (cudaError_t)r;
+static cudaError_t record_event(const cpool__bdevice *dev, cudaEvent_t event, cudaStream_t stream) {
+    device_guard g;
+    cudaError_t err;
+    if (runtime_needed(driver.event_record ? driver.event_record(event, stream) : DRIVER_MISSING, dev, &g, &err)) {
+        err = cudaEventRecord(event, stream);
+        guard_exit(&g);
+    }
+    return err;
 }
 
-static cudaError_t begin_capture(cudaStream_t stream, enum cudaStreamCaptureMode mode) {
-    int r = driver.begin_capture ? driver.begin_capture(stream, mode) : DRIVER_MISSING;
-    return runtime_needed(r) ? cudaStreamBeginCapture(stream, mode) : (cudaError_t)r;
+static cudaError_t begin_capture(const cpool__bdevice *dev, cudaStream_t stream, enum cudaStreamCaptureMode mode) {
+    device_guard g;
+    cudaError_t err;
+    if (runtime_needed(driver.begin_capture ? driver.begin_capture(stream, mode) : DRIVER_MISSING, dev, &g, &err)) {
+        err = cudaStreamBeginCapture(stream, mode);
+        guard_exit(&g);
+    }
+    return err;
 }
 
-static cudaError_t end_capture(cudaStream_t stream, cudaGraph_t *graph) {
-    int r = driver.end_capture ? driver.end_capture(stream, graph) : DRIVER_MISSING;
-    return runtime_needed(r) ? cudaStreamEndCapture(stream, graph) : (cudaError_t)r;
+static cudaError_t end_capture(const cpool__bdevice *dev, cudaStream_t stream, cudaGraph_t *graph) {
+    device_guard g;
+    cudaError_t err;
+    if (runtime_needed(driver.end_capture ? driver.end_capture(stream, graph) : DRIVER_MISSING, dev, &g, &err)) {
+        err = cudaStreamEndCapture(stream, graph);
+        guard_exit(&g);
+    }
+    return err;
 }
 
-static cudaError_t instantiate(cudaGraphExec_t *exec, cudaGraph_t graph) {
-    int r = driver.instantiate ? driver.instantiate(exec, graph, 0) : DRIVER_MISSING;
-    return runtime_needed(r) ? cudaGraphInstantiate(exec, graph, 0) : (cudaError_t)r;
+static cudaError_t instantiate_graph(const cpool__bdevice *dev, cudaGraphExec_t *exec, cudaGraph_t graph) {
+    device_guard g;
+    cudaError_t err;
+    if (runtime_needed(driver.instantiate ? driver.instantiate(exec, graph, 0) : DRIVER_MISSING, dev, &g, &err)) {
+        err = cudaGraphInstantiate(exec, graph, 0);
+        guard_exit(&g);
+    }
+    return err;
 }
 
-static cudaError_t graph_launch(cudaGraphExec_t exec, cudaStream_t stream) {
-    int r = driver.graph_launch ? driver.graph_launch(exec, stream) : DRIVER_MISSING;
-    return runtime_needed(r) ? cudaGraphLaunch(exec, stream) : (cudaError_t)r;
+static cudaError_t graph_launch(const cpool__bdevice *dev, cudaGraphExec_t exec, cudaStream_t stream) {
+    device_guard g;
+    cudaError_t err;
+    if (runtime_needed(driver.graph_launch ? driver.graph_launch(exec, stream) : DRIVER_MISSING, dev, &g, &err)) {
+        err = cudaGraphLaunch(exec, stream);
+        guard_exit(&g);
+    }
+    return err;
 }
 
 /* ---- device and memory --------------------------------------------------- */
@@ -488,10 +528,10 @@ static cpool_status cuda_capture_begin(cpool__bstream *s, cpool_capture_mode mod
      * case to two calls: a record into such a capture adds no node to it. */
     cudaError_t err = cudaSuccess;
     if (fence) {
-        err = record_event(fence->event, s->stream);
+        err = record_event(s->dev, fence->event, s->stream);
         fence->recorded = err == cudaSuccess;
     }
-    if (err == cudaSuccess) err = begin_capture(s->stream, modes[mode]);
+    if (err == cudaSuccess) err = begin_capture(s->dev, s->stream, modes[mode]);
     if (err != cudaSuccess) {
         cpool_status st = cuda_fail(err, fence && !fence->recorded ? "cudaEventRecord" : "cudaStreamBeginCapture");
         if (stream_captures(s->stream)) {
@@ -508,7 +548,7 @@ static cpool_status cuda_capture_begin(cpool__bstream *s, cpool_capture_mode mod
 
 static cpool_status cuda_graph_instantiate(cpool__bgraph *g) {
     if (g->exec) return CPOOL_OK;
-    cudaError_t err = instantiate(&g->exec, g->graph);
+    cudaError_t err = instantiate_graph(g->dev, &g->exec, g->graph);
     if (err != cudaSuccess) {
         g->exec = NULL;
         cpool_status st = cuda_fail(err, "cudaGraphInstantiate");
@@ -528,7 +568,7 @@ static cpool_status cuda_capture_end(cpool__bstream *s, bool instantiate, cpool_
     }
     s->capturing = false;
     cudaGraph_t graph = NULL;
-    cudaError_t err = end_capture(s->stream, &graph);
+    cudaError_t err = end_capture(s->dev, s->stream, &graph);
     if (err != cudaSuccess) {
         cpool_status st = cuda_fail(err, "cudaStreamEndCapture");
         if (graph) cudaGraphDestroy(graph);
@@ -539,7 +579,7 @@ static cpool_status cuda_capture_end(cpool__bstream *s, bool instantiate, cpool_
         cudaGraphDestroy(graph);
         return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory ending a capture");
     }
-    *g = (cpool__bgraph){.graph = graph};
+    *g = (cpool__bgraph){.dev = s->dev, .graph = graph};
     if (instantiate) {
         cpool_status st = cuda_graph_instantiate(g);
         if (st != CPOOL_OK) {
@@ -562,7 +602,7 @@ static cpool_status cuda_capture_status(cpool__bstream *s, cpool_capture_state *
 }
 
 static cpool_status cuda_graph_launch(cpool__bgraph *g, cpool__bstream *s) {
-    CHECK_CUDA(graph_launch(g->exec, s->stream));
+    CHECK_CUDA(graph_launch(s->dev, g->exec, s->stream));
     return CPOOL_OK;
 }
 

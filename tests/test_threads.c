@@ -465,17 +465,18 @@ static void trim_keeps_graph_memory_held_during_its_wait(cpool_device *dev) {
 typedef struct fresh_thread {
     cpool_stream *s;
     cpool_pool *pool;
-    cpool_graph *eager_graph; /* captured on the main thread: one host task */
+    cpool_graph *main_graph; /* captured on the main thread: one host task */
     cpool_graph *graph;       /* captured on the fresh thread */
 } fresh_thread;
 
-/* Captures, ends and launches as a thread's first calls: on CUDA, with no
- * context current on the thread yet. */
+/* A launch, then a capture and its end, then a launch of what it made, as a
+ * thread's first calls: on CUDA, the launch and the capture's begin find no
+ * context current on the thread. */
 static void *fresh_thread_work(void *arg) {
     fresh_thread *f = (fresh_thread *)arg;
+    CHECK_OK(cpool_graph_launch(f->main_graph, f->s));
     if (CHECK_OK(cpool_capture_begin(f->s, f->pool, CPOOL_CAPTURE_GLOBAL)))
         CHECK_OK(cpool_capture_end(f->s, &f->graph));
-    CHECK_OK(cpool_graph_launch(f->eager_graph, f->s));
     if (f->graph) CHECK_OK(cpool_graph_launch(f->graph, f->s));
     return NULL;
 }
@@ -493,19 +494,19 @@ static void capture_and_launch_on_a_fresh_thread(cpool_device *dev) {
     REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
     REQUIRE_OK(cpool_capture_begin(s, pool, CPOOL_CAPTURE_GLOBAL));
     CHECK_OK(cpool_launch_host(s, cb_inc, &counter));
-    REQUIRE_OK(cpool_capture_end(s, &f.eager_graph));
+    REQUIRE_OK(cpool_capture_end(s, &f.main_graph));
     f.s = s;
     f.pool = pool;
     CHECK_EQ(pthread_create(&th, NULL, fresh_thread_work, &f), 0);
     pthread_join(th, NULL);
     CHECK_OK(cpool_stream_synchronize(s));
     CHECK_EQ(aload(&counter), 1);
-    CHECK_EQ(cpool_graph_replays(f.eager_graph), 1);
+    CHECK_EQ(cpool_graph_replays(f.main_graph), 1);
     CHECK(f.graph != NULL);
     if (f.graph) CHECK_EQ(cpool_graph_replays(f.graph), 1);
     CHECK_EQ(stats_of(pool).graph_count, f.graph ? 2 : 1);
     cpool_graph_release(f.graph);
-    cpool_graph_release(f.eager_graph);
+    cpool_graph_release(f.main_graph);
     cpool_pool_release(pool);
     cpool_stream_destroy(s);
 }
