@@ -470,8 +470,8 @@ typedef struct fresh_thread {
 } fresh_thread;
 
 /* A launch, then a capture and its end, then a launch of what it made, as a
- * thread's first calls: on CUDA, the launch and the capture's begin find no
- * context current on the thread. */
+ * thread's first calls: on CUDA, the first of them finds no context current
+ * on the thread. */
 static void *fresh_thread_work(void *arg) {
     fresh_thread *f = (fresh_thread *)arg;
     CHECK_OK(cpool_graph_launch(f->main_graph, f->s));
