@@ -49,9 +49,11 @@ static void unlock(cpool__front *f) { atomic_store_explicit(&f->locked, false, m
 
 #define SLOT_MASK (CPOOL__FRONT_SLOTS - 1)
 
-static unsigned slot_home(uintptr_t addr) {
-    return (unsigned)(((uint64_t)addr >> 9) * 0x9E3779B97F4A7C15ull >> 32) & SLOT_MASK;
-}
+/* A multiplicative hash of a block address (blocks are 512-byte aligned);
+ * its bits 32 up place the entry, bits 48 up count it in `maybe`. */
+static uint64_t addr_hash(uintptr_t addr) { return ((uint64_t)addr >> 9) * 0x9E3779B97F4A7C15ull; }
+
+static unsigned slot_home(uintptr_t addr) { return (unsigned)(addr_hash(addr) >> 32) & SLOT_MASK; }
 
 /* The slot of the entry for addr, or -1. */
 static int slot_find(const cpool__front *f, uintptr_t addr) {
@@ -60,10 +62,7 @@ static int slot_find(const cpool__front *f, uintptr_t addr) {
     return -1;
 }
 
-/* Another hash of the address, for `maybe`. */
-static unsigned maybe_index(uintptr_t addr) {
-    return (unsigned)(((uint64_t)addr >> 9) * 0x9E3779B97F4A7C15ull >> 48) & SLOT_MASK;
-}
+static unsigned maybe_index(uintptr_t addr) { return (unsigned)(addr_hash(addr) >> 48) & SLOT_MASK; }
 
 static void maybe_add(cpool__front *f, uintptr_t addr, int delta) {
     _Atomic uint8_t *m = &f->maybe[maybe_index(addr)];
