@@ -25,6 +25,8 @@
 #include "capturepool.h"
 #ifdef CPOOL_HAVE_CUDA
 #include <cuda_runtime_api.h>
+
+#include "cuda_driver.h" /* the library's own table, from src/ */
 #endif
 #include "tick_step.h"
 
@@ -48,39 +50,10 @@ typedef enum capture_kind { CAPTURE_OURS, CAPTURE_RAW, CAPTURE_RAW_DRIVER, CAPTU
 static cudaEvent_t record_event; /* for CAPTURE_RAW_AFTER_RECORD */
 
 /* The driver's entry points that capturepool calls in place of the runtime
- * on the capture and launch paths, as the runtime hands them out; NULL
- * where it gives none (before CUDA 12.5), and capturepool then calls the
- * runtime. */
-static struct {
-    int (*event_record)(cudaEvent_t event, cudaStream_t stream);
-    int (*begin_capture)(cudaStream_t stream, enum cudaStreamCaptureMode mode);
-    int (*end_capture)(cudaStream_t stream, cudaGraph_t *graph);
-    int (*instantiate)(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags);
-    int (*graph_launch)(cudaGraphExec_t exec, cudaStream_t stream);
-} driver;
-
-static void *driver_entry(const char *name) {
-    void *fn = NULL;
-#if CUDART_VERSION >= 12050
-    enum cudaDriverEntryPointQueryResult found;
-    if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &found) != cudaSuccess ||
-        found != cudaDriverEntryPointSuccess)
-        fn = NULL;
-    cudaGetLastError();
-#else
-    (void)name;
-#endif
-    return fn;
-}
-
-static void driver_load(void) {
-    driver.event_record = (int (*)(cudaEvent_t, cudaStream_t))driver_entry("cuEventRecord");
-    driver.begin_capture = (int (*)(cudaStream_t, enum cudaStreamCaptureMode))driver_entry("cuStreamBeginCapture");
-    driver.end_capture = (int (*)(cudaStream_t, cudaGraph_t *))driver_entry("cuStreamEndCapture");
-    driver.instantiate =
-        (int (*)(cudaGraphExec_t *, cudaGraph_t, unsigned long long))driver_entry("cuGraphInstantiateWithFlags");
-    driver.graph_launch = (int (*)(cudaGraphExec_t, cudaStream_t))driver_entry("cuGraphLaunch");
-}
+ * on the capture and launch paths, loaded as capturepool loads them; NULL
+ * where the runtime gives none (before CUDA 12.5), and capturepool then
+ * calls the runtime. */
+static cpool__driver_calls driver;
 
 static bool have_driver_entries(void) {
     return driver.event_record && driver.begin_capture && driver.end_capture && driver.instantiate &&
@@ -338,7 +311,7 @@ int main(int argc, char **argv) {
     BENCH_CHECK(cpool_memset_async(s, x, 0, 32 * sizeof(float)));
     st.x = x;
 #ifdef CPOOL_HAVE_CUDA
-    if (st.cuda) driver_load();
+    if (st.cuda) cpool__driver_load(&driver);
 #endif
     const char *backend = cpool_device_backend(dev) == CPOOL_BACKEND_CUDA ? "cuda" : "host";
     printf("launch_bench: backend %s, %s per step; times in us, medians of %d repeats (launch CPU: %d; capture: "

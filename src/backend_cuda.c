@@ -17,7 +17,7 @@
  *   of a capture beyond a flag on the stream it was begun on.
  * - The calls on the capture and launch paths (the capture fence's event
  *   record, capture begin and end, instantiation, graph launch) go to the
- *   driver's entry points as the runtime hands them out (driver_calls).
+ *   driver's entry points as the runtime hands them out (cuda_driver.h).
  * - Errors become statuses with the CUDA error's name and text, and the
  *   sticky per-thread error is cleared.
  */
@@ -27,6 +27,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "cuda_driver.h"
 #include "internal.h"
 
 typedef struct thunk {
@@ -127,46 +128,13 @@ static void guard_exit(device_guard *g) {
 /* ---- the driver's entry points ------------------------------------------- */
 
 /* The driver's functions behind the runtime calls on the capture and launch
- * paths. Calling them directly skips the runtime's wrapper, which measured
- * 4-5% of a one-kernel capture on an H200 (docs/BENCHMARKS.md). The
- * driver's result codes carry the same numbers as the runtime's errors (for
- * every error both have), so a result converts as it is. */
-typedef struct driver_calls {
-    int (*event_record)(cudaEvent_t event, cudaStream_t stream);
-    int (*begin_capture)(cudaStream_t stream, enum cudaStreamCaptureMode mode);
-    int (*end_capture)(cudaStream_t stream, cudaGraph_t *graph);
-    int (*instantiate)(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags);
-    int (*graph_launch)(cudaGraphExec_t exec, cudaStream_t stream);
-} driver_calls;
-
-static driver_calls driver;
+ * paths (cuda_driver.h). Calling them directly skips the runtime's wrapper,
+ * which measured 4-5% of a one-kernel capture on an H200
+ * (docs/BENCHMARKS.md). */
+static cpool__driver_calls driver;
 static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
 
-/* The entry point as of CUDA 12.0, as the runtime hands it out; NULL where
- * it has none to give. */
-static void *driver_entry(const char *name) {
-    void *fn = NULL;
-#if CUDART_VERSION >= 12050
-    enum cudaDriverEntryPointQueryResult found;
-    if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &found) != cudaSuccess ||
-        found != cudaDriverEntryPointSuccess) {
-        cudaGetLastError();
-        fn = NULL;
-    }
-#else
-    CPOOL_UNUSED(name);
-#endif
-    return fn;
-}
-
-static void driver_load(void) {
-    driver.event_record = (int (*)(cudaEvent_t, cudaStream_t))driver_entry("cuEventRecord");
-    driver.begin_capture = (int (*)(cudaStream_t, enum cudaStreamCaptureMode))driver_entry("cuStreamBeginCapture");
-    driver.end_capture = (int (*)(cudaStream_t, cudaGraph_t *))driver_entry("cuStreamEndCapture");
-    driver.instantiate =
-        (int (*)(cudaGraphExec_t *, cudaGraph_t, unsigned long long))driver_entry("cuGraphInstantiateWithFlags");
-    driver.graph_launch = (int (*)(cudaGraphExec_t, cudaStream_t))driver_entry("cuGraphLaunch");
-}
+static void driver_load(void) { cpool__driver_load(&driver); }
 
 /* The runtime's call runs where the driver's entry point is missing, or
  * where the driver's call found no context current on the thread (it then
