@@ -16,8 +16,11 @@
  * - Stream order: a general block freed on stream S carries `stream` = S
  *   and a sequence number; only S may reuse it until the pool has seen an
  *   event recorded after the free complete and calls unfence. A block with
- *   `stream` == 0 is free for anyone. Graph-reserved blocks are always 0:
- *   graphs sharing a pool are ordered by the user (they never run at once).
+ *   `stream` == 0 is free for anyone. A graph-reserved block freed under
+ *   capture is 0: graphs sharing a pool are ordered by the user (they never
+ *   run at once). A general block freed under capture joins the
+ *   graph-reserved set but keeps S's tag: work on S from before the capture
+ *   may still use it, and no graph may take it until that work is fenced.
  * - Adjacent free blocks of the same set merge when their stream tags allow
  *   it (see mergeable). Freed blocks are merged at once. Exact-size reuse
  *   without merging is the pool's front cache (front.c), bounded to a few
@@ -408,12 +411,14 @@ cpool_status cpool__allocator_free(cpool__allocator *a, void *ptr, uint64_t stre
     a->live_block_bytes -= b->size;
     b->live = false;
     b->requested = 0;
+    /* Graph scratch freed under capture is free for later captures at once;
+     * any other block waits for its stream's work (see the top). */
+    b->stream = b->graph && graph ? 0 : stream;
     if (graph && !b->graph) {
         /* Freed inside a capture: the graph still uses it on every replay. */
         b->graph = true;
         a->graph_reserved += b->size;
     }
-    b->stream = b->graph ? 0 : stream;
     b->free_seq = ++a->next_free_seq;
     if (b->stream) a->restricted_blocks++;
     release_block(a, b);
@@ -454,11 +459,15 @@ size_t cpool__allocator_restricted_streams(const cpool__allocator *a, uint64_t *
     return n;
 }
 
-/* Moves every free block that `pick` selects into the general set, free for
- * any stream, merging as it goes. A merge can hand the result a neighbour's
- * tag that `pick` selects again: then the result is looked at once more. */
-static void retag_free_blocks(cpool__allocator *a, bool (*pick)(const cpool__block *, uint64_t, uint64_t), uint64_t x,
-                              uint64_t y) {
+/* What a retag takes from the free blocks `pick` selects: their stream tag
+ * (their work is over), or their graph reservation (no graph can run). */
+typedef enum { RETAG_UNFENCE, RETAG_UNGRAPH } retag_kind;
+
+/* Retags every free block that `pick` selects, merging as it goes. A merge
+ * can hand the result a neighbour's tag that `pick` selects again: then the
+ * result is looked at once more. */
+static void retag_free_blocks(cpool__allocator *a, retag_kind kind,
+                              bool (*pick)(const cpool__block *, uint64_t, uint64_t), uint64_t x, uint64_t y) {
     for (cpool__segment *seg = a->segments; seg; seg = seg->next) {
         cpool__block *b = seg->first;
         while (b) {
@@ -467,21 +476,24 @@ static void retag_free_blocks(cpool__allocator *a, bool (*pick)(const cpool__blo
                 continue;
             }
             heap_remove(heap_for(a, b), b);
-            if (b->stream) a->restricted_blocks--;
-            if (b->graph) a->graph_reserved -= b->size;
-            b->graph = false;
-            b->stream = 0;
+            if (kind == RETAG_UNFENCE) {
+                a->restricted_blocks--;
+                b->stream = 0;
+            } else {
+                a->graph_reserved -= b->size;
+                b->graph = false;
+            }
             b = release_block(a, b);
         }
     }
 }
 
 static bool pick_fenced(const cpool__block *b, uint64_t stream, uint64_t upto) {
-    return !b->graph && b->stream == stream && b->free_seq <= upto;
+    return b->stream == stream && b->free_seq <= upto;
 }
 static bool pick_restricted(const cpool__block *b, uint64_t x, uint64_t upto) {
     (void)x;
-    return !b->graph && b->stream != 0 && b->free_seq <= upto;
+    return b->stream != 0 && b->free_seq <= upto;
 }
 static bool pick_graph(const cpool__block *b, uint64_t x, uint64_t y) {
     (void)x;
@@ -490,14 +502,14 @@ static bool pick_graph(const cpool__block *b, uint64_t x, uint64_t y) {
 }
 
 void cpool__allocator_unfence(cpool__allocator *a, uint64_t stream, uint64_t upto) {
-    if (a->restricted_blocks) retag_free_blocks(a, pick_fenced, stream, upto);
+    if (a->restricted_blocks) retag_free_blocks(a, RETAG_UNFENCE, pick_fenced, stream, upto);
 }
 
 void cpool__allocator_unfence_all(cpool__allocator *a, uint64_t upto) {
-    if (a->restricted_blocks) retag_free_blocks(a, pick_restricted, 0, upto);
+    if (a->restricted_blocks) retag_free_blocks(a, RETAG_UNFENCE, pick_restricted, 0, upto);
 }
 
-void cpool__allocator_reclaim_graph(cpool__allocator *a) { retag_free_blocks(a, pick_graph, 0, 0); }
+void cpool__allocator_reclaim_graph(cpool__allocator *a) { retag_free_blocks(a, RETAG_UNGRAPH, pick_graph, 0, 0); }
 
 static void segment_free(cpool__allocator *a, cpool__segment *seg) {
     if (seg->prev)
@@ -583,7 +595,6 @@ void cpool__allocator_check(const cpool__allocator *a) {
                 INVARIANT(!b->pinned, "a free block is pinned");
                 free_blocks++;
                 if (b->stream) restricted++;
-                INVARIANT(!b->graph || !b->stream, "graph-reserved block with a stream tag");
                 INVARIANT(b->bin == bin_of(b->size), "free block in the wrong class");
                 INVARIANT(in_heap(&a->heaps[heap_index(b->graph, seg->large)], b), "free block missing from its heap");
                 INVARIANT(!mergeable(b, b->next), "two mergeable free blocks side by side");

@@ -85,10 +85,11 @@ cpool_status cpool__allocator_reserve(cpool__allocator *a, size_t bytes);
 /* Marks a live block as the pool's own (a parameter block): free refuses it. */
 void cpool__allocator_pin(cpool__allocator *a, void *ptr);
 
-/* Frees a live block. Under capture (`graph`) the block joins the
- * graph-reserved set; otherwise it keeps its set and, if general, is
- * reusable at once by `stream` only until cpool__allocator_unfence says the
- * work before the free has finished. *requested (if not NULL) gets the size
+/* Frees a live block. It is reusable at once by `stream` only until
+ * cpool__allocator_unfence says the work before the free has finished,
+ * except a graph-reserved block freed under capture (`graph`), which later
+ * captures may take at once. Under capture a general block joins the
+ * graph-reserved set, keeping its tag: graphs take it once it is unfenced. *requested (if not NULL) gets the size
  * the block was allocated for. CPOOL_ERR_INVALID_ARGUMENT for a pointer that
  * is not live here (nothing changes). */
 cpool_status cpool__allocator_free(cpool__allocator *a, void *ptr, uint64_t stream, bool graph, size_t *requested);
@@ -111,7 +112,8 @@ void cpool__allocator_unfence(cpool__allocator *a, uint64_t stream, uint64_t upt
 /* Every restricted block freed with sequence <= upto becomes free for any
  * stream (the device was quiesced after those frees). */
 void cpool__allocator_unfence_all(cpool__allocator *a, uint64_t upto);
-/* Free graph-reserved blocks return to general use (no graph can run). */
+/* Free graph-reserved blocks return to general use (no graph can run);
+ * stream tags stay. */
 void cpool__allocator_reclaim_graph(cpool__allocator *a);
 /* Gives back every segment that is one free, unrestricted block of general
  * use; returns the bytes given back. */

@@ -40,7 +40,7 @@ struct cpool__bdevice {
     int ordinal;
     /* Serialises this backend's calls on graphs being captured: CUDA graph
      * objects are not thread-safe, and threads may capture into one graph. */
-    pthread_mutex_t capture_graphs_mu;
+    cpool__mutex capture_graphs_mu;
 };
 
 struct cpool__bstream {
@@ -220,7 +220,7 @@ static cpool_status cuda_device_open(int ordinal, cpool__bdevice **out) {
     cpool__bdevice *d = cpool__calloc(1, sizeof *d);
     if (!d) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory opening a CUDA device");
     d->ordinal = ordinal;
-    pthread_mutex_init(&d->capture_graphs_mu, NULL);
+    cpool__mutex_init(&d->capture_graphs_mu, CPOOL__RANK_CAPTURE_GRAPHS);
     device_guard g;
     cpool_status st = guard_enter(&g, d, false);
     if (st == CPOOL_OK) {
@@ -230,7 +230,7 @@ static cpool_status cuda_device_open(int ordinal, cpool__bdevice **out) {
         if (err != cudaSuccess) st = cuda_fail(err, "initialising the device");
     }
     if (st != CPOOL_OK) {
-        pthread_mutex_destroy(&d->capture_graphs_mu);
+        cpool__mutex_destroy(&d->capture_graphs_mu);
         free(d);
         return st;
     }
@@ -239,7 +239,7 @@ static cpool_status cuda_device_open(int ordinal, cpool__bdevice **out) {
 }
 
 static void cuda_device_close(cpool__bdevice *dev) {
-    pthread_mutex_destroy(&dev->capture_graphs_mu);
+    cpool__mutex_destroy(&dev->capture_graphs_mu);
     free(dev);
 }
 
@@ -345,9 +345,9 @@ static cpool_status give_thunk_to_graph(cpool__bdevice *dev, cudaGraph_t graph, 
     if (err != cudaSuccess) {
         free(t);
     } else {
-        pthread_mutex_lock(&dev->capture_graphs_mu);
+        cpool__mutex_lock(&dev->capture_graphs_mu);
         err = cudaGraphRetainUserObject(graph, owner, 1, cudaGraphUserObjectMove);
-        pthread_mutex_unlock(&dev->capture_graphs_mu);
+        cpool__mutex_unlock(&dev->capture_graphs_mu);
         if (err != cudaSuccess) cudaUserObjectRelease(owner, 1); /* frees t */
     }
     guard_exit(&g);

@@ -47,7 +47,7 @@ typedef struct host_task {
 } host_task;
 
 typedef struct host_queue {
-    pthread_mutex_t mu;
+    cpool__mutex mu;
     pthread_cond_t work_cv; /* a task was queued, or stop */
     pthread_cond_t done_cv; /* a task finished */
     host_task *head, *tail;
@@ -111,7 +111,7 @@ static void run_op(const host_op *op) {
 
 static void queue_release(host_queue *q) {
     if (!q || atomic_fetch_sub(&q->refs, 1) != 1) return;
-    pthread_mutex_destroy(&q->mu);
+    cpool__mutex_destroy(&q->mu);
     pthread_cond_destroy(&q->work_cv);
     pthread_cond_destroy(&q->done_cv);
     free(q);
@@ -120,29 +120,29 @@ static void queue_release(host_queue *q) {
 static void *worker_main(void *arg) {
     host_queue *q = arg;
     cpool__set_stream_thread(true);
-    pthread_mutex_lock(&q->mu);
+    cpool__mutex_lock(&q->mu);
     for (;;) {
-        while (!q->head && !q->stop) pthread_cond_wait(&q->work_cv, &q->mu);
+        while (!q->head && !q->stop) cpool__cond_wait(&q->work_cv, &q->mu);
         if (!q->head) break; /* stop, and nothing left */
         host_task *t = q->head;
         q->head = t->next;
         if (!q->head) q->tail = NULL;
-        pthread_mutex_unlock(&q->mu);
+        cpool__mutex_unlock(&q->mu);
         run_op(&t->op);
         if (t->op.kind == OP_GRAPH) graph_release(t->op.graph);
         free(t);
-        pthread_mutex_lock(&q->mu);
+        cpool__mutex_lock(&q->mu);
         atomic_fetch_add(&q->completed, 1);
         pthread_cond_broadcast(&q->done_cv);
     }
-    pthread_mutex_unlock(&q->mu);
+    cpool__mutex_unlock(&q->mu);
     return NULL;
 }
 
 static void queue_wait(host_queue *q, uint64_t position) {
-    pthread_mutex_lock(&q->mu);
-    while (atomic_load(&q->completed) < position) pthread_cond_wait(&q->done_cv, &q->mu);
-    pthread_mutex_unlock(&q->mu);
+    cpool__mutex_lock(&q->mu);
+    while (atomic_load(&q->completed) < position) cpool__cond_wait(&q->done_cv, &q->mu);
+    cpool__mutex_unlock(&q->mu);
 }
 
 /* Appends op to the capture or the queue. On failure an OP_GRAPH's reference
@@ -165,7 +165,7 @@ static cpool_status enqueue(cpool__bstream *s, const host_op *op) {
     t->next = NULL;
     t->op = *op;
     host_queue *q = s->q;
-    pthread_mutex_lock(&q->mu);
+    cpool__mutex_lock(&q->mu);
     if (q->tail)
         q->tail->next = t;
     else
@@ -173,7 +173,7 @@ static cpool_status enqueue(cpool__bstream *s, const host_op *op) {
     q->tail = t;
     q->enqueued++;
     pthread_cond_signal(&q->work_cv);
-    pthread_mutex_unlock(&q->mu);
+    cpool__mutex_unlock(&q->mu);
     return CPOOL_OK;
 }
 
@@ -242,7 +242,7 @@ static cpool_status host_stream_create(cpool__bdevice *dev, void *native, bool w
         free(q);
         return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating a stream");
     }
-    pthread_mutex_init(&q->mu, NULL);
+    cpool__mutex_init(&q->mu, CPOOL__RANK_HOST_QUEUE);
     pthread_cond_init(&q->work_cv, NULL);
     pthread_cond_init(&q->done_cv, NULL);
     atomic_init(&q->refs, 1);
@@ -258,9 +258,9 @@ static cpool_status host_stream_create(cpool__bdevice *dev, void *native, bool w
 }
 
 static void set_capture(cpool__bstream *s, host_capture *c) {
-    pthread_mutex_lock(&s->q->mu);
+    cpool__mutex_lock(&s->q->mu);
     s->capture = c;
-    pthread_mutex_unlock(&s->q->mu);
+    cpool__mutex_unlock(&s->q->mu);
 }
 
 static void discard_capture(cpool__bstream *s) {
@@ -276,10 +276,10 @@ static void discard_capture(cpool__bstream *s) {
 static void host_stream_destroy(cpool__bstream *s) {
     discard_capture(s);
     host_queue *q = s->q;
-    pthread_mutex_lock(&q->mu);
+    cpool__mutex_lock(&q->mu);
     q->stop = true;
     pthread_cond_signal(&q->work_cv);
-    pthread_mutex_unlock(&q->mu);
+    cpool__mutex_unlock(&q->mu);
     pthread_join(q->thread, NULL); /* the worker drains the queue first */
     queue_release(q);
     free(s);
@@ -292,15 +292,15 @@ static void *host_stream_native(const cpool__bstream *s) {
 
 static cpool_status host_stream_synchronize(cpool__bstream *s) {
     if (s->capture) { /* only the owner gets here for a capturing stream */
-        pthread_mutex_lock(&s->q->mu);
+        cpool__mutex_lock(&s->q->mu);
         s->capture->invalidated = true;
-        pthread_mutex_unlock(&s->q->mu);
+        cpool__mutex_unlock(&s->q->mu);
         return cpool__fail(CPOOL_ERR_CAPTURE_INVALIDATED,
                            "stream synchronize while the stream captures: the capture is invalidated");
     }
-    pthread_mutex_lock(&s->q->mu);
+    cpool__mutex_lock(&s->q->mu);
     uint64_t position = s->q->enqueued;
-    pthread_mutex_unlock(&s->q->mu);
+    cpool__mutex_unlock(&s->q->mu);
     queue_wait(s->q, position);
     return CPOOL_OK;
 }
@@ -361,10 +361,10 @@ static void host_event_destroy(cpool__bevent *ev) {
 
 static cpool_status host_event_record(cpool__bevent *ev, cpool__bstream *s) {
     host_queue *q = s->q;
-    pthread_mutex_lock(&q->mu);
+    cpool__mutex_lock(&q->mu);
     bool capturing = s->capture != NULL;
     uint64_t position = q->enqueued;
-    pthread_mutex_unlock(&q->mu);
+    cpool__mutex_unlock(&q->mu);
     if (capturing) return cpool__fail(CPOOL_ERR_UNSUPPORTED, "cannot record an event on a capturing stream");
     atomic_fetch_add(&q->refs, 1);
     queue_release(ev->q);
@@ -425,9 +425,9 @@ static cpool_status host_capture_end(cpool__bstream *s, bool instantiate, cpool_
 }
 
 static cpool_status host_capture_status(cpool__bstream *s, cpool_capture_state *out) {
-    pthread_mutex_lock(&s->q->mu);
+    cpool__mutex_lock(&s->q->mu);
     *out = !s->capture ? CPOOL_CAPTURE_NONE : s->capture->invalidated ? CPOOL_CAPTURE_INVALIDATED : CPOOL_CAPTURE_ACTIVE;
-    pthread_mutex_unlock(&s->q->mu);
+    cpool__mutex_unlock(&s->q->mu);
     return CPOOL_OK;
 }
 

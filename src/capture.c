@@ -46,7 +46,7 @@ cpool_status cpool__capture_reserve(cpool__capture *cap) {
 
 void cpool__capture_hold(cpool__capture *cap, cpool_pool *pool) {
     if (cpool__capture_holds(cap, pool)) return;
-    cap->pools[cap->pool_count++] = (cpool__held_pool){cpool_pool_retain(pool), cpool__pool_generation(pool)};
+    cap->pools[cap->pool_count++] = (cpool__held_pool){cpool__pool_retain(pool), cpool__pool_generation(pool)};
     cpool__pool_capture_attach(pool);
 }
 
@@ -60,7 +60,7 @@ static void capture_forget(cpool__capture *cap) {
 static void capture_release(cpool__capture *cap) {
     for (size_t i = 0; i < cap->pool_count; i++) {
         cpool__pool_capture_detach(cap->pools[i].pool);
-        cpool_pool_release(cap->pools[i].pool);
+        cpool__pool_release(cap->pools[i].pool);
     }
     capture_forget(cap);
 }
@@ -71,7 +71,6 @@ static void capture_release(cpool__capture *cap) {
  * call, before its warm-ups run). */
 static cpool_status capture_check(const char *what, cpool_stream *s, cpool_pool *pool, cpool_capture_mode mode,
                                   bool ask_backend) {
-    if (!s) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: stream is NULL", what);
     if (mode != CPOOL_CAPTURE_GLOBAL && mode != CPOOL_CAPTURE_THREAD_LOCAL && mode != CPOOL_CAPTURE_RELAXED)
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: unknown capture mode %d", what, (int)mode);
     if (pool && cpool__pool_device(pool) != s->dev)
@@ -83,7 +82,15 @@ static cpool_status capture_check(const char *what, cpool_stream *s, cpool_pool 
     return CPOOL_OK;
 }
 
-cpool_status cpool_capture_begin(cpool_stream *s, cpool_pool *pool, cpool_capture_mode mode) {
+/* Resolves a stream handle and an optional pool handle into s and pool. */
+#define RESOLVE_STREAM_AND_POOL(s, pool, fn)                                                       \
+    do {                                                                                           \
+        CPOOL__RESOLVE(s, s##_handle, fn, "stream");                                               \
+        (pool) = NULL;                                                                             \
+        if (pool##_handle) CPOOL__RESOLVE(pool, pool##_handle, fn, "pool");                        \
+    } while (0)
+
+static cpool_status capture_begin(cpool_stream *s, cpool_pool *pool, cpool_capture_mode mode) {
     cpool_status st = capture_check("cpool_capture_begin", s, pool, mode, false);
     if (st != CPOOL_OK) return st;
     /* Built here and moved into the stream once the backend capture began:
@@ -97,6 +104,13 @@ cpool_status cpool_capture_begin(cpool_stream *s, cpool_pool *pool, cpool_captur
     return st;
 }
 
+cpool_status cpool_capture_begin(cpool_stream *s_handle, cpool_pool *pool_handle, cpool_capture_mode mode) {
+    cpool_stream *s;
+    cpool_pool *pool;
+    RESOLVE_STREAM_AND_POOL(s, pool, "cpool_capture_begin");
+    return capture_begin(s, pool, mode);
+}
+
 /* Ends the backend capture and wraps it; on failure drops the capture. */
 static cpool_status capture_finish(cpool_stream *s, bool instantiate, cpool_graph **graph_out) {
     cpool__capture cap;
@@ -107,15 +121,19 @@ static cpool_status capture_finish(cpool_stream *s, bool instantiate, cpool_grap
         st = cpool__graph_wrap(s->dev, impl, &cap, graph_out);
         if (st != CPOOL_OK) s->dev->be->graph_destroy(impl);
     }
-    if (st == CPOOL_OK)
+    if (st == CPOOL_OK) {
         capture_forget(&cap); /* its references are the graph's now */
-    else
+    } else {
+        *graph_out = NULL;
         capture_release(&cap);
+    }
     return st;
 }
 
-cpool_status cpool_capture_end(cpool_stream *s, cpool_graph **graph_out) {
-    if (!s || !graph_out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_capture_end: NULL argument");
+cpool_status cpool_capture_end(cpool_stream *s_handle, cpool_graph **graph_out) {
+    cpool_stream *s;
+    CPOOL__RESOLVE(s, s_handle, "cpool_capture_end", "stream");
+    if (!graph_out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_capture_end: NULL argument");
     *graph_out = NULL;
     if (!s->capture) {
         /* Not ours: let the backend tell "not capturing" from "captured
@@ -123,27 +141,32 @@ cpool_status cpool_capture_end(cpool_stream *s, cpool_graph **graph_out) {
         cpool__bgraph *impl = NULL;
         return s->dev->be->capture_end(s->impl, true, &impl);
     }
-    return capture_finish(s, true, graph_out);
+    cpool_graph *g = NULL;
+    cpool_status st = capture_finish(s, true, &g);
+    if (st == CPOOL_OK) *graph_out = cpool__handle_of(g);
+    return st;
 }
 
 void cpool__capture_discard(cpool_stream *s) {
     if (!s->capture) return;
     cpool_graph *g = NULL;
-    if (capture_finish(s, false, &g) == CPOOL_OK) cpool_graph_release(g);
+    if (capture_finish(s, false, &g) == CPOOL_OK) cpool__graph_release(g);
 }
 
-cpool_status cpool_capture_status(cpool_stream *s, cpool_capture_state *out) {
-    if (!s || !out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_capture_status: NULL argument");
+cpool_status cpool_capture_status(cpool_stream *s_handle, cpool_capture_state *out) {
+    cpool_stream *s;
+    CPOOL__RESOLVE(s, s_handle, "cpool_capture_status", "stream");
+    if (!out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_capture_status: NULL argument");
     return s->dev->be->capture_status(s->impl, out);
 }
 
 cpool_status cpool__capture_run(cpool_stream *s, cpool_pool *pool, cpool_capture_mode mode, cpool_capture_fn body,
                                 void *ctx, bool instantiate, cpool_graph **graph_out) {
-    if (!s || !body || !graph_out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_capture: NULL argument");
+    if (!body || !graph_out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_capture: NULL argument");
     *graph_out = NULL;
-    cpool_status st = cpool_capture_begin(s, pool, mode);
+    cpool_status st = capture_begin(s, pool, mode);
     if (st != CPOOL_OK) return st;
-    st = body(s, ctx);
+    st = body(cpool__handle_of(s), ctx);
     if (st != CPOOL_OK) {
         cpool__capture_discard(s);
         return st;
@@ -151,22 +174,32 @@ cpool_status cpool__capture_run(cpool_stream *s, cpool_pool *pool, cpool_capture
     return capture_finish(s, instantiate, graph_out);
 }
 
-cpool_status cpool_capture(cpool_stream *s, cpool_pool *pool, cpool_capture_mode mode, cpool_capture_fn body, void *ctx,
-                           cpool_graph **graph_out) {
-    return cpool__capture_run(s, pool, mode, body, ctx, true, graph_out);
+cpool_status cpool_capture(cpool_stream *s_handle, cpool_pool *pool_handle, cpool_capture_mode mode,
+                           cpool_capture_fn body, void *ctx, cpool_graph **graph_out) {
+    cpool_stream *s;
+    cpool_pool *pool;
+    RESOLVE_STREAM_AND_POOL(s, pool, "cpool_capture");
+    cpool_status st = cpool__capture_run(s, pool, mode, body, ctx, true, graph_out);
+    if (st == CPOOL_OK) *graph_out = cpool__handle_of(*graph_out);
+    return st;
 }
 
-cpool_status cpool_graphed_call(cpool_stream *s, cpool_pool *pool, cpool_capture_mode mode, int warmup_runs,
-                                cpool_capture_fn body, void *ctx, cpool_graph **out) {
-    if (!s || !body || !out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_graphed_call: NULL argument");
+cpool_status cpool_graphed_call(cpool_stream *s_handle, cpool_pool *pool_handle, cpool_capture_mode mode,
+                                int warmup_runs, cpool_capture_fn body, void *ctx, cpool_graph **out) {
+    cpool_stream *s;
+    cpool_pool *pool;
+    RESOLVE_STREAM_AND_POOL(s, pool, "cpool_graphed_call");
+    if (!body || !out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_graphed_call: NULL argument");
     *out = NULL;
     if (warmup_runs < 0)
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_graphed_call: negative warmup_runs %d", warmup_runs);
     cpool_status check = capture_check("cpool_graphed_call", s, pool, mode, true);
     if (check != CPOOL_OK) return check;
     for (int i = 0; i < warmup_runs; i++) {
-        cpool_status st = body(s, ctx);
+        cpool_status st = body(s_handle, ctx);
         if (st != CPOOL_OK) return st;
     }
-    return cpool_capture(s, pool, mode, body, ctx, out);
+    cpool_status st = cpool__capture_run(s, pool, mode, body, ctx, true, out);
+    if (st == CPOOL_OK) *out = cpool__handle_of(*out);
+    return st;
 }

@@ -20,30 +20,42 @@ static const cpool__backend *backend_for(cpool_backend kind) {
     return NULL;
 }
 
-/* CPOOL_BACKEND=host or =cuda in the environment overrides AUTO, so that one
- * program can be run on either backend of a GPU machine. */
-static cpool_backend auto_choice(void) {
+/* What CPOOL_BACKEND asks of AUTO: host, cuda, or (unset or empty) AUTO
+ * itself. Anything else is refused rather than ignored, so that a typo does
+ * not silently pick a backend. */
+static cpool_status auto_choice(cpool_backend *out) {
     const char *env = getenv("CPOOL_BACKEND");
-    if (env && strcmp(env, "host") == 0) return CPOOL_BACKEND_HOST;
-    if (env && strcmp(env, "cuda") == 0) return CPOOL_BACKEND_CUDA;
-    return CPOOL_BACKEND_AUTO;
+    *out = CPOOL_BACKEND_AUTO;
+    if (!env || !*env) return CPOOL_OK;
+    if (strcmp(env, "host") == 0) {
+        *out = CPOOL_BACKEND_HOST;
+    } else if (strcmp(env, "cuda") == 0) {
+        *out = CPOOL_BACKEND_CUDA;
+    } else {
+        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT,
+                           "cpool_device_open: CPOOL_BACKEND=\"%.64s\" is neither \"host\" nor \"cuda\"", env);
+    }
+    return CPOOL_OK;
 }
 
 /* Open devices, so that opening a (backend, ordinal) again returns the same
  * device: streams and pools of both handles then work together. A device
  * whose count reached zero is being closed and is no longer found. */
-static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
+static cpool__mutex registry_mu = CPOOL__MUTEX_INIT(CPOOL__RANK_REGISTRY);
 static cpool_device *open_devices;
+static cpool__slab device_slab = CPOOL__SLAB_INIT(cpool_device);
 
+/* Finds or opens the device; the caller's open counts in both counts. */
 static cpool_status device_get(const cpool__backend *be, int ordinal, cpool_device **out) {
-    pthread_mutex_lock(&registry_mu);
+    cpool__mutex_lock(&registry_mu);
     for (cpool_device *d = open_devices; d; d = d->next_open) {
         if (d->be != be || d->ordinal != ordinal) continue;
         int refs = atomic_load(&d->refs);
         while (refs > 0 && !atomic_compare_exchange_weak(&d->refs, &refs, refs + 1)) {
         }
         if (refs > 0) {
-            pthread_mutex_unlock(&registry_mu);
+            atomic_fetch_add(&d->user_refs, 1);
+            cpool__mutex_unlock(&registry_mu);
             *out = d;
             return CPOOL_OK;
         }
@@ -52,7 +64,7 @@ static cpool_status device_get(const cpool__backend *be, int ordinal, cpool_devi
     cpool_status st = be->device_open(ordinal, &impl);
     cpool_device *dev = NULL;
     if (st == CPOOL_OK) {
-        dev = cpool__calloc(1, sizeof *dev);
+        dev = cpool__slab_take(&device_slab);
         if (!dev) {
             be->device_close(impl);
             st = cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory opening a device");
@@ -60,33 +72,49 @@ static cpool_status device_get(const cpool__backend *be, int ordinal, cpool_devi
     }
     if (st == CPOOL_OK) {
         atomic_init(&dev->refs, 1);
+        atomic_init(&dev->user_refs, 1);
         dev->be = be;
         dev->impl = impl;
         dev->ordinal = ordinal;
-        pthread_mutex_init(&dev->streams_mu, NULL);
+        cpool__mutex_init(&dev->streams_mu, CPOOL__RANK_STREAMS);
         dev->next_open = open_devices;
         open_devices = dev;
         *out = dev;
     }
-    pthread_mutex_unlock(&registry_mu);
+    cpool__mutex_unlock(&registry_mu);
     return st;
 }
 
-cpool_status cpool_device_open(cpool_backend backend, int ordinal, cpool_device **out) {
+static cpool_status device_open(cpool_backend backend, int ordinal, cpool_device **out) {
     if (!out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_device_open: out is NULL");
     if (ordinal < 0) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_device_open: negative ordinal %d", ordinal);
     if (backend != CPOOL_BACKEND_AUTO && backend != CPOOL_BACKEND_CUDA && backend != CPOOL_BACKEND_HOST)
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_device_open: unknown backend %d", (int)backend);
-    if (backend == CPOOL_BACKEND_AUTO) backend = auto_choice();
-
+    if (backend == CPOOL_BACKEND_AUTO) {
+        cpool_status st = auto_choice(&backend);
+        if (st != CPOOL_OK) return st;
+    }
+    cpool_device *dev = NULL;
     cpool_status st = CPOOL_ERR_NO_DEVICE;
     if (backend == CPOOL_BACKEND_AUTO || backend == CPOOL_BACKEND_CUDA) {
         const cpool__backend *be = backend_for(CPOOL_BACKEND_CUDA);
-        st = be ? device_get(be, ordinal, out)
+        st = be ? device_get(be, ordinal, &dev)
                 : cpool__fail(CPOOL_ERR_NO_DEVICE, "capturepool was built without the CUDA backend");
-        if (st != CPOOL_ERR_NO_DEVICE || backend == CPOOL_BACKEND_CUDA) return st;
     }
-    return device_get(backend_for(CPOOL_BACKEND_HOST), ordinal, out);
+    if (st == CPOOL_ERR_NO_DEVICE && backend != CPOOL_BACKEND_CUDA)
+        st = device_get(backend_for(CPOOL_BACKEND_HOST), ordinal, &dev);
+    if (st == CPOOL_OK) *out = cpool__handle_of(dev);
+    return st;
+}
+
+cpool_status cpool_device_open(cpool_backend backend, int ordinal, cpool_device **out) {
+    /* AUTO falling back to the host backend is a success: what the CUDA
+     * attempt wrote is not this call's failure. */
+    cpool__error_mark before;
+    cpool__error_save(&before);
+    cpool_status st = device_open(backend, ordinal, out);
+    if (st == CPOOL_OK) cpool__error_restore(&before);
+    return st;
 }
 
 cpool_device *cpool__device_retain(cpool_device *dev) {
@@ -96,41 +124,65 @@ cpool_device *cpool__device_retain(cpool_device *dev) {
 
 void cpool__device_release(cpool_device *dev) {
     if (!dev || atomic_fetch_sub(&dev->refs, 1) != 1) return;
-    pthread_mutex_lock(&registry_mu);
+    cpool__mutex_lock(&registry_mu);
     for (cpool_device **p = &open_devices; *p; p = &(*p)->next_open)
         if (*p == dev) {
             *p = dev->next_open;
             break;
         }
-    pthread_mutex_unlock(&registry_mu);
+    cpool__mutex_unlock(&registry_mu);
+    cpool__handle_kill(dev);
     dev->be->device_close(dev->impl);
-    pthread_mutex_destroy(&dev->streams_mu);
-    free(dev);
+    cpool__mutex_destroy(&dev->streams_mu);
+    cpool__slab_give(&device_slab, dev);
 }
 
-void cpool_device_close(cpool_device *dev) { cpool__device_release(dev); }
+/* Takes one of the callers' references back; false (with the reason) when
+ * none is left, which is a close too many. */
+bool cpool__take_user_ref(atomic_int *user_refs, const char *fn, const char *what) {
+    int n = atomic_load(user_refs);
+    while (n > 0 && !atomic_compare_exchange_weak(user_refs, &n, n - 1)) {
+    }
+    if (n > 0) return true;
+    cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: the caller holds no reference to this %s any more (one too many)", fn,
+                what);
+    return false;
+}
 
-cpool_backend cpool_device_backend(const cpool_device *dev) { return dev ? dev->be->kind : CPOOL_BACKEND_AUTO; }
+void cpool_device_close(cpool_device *handle) {
+    cpool_device *dev;
+    CPOOL__RESOLVE_VOID(dev, handle, "cpool_device_close", "device");
+    if (cpool__take_user_ref(&dev->user_refs, "cpool_device_close", "device")) cpool__device_release(dev);
+}
+
+cpool_backend cpool_device_backend(const cpool_device *handle) {
+    const cpool_device *dev = cpool__handle_object(handle);
+    if (!dev) {
+        if (handle) cpool__handle_fail(handle, "cpool_device_backend", "device");
+        return CPOOL_BACKEND_AUTO;
+    }
+    return dev->be->kind;
+}
 
 void cpool__device_add_stream(cpool_device *dev, cpool_stream *s) {
     static _Atomic uint64_t next_id = 1;
     s->id = atomic_fetch_add(&next_id, 1); /* never reused, unlike addresses */
-    pthread_mutex_lock(&dev->streams_mu);
+    cpool__mutex_lock(&dev->streams_mu);
     s->prev_in_device = NULL;
     s->next_in_device = dev->streams;
     if (dev->streams) dev->streams->prev_in_device = s;
     dev->streams = s;
-    pthread_mutex_unlock(&dev->streams_mu);
+    cpool__mutex_unlock(&dev->streams_mu);
 }
 
 void cpool__device_remove_stream(cpool_device *dev, cpool_stream *s) {
-    pthread_mutex_lock(&dev->streams_mu);
+    cpool__mutex_lock(&dev->streams_mu);
     if (s->prev_in_device)
         s->prev_in_device->next_in_device = s->next_in_device;
     else
         dev->streams = s->next_in_device;
     if (s->next_in_device) s->next_in_device->prev_in_device = s->prev_in_device;
-    pthread_mutex_unlock(&dev->streams_mu);
+    cpool__mutex_unlock(&dev->streams_mu);
 }
 
 void cpool__shared_event_release(cpool__shared_event *e) {
@@ -157,7 +209,7 @@ cpool_status cpool__shared_event_new(cpool_device *dev, cpool__shared_event **ou
 cpool_status cpool__device_quiesce(cpool_device *dev) {
     const cpool__backend *be = dev->be;
     cpool_status result = CPOOL_OK;
-    pthread_mutex_lock(&dev->streams_mu);
+    cpool__mutex_lock(&dev->streams_mu);
     size_t count = 0;
     for (cpool_stream *s = dev->streams; s; s = s->next_in_device) count++;
     /* One fence a stream: a new event at its end, or, while it captures,
@@ -199,7 +251,7 @@ cpool_status cpool__device_quiesce(cpool_device *dev) {
             cpool__shared_event_release(f);
         }
     }
-    pthread_mutex_unlock(&dev->streams_mu);
+    cpool__mutex_unlock(&dev->streams_mu);
     for (size_t i = 0; i < n; i++) {
         cpool_status st = be->event_synchronize(fences[i]->event);
         if (st != CPOOL_OK && result == CPOOL_OK) result = st;
@@ -211,12 +263,12 @@ cpool_status cpool__device_quiesce(cpool_device *dev) {
 
 cpool__fence_result cpool__device_fence_stream(cpool_device *dev, uint64_t stream_id, cpool__bevent *ev) {
     cpool__fence_result r = CPOOL__FENCE_GONE;
-    pthread_mutex_lock(&dev->streams_mu);
+    cpool__mutex_lock(&dev->streams_mu);
     for (cpool_stream *s = dev->streams; s; s = s->next_in_device)
         if (s->id == stream_id) {
             r = dev->be->event_record(ev, s->impl) == CPOOL_OK ? CPOOL__FENCE_RECORDED : CPOOL__FENCE_BUSY;
             break;
         }
-    pthread_mutex_unlock(&dev->streams_mu);
+    cpool__mutex_unlock(&dev->streams_mu);
     return r;
 }

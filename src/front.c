@@ -32,6 +32,7 @@ static void cpu_relax(void) {
 }
 
 static void lock(cpool__front *f) {
+    cpool__rank_acquire(CPOOL__RANK_FRONT);
     unsigned spins = 0;
     while (atomic_exchange_explicit(&f->locked, true, memory_order_acquire))
         while (atomic_load_explicit(&f->locked, memory_order_relaxed)) {
@@ -43,7 +44,10 @@ static void lock(cpool__front *f) {
         }
 }
 
-static void unlock(cpool__front *f) { atomic_store_explicit(&f->locked, false, memory_order_release); }
+static void unlock(cpool__front *f) {
+    atomic_store_explicit(&f->locked, false, memory_order_release);
+    cpool__rank_release(CPOOL__RANK_FRONT);
+}
 
 /* ---- entries by address -------------------------------------------------- */
 

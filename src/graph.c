@@ -8,14 +8,17 @@
  * (and refuses with CPOOL_ERR_STALE_GRAPH). The backend frees an executable
  * destroyed while a launch runs only once that launch finished; a pool
  * whose last reference was the graph's waits for the device before dropping
- * anything.
+ * anything. A graph whose last reference goes inside a stream callback is
+ * torn down by the library's thread: CUDA refuses CUDA calls there.
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
 
 struct cpool_graph {
+    cpool__handle_header handle;
     atomic_int refs;
     cpool_device *dev;
     cpool__bgraph *impl;
@@ -25,20 +28,29 @@ struct cpool_graph {
     bool has_bound_pool;
     cpool_capture_mode mode; /* of its capture, reused by update */
     _Atomic uint64_t replays;
-    cpool__held_pool own_pools[]; /* the capture's, allocated with the graph */
+    cpool__deferred deferred_destroy; /* a last release inside a stream callback */
+    cpool__held_pool own_pools[CPOOL__CAPTURE_INLINE_POOLS];
 };
 
+static cpool__slab graph_slab = CPOOL__SLAB_INIT(cpool_graph);
+
 cpool_status cpool__graph_wrap(cpool_device *dev, cpool__bgraph *impl, const cpool__capture *cap, cpool_graph **out) {
-    /* malloc, not calloc: glibc's calloc is several times slower, and a
-     * capture's end is on the clock. */
-    cpool_graph *g = cpool__malloc(sizeof *g + cap->pool_count * sizeof(cpool__held_pool));
-    if (!g) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory ending a capture");
-    memset(g, 0, sizeof *g);
+    cpool_graph *g = cpool__slab_take(&graph_slab);
+    cpool__held_pool *pools = g ? g->own_pools : NULL;
+    if (g && cap->pool_count > CPOOL__CAPTURE_INLINE_POOLS) {
+        pools = cpool__malloc(cap->pool_count * sizeof *pools);
+        if (!pools) {
+            cpool__handle_kill(g);
+            cpool__slab_give(&graph_slab, g);
+        }
+    }
+    if (!pools) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory ending a capture");
     atomic_init(&g->refs, 1);
     atomic_init(&g->replays, 0);
     g->dev = cpool__device_retain(dev);
     g->impl = impl;
-    g->pools = g->own_pools; /* the capture's references, now the graph's */
+    g->pools = pools; /* the capture's references, now the graph's */
+    g->pools_on_heap = pools != g->own_pools;
     g->pool_count = cap->pool_count;
     if (cap->pool_count) memcpy(g->pools, cap->pools, cap->pool_count * sizeof *g->pools);
     g->has_bound_pool = cap->has_bound_pool;
@@ -52,7 +64,7 @@ cpool_status cpool__graph_wrap(cpool_device *dev, cpool__bgraph *impl, const cpo
 static void release_pools(cpool__held_pool *pools, size_t count, bool on_heap) {
     for (size_t i = 0; i < count; i++) {
         cpool__pool_graph_detach(pools[i].pool);
-        cpool_pool_release(pools[i].pool);
+        cpool__pool_release(pools[i].pool);
     }
     if (on_heap) free(pools);
 }
@@ -72,14 +84,21 @@ static void launch_exit(cpool_graph *g) {
     for (size_t i = 0; i < g->pool_count; i++) cpool__pool_launch_exit(g->pools[i].pool);
 }
 
+/* Resolves a graph and a stream for a launch-like call on them. */
+#define LAUNCH_RESOLVE(g, s, what)                                                                 \
+    CPOOL__RESOLVE(g, g##_handle, what, "graph");                                                  \
+    CPOOL__RESOLVE(s, s##_handle, what, "stream")
+
 static cpool_status launch_check(const char *what, cpool_graph *g, cpool_stream *s) {
-    if (!g || !s) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: NULL argument", what);
     if (s->dev != g->dev) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: the stream is on another device", what);
     if (s->capture) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: the stream is capturing", what);
     return CPOOL_OK;
 }
 
-cpool_status cpool_graph_launch(cpool_graph *g, cpool_stream *s) {
+cpool_status cpool_graph_launch(cpool_graph *g_handle, cpool_stream *s_handle) {
+    cpool_graph *g;
+    cpool_stream *s;
+    LAUNCH_RESOLVE(g, s, "cpool_graph_launch");
     cpool_status st = launch_check("cpool_graph_launch", g, s);
     if (st == CPOOL_OK) st = launch_enter(g);
     if (st != CPOOL_OK) return st;
@@ -89,7 +108,10 @@ cpool_status cpool_graph_launch(cpool_graph *g, cpool_stream *s) {
     return st;
 }
 
-cpool_status cpool_graph_upload(cpool_graph *g, cpool_stream *s) {
+cpool_status cpool_graph_upload(cpool_graph *g_handle, cpool_stream *s_handle) {
+    cpool_graph *g;
+    cpool_stream *s;
+    LAUNCH_RESOLVE(g, s, "cpool_graph_upload");
     cpool_status st = launch_check("cpool_graph_upload", g, s);
     if (st == CPOOL_OK) st = launch_enter(g);
     if (st != CPOOL_OK) return st;
@@ -98,34 +120,62 @@ cpool_status cpool_graph_upload(cpool_graph *g, cpool_stream *s) {
     return st;
 }
 
-uint64_t cpool_graph_replays(const cpool_graph *g) { return g ? atomic_load(&((cpool_graph *)g)->replays) : 0; }
+/* The graph behind a handle for a call that returns a value, or NULL (the
+ * reason noted for a dead handle). */
+static cpool_graph *graph_or_null(const cpool_graph *handle, const char *fn) {
+    cpool_graph *g = cpool__handle_object(handle);
+    if (!g && handle) cpool__handle_fail(handle, fn, "graph");
+    return g;
+}
 
-cpool_pool *cpool_graph_pool(const cpool_graph *g) { return g && g->has_bound_pool ? g->pools[0].pool : NULL; }
+uint64_t cpool_graph_replays(const cpool_graph *handle) {
+    cpool_graph *g = graph_or_null(handle, "cpool_graph_replays");
+    return g ? atomic_load(&g->replays) : 0;
+}
 
-size_t cpool_graph_pool_buffer_count(const cpool_graph *g) { return cpool_pool_buffer_count(cpool_graph_pool(g)); }
+/* The bound pool's object, or NULL. */
+static cpool_pool *bound_pool(const cpool_graph *g) { return g->has_bound_pool ? g->pools[0].pool : NULL; }
 
-void *cpool_graph_native(const cpool_graph *g) { return g ? g->dev->be->graph_native(g->impl) : NULL; }
+cpool_pool *cpool_graph_pool(const cpool_graph *handle) {
+    cpool_graph *g = graph_or_null(handle, "cpool_graph_pool");
+    return g && bound_pool(g) ? cpool__handle_of(bound_pool(g)) : NULL;
+}
 
-cpool_status cpool_graph_update(cpool_graph *g, cpool_stream *s, cpool_capture_fn body, void *ctx) {
+size_t cpool_graph_pool_buffer_count(const cpool_graph *handle) {
+    cpool_graph *g = graph_or_null(handle, "cpool_graph_pool_buffer_count");
+    return g && bound_pool(g) ? cpool_pool_buffer_count(cpool__handle_of(bound_pool(g))) : 0;
+}
+
+void *cpool_graph_native(const cpool_graph *handle) {
+    cpool_graph *g = graph_or_null(handle, "cpool_graph_native");
+    return g ? g->dev->be->graph_native(g->impl) : NULL;
+}
+
+static void graph_release(cpool_graph *g);
+
+cpool_status cpool_graph_update(cpool_graph *g_handle, cpool_stream *s_handle, cpool_capture_fn body, void *ctx) {
+    cpool_graph *g;
+    cpool_stream *s;
+    LAUNCH_RESOLVE(g, s, "cpool_graph_update");
     cpool_status st = launch_check("cpool_graph_update", g, s);
     if (st != CPOOL_OK) return st;
     if (!body) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_graph_update: body is NULL");
     /* The new work is instantiated only if it cannot update g in place. */
     cpool_graph *fresh = NULL;
-    st = cpool__capture_run(s, cpool_graph_pool(g), g->mode, body, ctx, false, &fresh);
+    st = cpool__capture_run(s, bound_pool(g), g->mode, body, ctx, false, &fresh);
     if (st != CPOOL_OK) return st;
     /* g takes fresh's pool references into an array of its own: made first,
      * so that a failure leaves g as it was. */
     cpool__held_pool *pools = cpool__malloc((fresh->pool_count ? fresh->pool_count : 1) * sizeof *pools);
     if (!pools) {
-        cpool_graph_release(fresh);
+        graph_release(fresh);
         return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory updating a graph");
     }
     if (!g->dev->be->graph_update_in_place(g->impl, fresh->impl)) {
         st = g->dev->be->graph_instantiate(fresh->impl);
         if (st != CPOOL_OK) {
             free(pools);
-            cpool_graph_release(fresh);
+            graph_release(fresh);
             return st;
         }
         cpool__bgraph *impl = g->impl;
@@ -142,25 +192,52 @@ cpool_status cpool_graph_update(cpool_graph *g, cpool_stream *s, cpool_capture_f
     g->pool_count = fresh->pool_count;
     g->pools_on_heap = true;
     fresh->pool_count = 0;
-    cpool_graph_release(fresh);
+    graph_release(fresh);
     release_pools(old, old_count, old_on_heap);
     return CPOOL_OK;
 }
 
-cpool_status cpool_graph_dump_dot(const cpool_graph *g, const char *path) {
-    if (!g || !path) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_graph_dump_dot: NULL argument");
+cpool_status cpool_graph_dump_dot(const cpool_graph *handle, const char *path) {
+    const cpool_graph *g;
+    CPOOL__RESOLVE(g, handle, "cpool_graph_dump_dot", "graph");
+    if (!path) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_graph_dump_dot: NULL argument");
     return g->dev->be->graph_dump_dot(g->impl, path);
 }
 
-cpool_graph *cpool_graph_retain(cpool_graph *g) {
-    if (g) atomic_fetch_add(&g->refs, 1);
-    return g;
+cpool_graph *cpool_graph_retain(cpool_graph *handle) {
+    cpool_graph *g = graph_or_null(handle, "cpool_graph_retain");
+    if (!g) return NULL;
+    atomic_fetch_add(&g->refs, 1);
+    return handle;
 }
 
-void cpool_graph_release(cpool_graph *g) {
-    if (!g || atomic_fetch_sub(&g->refs, 1) != 1) return;
+static void graph_teardown(cpool_graph *g) {
     g->dev->be->graph_destroy(g->impl);
     release_pools(g->pools, g->pool_count, g->pools_on_heap);
-    cpool__device_release(g->dev);
-    free(g);
+    cpool_device *dev = g->dev;
+    cpool__slab_give(&graph_slab, g);
+    cpool__device_release(dev);
 }
+
+static void run_deferred_destroy(cpool__deferred *task) {
+    graph_teardown((cpool_graph *)((char *)task - offsetof(cpool_graph, deferred_destroy)));
+}
+
+static void graph_release(cpool_graph *g) {
+    if (atomic_fetch_sub(&g->refs, 1) != 1) return;
+    cpool__handle_kill(g);
+    if (cpool__on_stream_thread()) {
+        g->deferred_destroy.run = run_deferred_destroy;
+        cpool__defer(&g->deferred_destroy);
+    } else {
+        graph_teardown(g);
+    }
+}
+
+void cpool_graph_release(cpool_graph *handle) {
+    cpool_graph *g;
+    CPOOL__RESOLVE_VOID(g, handle, "cpool_graph_release", "graph");
+    graph_release(g);
+}
+
+void cpool__graph_release(cpool_graph *g) { graph_release(g); }

@@ -19,6 +19,8 @@
 #include "capturepool.h"
 #include "backend.h"
 #include "fault.h"
+#include "handle.h"
+#include "lock.h"
 
 #define CPOOL_UNUSED(x) ((void)(x))
 
@@ -27,12 +29,26 @@
 /* Records the thread's last error text and returns st. */
 cpool_status cpool__fail(cpool_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* A copy of the thread's last error text, so that a call that failed
+ * inside but succeeded in the end can leave the text as it found it. */
+typedef struct cpool__error_mark {
+    char text[512];
+} cpool__error_mark;
+void cpool__error_save(cpool__error_mark *m);
+void cpool__error_restore(const cpool__error_mark *m);
+
 /* ---- deferred.c: the library's own thread -------------------------------- */
 
 /* True on threads that run stream work (host workers, CUDA host callbacks):
  * such a thread must never wait for stream work. */
 bool cpool__on_stream_thread(void);
 void cpool__set_stream_thread(bool on);
+/* True on the library's own thread (deferred.c). */
+bool cpool__on_library_thread(void);
+/* CPOOL_ERR_INVALID_ARGUMENT with the reason when the caller runs stream
+ * work (a call that would wait for stream work, inside a callback), else
+ * CPOOL_OK. */
+cpool_status cpool__refuse_wait_on_stream_thread(const char *fn);
 
 /* A task for the library's thread, embedded in the object it tears down so
  * that queueing it cannot fail. */
@@ -50,14 +66,16 @@ void cpool__defer(cpool__deferred *task);
 /* ---- device.c ------------------------------------------------------------ */
 
 struct cpool_device {
-    atomic_int refs;
+    cpool__handle_header handle;
+    atomic_int refs;      /* every holder: the callers' opens, streams, pools, graphs, events */
+    atomic_int user_refs; /* the callers' opens not yet closed */
     struct cpool_device *next_open;
     const cpool__backend *be;
     cpool__bdevice *impl;
     int ordinal;
     /* Every live stream of the device, so that teardown can wait for all
      * stream work the way cudaFree waits for the whole device. */
-    pthread_mutex_t streams_mu;
+    cpool__mutex streams_mu;
     struct cpool_stream *streams;
 };
 
@@ -71,6 +89,12 @@ typedef struct cpool__shared_event {
 /* A new shared event with one reference. */
 cpool_status cpool__shared_event_new(cpool_device *dev, cpool__shared_event **out);
 void cpool__shared_event_release(cpool__shared_event *e);
+
+/* Takes back one of the callers' references (of a device's opens, a pool's
+ * creation and retains); false, with the reason, when the caller holds none:
+ * a release or close too many, which must not take a reference that a
+ * stream, pool or graph holds. */
+bool cpool__take_user_ref(atomic_int *user_refs, const char *fn, const char *what);
 
 cpool_device *cpool__device_retain(cpool_device *dev);
 void cpool__device_release(cpool_device *dev);
@@ -114,6 +138,7 @@ typedef struct cpool__capture {
 /* ---- stream.c ------------------------------------------------------------ */
 
 struct cpool_stream {
+    cpool__handle_header handle;
     cpool_device *dev;
     cpool__bstream *impl;
     uint64_t id; /* unique for the process's life: tags freed blocks */
@@ -127,6 +152,7 @@ struct cpool_stream {
     cpool__shared_event *capture_fence;
     struct cpool_stream *next_in_device, *prev_in_device;
     cpool__capture capture_storage;
+    cpool__deferred deferred_destroy; /* a destroy from a stream callback */
 };
 
 /* ---- capture.c ----------------------------------------------------------- */
@@ -139,6 +165,9 @@ void cpool__capture_move(cpool__capture *to, cpool__capture *from);
  * atomically for other threads' quiesces and fences. On failure *cap is
  * left as it was. */
 cpool_status cpool__stream_begin_capture(cpool_stream *s, cpool_capture_mode mode, cpool__capture *cap);
+/* A reference to the fence of the capture running on s (recorded just before
+ * it began), or NULL when s does not capture. */
+cpool__shared_event *cpool__stream_capture_fence(cpool_stream *s);
 /* Moves s's capture out to *cap (the owner thread, as the capture ends). */
 void cpool__stream_take_capture(cpool_stream *s, cpool__capture *cap);
 /* Ends a capture begun on s (if any) and discards it with its references. */
@@ -160,6 +189,9 @@ void cpool__capture_hold(cpool__capture *cap, cpool_pool *pool);
  * references (the caller then forgets them). */
 cpool_status cpool__graph_wrap(cpool_device *dev, cpool__bgraph *impl, const cpool__capture *cap, cpool_graph **out);
 
+/* Drops a reference the library holds (an update's discarded capture). */
+void cpool__graph_release(cpool_graph *g);
+
 /* ---- param.c ------------------------------------------------------------- */
 
 struct cpool_param {
@@ -171,6 +203,10 @@ struct cpool_param {
 
 /* ---- pool.c -------------------------------------------------------------- */
 
+/* References that are not the callers' (captures, graphs, a clear at work):
+ * the pool's public retain and release count the callers' as well. */
+cpool_pool *cpool__pool_retain(cpool_pool *pool);
+void cpool__pool_release(cpool_pool *pool);
 cpool_device *cpool__pool_device(const cpool_pool *pool);
 uint64_t cpool__pool_generation(const cpool_pool *pool);
 /* Launch bracket: enter fails (and holds nothing) when the pool was cleared

@@ -7,8 +7,10 @@
 
 #include "internal.h"
 
-cpool_status cpool_param_create(cpool_pool *pool, size_t bytes, cpool_param **out) {
-    if (!pool || !out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_param_create: NULL argument");
+cpool_status cpool_param_create(cpool_pool *handle, size_t bytes, cpool_param **out) {
+    cpool_pool *pool;
+    CPOOL__RESOLVE(pool, handle, "cpool_param_create", "pool");
+    if (!out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_param_create: NULL argument");
     if (bytes == 0) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_param_create: size 0");
     cpool_param *p = cpool__calloc(1, sizeof *p);
     if (!p) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating a parameter block");
@@ -25,8 +27,10 @@ cpool_status cpool_param_create(cpool_pool *pool, size_t bytes, cpool_param **ou
 
 void *cpool_param_device_ptr(const cpool_param *p) { return p ? p->ptr : NULL; }
 
-cpool_status cpool_param_set(cpool_param *p, const void *value, size_t bytes, cpool_stream *s) {
-    if (!p || !value || !s) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_param_set: NULL argument");
+cpool_status cpool_param_set(cpool_param *p, const void *value, size_t bytes, cpool_stream *handle) {
+    cpool_stream *s;
+    CPOOL__RESOLVE(s, handle, "cpool_param_set", "stream");
+    if (!p || !value) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_param_set: NULL argument");
     if (bytes == 0 || bytes > p->bytes)
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_param_set: %zu bytes for a %zu-byte block", bytes, p->bytes);
     if (s->dev != cpool__pool_device(p->pool))

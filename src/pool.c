@@ -4,10 +4,13 @@
  *
  * Data structures (all under `mu` unless atomic)
  * - `records`: the recorded objects, a singly linked list in registration
- *   order. `doomed` holds records a clear took out but whose drops are still
- *   to run on the library's thread (a clear from stream work). Clears take
- *   their records and run their drops under `drop_mu`, so that two clears
- *   (one of them deferred) still drop in registration order.
+ *   order. A clear moves them to the end of `doomed`, which one thread at a
+ *   time (the dropper) empties, in order: it takes the list, waits for the
+ *   device, runs the drops with no lock held, and looks again. A clear that
+ *   finds a dropper at work leaves its records to it and waits until they
+ *   are dropped, except on the dropper's own thread (a drop that clears) and
+ *   on the library's thread, which return at once: so drops may call the
+ *   library, on their own pool too, and still run once each, in order.
  * - `alloc`: the caching allocator (alloc.c); its segments come from the
  *   device's backend. `front` (front.c, its own lock) keeps recently freed
  *   small blocks for exact-size reuse without `mu`, and the callers'
@@ -15,10 +18,17 @@
  * - `fences`: events recorded on streams that have restricted free blocks;
  *   once one completes, that stream's blocks freed up to `upto` become
  *   reusable by every stream. Events are recycled through `spare_events`.
+ *   A capturing stream takes no event: its capture's own fence, recorded
+ *   before the capture began, covers its blocks freed so far, whose work
+ *   outside the graph was all enqueued before it.
  * - `generation`: bumped by every clear; a graph remembers the value at its
  *   capture and is stale when it differs. `launching` counts launches
  *   between their generation check and their enqueue, so a clear can wait
  *   for them before it waits for the device.
+ *
+ * - `refs` counts every holder (the callers, captures, graphs, a clear at
+ *   work); `user_refs` the callers' own, so that a release too many is
+ *   refused instead of taking a graph's reference.
  *
  * Teardown waits for the device (cpool__device_quiesce) before any drop or
  * segment free. On a stream thread it cannot wait, so it is deferred to the
@@ -39,16 +49,21 @@ typedef struct record {
     void (*drop)(void *object);
 } record;
 
+/* Blocks freed on `stream` up to `upto` wait for `event`: one of the pool's
+ * own, or (`shared`) the fence a capture on that stream began with. */
 typedef struct fence {
     uint64_t stream;
     uint64_t upto;
     cpool__bevent *event;
+    cpool__shared_event *shared;
 } fence;
 
 struct cpool_pool {
     /* First, within a cache line or two: what every capture's begin and end,
      * and every launch, touch. */
+    cpool__handle_header handle;
     atomic_int refs;
+    atomic_int user_refs;
     atomic_int launching;
     cpool_device *dev;
     _Atomic uint64_t generation;
@@ -59,12 +74,15 @@ struct cpool_pool {
      * begin and end take no lock for them. */
     _Atomic uint64_t holders;
     atomic_size_t graph_count; /* the graphs among the holders, for the stats */
-    pthread_mutex_t mu;
-    pthread_mutex_t drop_mu; /* held by a clear from taking its records to its last drop */
+    cpool__mutex mu;
 
     record *records, **records_tail;
     atomic_size_t record_count;
     record *doomed, **doomed_tail;
+    uint64_t doomed_total, dropped_total; /* records ever moved to doomed, ever dropped */
+    bool dropping;                        /* a dropper is at work ... */
+    pthread_t dropper;                    /* ... on this thread */
+    pthread_cond_t dropped_cv;            /* dropped_total moved */
     bool clear_queued;
 
     cpool__allocator alloc;
@@ -95,9 +113,9 @@ static void check_allocator(cpool_pool *pool) {
 /* After a fast path, which does not hold mu. */
 #define CHECK_ALLOCATOR_LOCKING(pool)     \
     do {                                  \
-        pthread_mutex_lock(&(pool)->mu);  \
+        cpool__mutex_lock(&(pool)->mu);  \
         check_allocator(pool);            \
-        pthread_mutex_unlock(&(pool)->mu); \
+        cpool__mutex_unlock(&(pool)->mu); \
     } while (0)
 #else
 #define CHECK_ALLOCATOR(pool) ((void)0)
@@ -119,8 +137,12 @@ static void run_deferred_destroy(cpool__deferred *task);
 
 /* ---- create, retain, release --------------------------------------------- */
 
-cpool_status cpool_pool_create(cpool_device *dev, const cpool_pool_options *opts, cpool_pool **out) {
-    if (!dev || !out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_pool_create: NULL argument");
+static cpool__slab pool_slab = CPOOL__SLAB_INIT(cpool_pool);
+
+cpool_status cpool_pool_create(cpool_device *dev_handle, const cpool_pool_options *opts, cpool_pool **out) {
+    cpool_device *dev;
+    CPOOL__RESOLVE(dev, dev_handle, "cpool_pool_create", "device");
+    if (!out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_pool_create: NULL argument");
     cpool_pool_options o = {0};
     if (opts) {
         if (opts->struct_size < sizeof(size_t))
@@ -135,12 +157,13 @@ cpool_status cpool_pool_create(cpool_device *dev, const cpool_pool_options *opts
     cpool_status st = cpool__deferred_start();
     if (st != CPOOL_OK) return st;
 
-    cpool_pool *pool = cpool__calloc(1, sizeof *pool);
+    cpool_pool *pool = cpool__slab_take(&pool_slab);
     if (!pool) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating a pool");
     atomic_init(&pool->refs, 1);
+    atomic_init(&pool->user_refs, 1);
     pool->dev = dev;
-    pthread_mutex_init(&pool->mu, NULL);
-    pthread_mutex_init(&pool->drop_mu, NULL);
+    cpool__mutex_init(&pool->mu, CPOOL__RANK_POOL);
+    pthread_cond_init(&pool->dropped_cv, NULL);
     pool->records_tail = &pool->records;
     pool->doomed_tail = &pool->doomed;
     pool->deferred_clear.run = run_deferred_clear;
@@ -151,20 +174,32 @@ cpool_status cpool_pool_create(cpool_device *dev, const cpool_pool_options *opts
     if (o.reserve_bytes) {
         st = cpool__allocator_reserve(&pool->alloc, o.reserve_bytes);
         if (st != CPOOL_OK) {
-            pthread_mutex_destroy(&pool->mu);
-            pthread_mutex_destroy(&pool->drop_mu);
-            free(pool);
+            cpool__mutex_destroy(&pool->mu);
+            pthread_cond_destroy(&pool->dropped_cv);
+            cpool__handle_kill(pool);
+            cpool__slab_give(&pool_slab, pool);
             return st;
         }
     }
     cpool__device_retain(dev);
-    *out = pool;
+    *out = cpool__handle_of(pool);
     return CPOOL_OK;
 }
 
-cpool_pool *cpool_pool_retain(cpool_pool *pool) {
-    if (pool) atomic_fetch_add(&pool->refs, 1);
+cpool_pool *cpool__pool_retain(cpool_pool *pool) {
+    atomic_fetch_add(&pool->refs, 1);
     return pool;
+}
+
+cpool_pool *cpool_pool_retain(cpool_pool *handle) {
+    cpool_pool *pool = cpool__handle_object(handle);
+    if (!pool) {
+        if (handle) cpool__handle_fail(handle, "cpool_pool_retain", "pool");
+        return NULL;
+    }
+    atomic_fetch_add(&pool->user_refs, 1);
+    cpool__pool_retain(pool);
+    return handle;
 }
 
 /* Runs the drops of a detached list of records, in order, and frees it. */
@@ -177,9 +212,10 @@ static void run_drops(record *r) {
     }
 }
 
+/* The last reference is gone and the handle dead: a drop that calls the
+ * library with this pool is refused, so nothing else reaches it. */
 static void pool_destroy(cpool_pool *pool) {
     cpool__device_quiesce(pool->dev);
-    /* Nobody else can reach the pool now: no lock needed. */
     run_drops(pool->doomed);
     run_drops(pool->records);
     while (pool->params) {
@@ -188,15 +224,20 @@ static void pool_destroy(cpool_pool *pool) {
         free(p); /* its memory goes with the segments */
     }
     const cpool__backend *be = pool->dev->be;
-    for (size_t i = 0; i < pool->fence_count; i++) be->event_destroy(pool->fences[i].event);
+    for (size_t i = 0; i < pool->fence_count; i++) {
+        if (pool->fences[i].shared)
+            cpool__shared_event_release(pool->fences[i].shared);
+        else
+            be->event_destroy(pool->fences[i].event);
+    }
     for (size_t i = 0; i < pool->spare_count; i++) be->event_destroy(pool->spare_events[i]);
     free(pool->fences);
     free(pool->spare_events);
     cpool__allocator_destroy(&pool->alloc);
-    pthread_mutex_destroy(&pool->mu);
-    pthread_mutex_destroy(&pool->drop_mu);
+    cpool__mutex_destroy(&pool->mu);
+    pthread_cond_destroy(&pool->dropped_cv);
     cpool_device *dev = pool->dev;
-    free(pool);
+    cpool__slab_give(&pool_slab, pool);
     cpool__device_release(dev);
 }
 
@@ -204,105 +245,148 @@ static void run_deferred_destroy(cpool__deferred *task) {
     pool_destroy((cpool_pool *)((char *)task - offsetof(cpool_pool, deferred_destroy)));
 }
 
-void cpool_pool_release(cpool_pool *pool) {
-    if (!pool || atomic_fetch_sub(&pool->refs, 1) != 1) return;
+void cpool__pool_release(cpool_pool *pool) {
+    if (atomic_fetch_sub(&pool->refs, 1) != 1) return;
+    cpool__handle_kill(pool);
     if (cpool__on_stream_thread())
         cpool__defer(&pool->deferred_destroy); /* waiting here could wait for this very thread */
     else
         pool_destroy(pool);
 }
 
+void cpool_pool_release(cpool_pool *handle) {
+    cpool_pool *pool;
+    CPOOL__RESOLVE_VOID(pool, handle, "cpool_pool_release", "pool");
+    if (cpool__take_user_ref(&pool->user_refs, "cpool_pool_release", "pool")) cpool__pool_release(pool);
+}
+
 /* ---- seal, record, clear ------------------------------------------------- */
 
-void cpool_pool_seal(cpool_pool *pool) {
-    if (pool) atomic_store(&pool->sealed, true);
+void cpool_pool_seal(cpool_pool *handle) {
+    cpool_pool *pool;
+    CPOOL__RESOLVE_VOID(pool, handle, "cpool_pool_seal", "pool");
+    atomic_store(&pool->sealed, true);
 }
 
-void cpool_pool_unseal(cpool_pool *pool) {
-    if (pool) atomic_store(&pool->sealed, false);
+void cpool_pool_unseal(cpool_pool *handle) {
+    cpool_pool *pool;
+    CPOOL__RESOLVE_VOID(pool, handle, "cpool_pool_unseal", "pool");
+    atomic_store(&pool->sealed, false);
 }
 
-bool cpool_pool_is_sealed(const cpool_pool *pool) { return pool && atomic_load(&pool->sealed); }
+bool cpool_pool_is_sealed(const cpool_pool *handle) {
+    const cpool_pool *pool = cpool__handle_object(handle);
+    if (!pool && handle) cpool__handle_fail(handle, "cpool_pool_is_sealed", "pool");
+    return pool && atomic_load(&pool->sealed);
+}
 
-cpool_status cpool_pool_record(cpool_pool *pool, void *object, void (*drop)(void *object), size_t *index_out) {
-    if (!pool) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_pool_record: pool is NULL");
+cpool_status cpool_pool_record(cpool_pool *handle, void *object, void (*drop)(void *object), size_t *index_out) {
+    cpool_pool *pool;
+    CPOOL__RESOLVE(pool, handle, "cpool_pool_record", "pool");
     record *r = cpool__malloc(sizeof *r);
     if (!r) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory recording an object");
     r->next = NULL;
     r->object = object;
     r->drop = drop;
-    pthread_mutex_lock(&pool->mu);
+    cpool__mutex_lock(&pool->mu);
     *pool->records_tail = r;
     pool->records_tail = &r->next;
     size_t index = atomic_fetch_add(&pool->record_count, 1);
-    pthread_mutex_unlock(&pool->mu);
+    cpool__mutex_unlock(&pool->mu);
     if (index_out) *index_out = index;
     return CPOOL_OK;
 }
 
-size_t cpool_pool_buffer_count(const cpool_pool *pool) { return pool ? atomic_load(&pool->record_count) : 0; }
+size_t cpool_pool_buffer_count(const cpool_pool *handle) {
+    const cpool_pool *pool = cpool__handle_object(handle);
+    if (!pool && handle) cpool__handle_fail(handle, "cpool_pool_buffer_count", "pool");
+    return pool ? atomic_load(&pool->record_count) : 0;
+}
 
 /* Makes every graph captured so far stale and waits until no launch that
- * passed its staleness check is still on its way to the stream. */
+ * passed its staleness check is still on its way to the stream (a launch
+ * holds no lock while it is: nothing waits here for the caller itself). */
 static void bump_generation(cpool_pool *pool) {
     atomic_fetch_add(&pool->generation, 1);
     while (atomic_load(&pool->launching) != 0) sched_yield();
 }
 
-/* Takes the records and those of earlier deferred clears, in order. */
-static record *take_records(cpool_pool *pool) {
-    pthread_mutex_lock(&pool->mu);
-    *pool->doomed_tail = pool->records;
-    record *list = pool->doomed;
-    pool->doomed = pool->records = NULL;
-    pool->doomed_tail = &pool->doomed;
+/* Under mu: moves the records to the end of `doomed`; returns the count of
+ * records doomed so far, which the dropper reaches once they are dropped. */
+static uint64_t doom_records(cpool_pool *pool) {
+    size_t n = 0;
+    for (record *r = pool->records; r; r = r->next) n++;
+    if (pool->records) {
+        *pool->doomed_tail = pool->records;
+        pool->doomed_tail = pool->records_tail;
+    }
+    pool->records = NULL;
     pool->records_tail = &pool->records;
     atomic_store(&pool->record_count, 0);
-    pthread_mutex_unlock(&pool->mu);
-    return list;
+    pool->doomed_total += n;
+    return pool->doomed_total;
+}
+
+/* Under mu, returning with it held: drops everything doomed, in order,
+ * until nothing is left. Each batch is taken, then the device is waited for
+ * (so that its work on the records is over), then dropped with no lock held:
+ * a drop may call the library, and a clear it makes adds to `doomed`. */
+static void drop_doomed(cpool_pool *pool) {
+    pool->dropping = true;
+    pool->dropper = pthread_self();
+    while (pool->doomed) {
+        record *list = pool->doomed;
+        pool->doomed = NULL;
+        pool->doomed_tail = &pool->doomed;
+        size_t n = 0;
+        for (record *r = list; r; r = r->next) n++;
+        cpool__mutex_unlock(&pool->mu);
+        cpool__device_quiesce(pool->dev);
+        run_drops(list);
+        cpool__mutex_lock(&pool->mu);
+        pool->dropped_total += n;
+        pthread_cond_broadcast(&pool->dropped_cv);
+    }
+    pool->dropping = false;
 }
 
 static void run_deferred_clear(cpool__deferred *task) {
     cpool_pool *pool = (cpool_pool *)((char *)task - offsetof(cpool_pool, deferred_clear));
-    pthread_mutex_lock(&pool->drop_mu);
-    pthread_mutex_lock(&pool->mu);
+    cpool__mutex_lock(&pool->mu);
     pool->clear_queued = false;
-    record *list = pool->doomed;
-    pool->doomed = NULL;
-    pool->doomed_tail = &pool->doomed;
-    pthread_mutex_unlock(&pool->mu);
-    cpool__device_quiesce(pool->dev);
-    run_drops(list);
-    pthread_mutex_unlock(&pool->drop_mu);
-    cpool_pool_release(pool);
+    if (!pool->dropping) drop_doomed(pool); /* else the dropper at work drops them */
+    cpool__mutex_unlock(&pool->mu);
+    cpool__pool_release(pool);
 }
 
-void cpool_pool_clear_buffers(cpool_pool *pool) {
-    if (!pool) return;
+void cpool_pool_clear_buffers(cpool_pool *handle) {
+    cpool_pool *pool;
+    CPOOL__RESOLVE_VOID(pool, handle, "cpool_pool_clear_buffers", "pool");
     bump_generation(pool);
+    cpool__pool_retain(pool); /* a drop may release the last of the callers' references */
+    cpool__mutex_lock(&pool->mu);
+    uint64_t ticket = doom_records(pool);
     if (cpool__on_stream_thread()) {
-        /* Move the records aside now (new records start a fresh list) and
-         * let the library's thread wait and drop them. */
-        pthread_mutex_lock(&pool->mu);
-        *pool->doomed_tail = pool->records;
-        if (pool->records) pool->doomed_tail = pool->records_tail;
-        pool->records = NULL;
-        pool->records_tail = &pool->records;
-        atomic_store(&pool->record_count, 0);
-        bool queue = !pool->clear_queued && pool->doomed;
+        /* It cannot wait here: the library's thread drops the records. */
+        bool queue = !pool->clear_queued && pool->doomed && !pool->dropping;
         if (queue) {
             pool->clear_queued = true;
-            cpool_pool_retain(pool);
+            cpool__pool_retain(pool);
         }
-        pthread_mutex_unlock(&pool->mu);
+        cpool__mutex_unlock(&pool->mu);
         if (queue) cpool__defer(&pool->deferred_clear);
-        return;
+    } else if (!pool->dropping) {
+        drop_doomed(pool);
+        cpool__mutex_unlock(&pool->mu);
+    } else {
+        /* Another clear drops: it drops these too. Wait for that, unless
+         * this is a drop of that very clear, or the library's thread, which
+         * the dropper may itself be waiting for. */
+        bool wait = !pthread_equal(pool->dropper, pthread_self()) && !cpool__on_library_thread();
+        while (wait && pool->dropped_total < ticket) cpool__cond_wait(&pool->dropped_cv, &pool->mu);
+        cpool__mutex_unlock(&pool->mu);
     }
-    pthread_mutex_lock(&pool->drop_mu);
-    record *list = take_records(pool);
-    cpool__device_quiesce(pool->dev);
-    run_drops(list);
-    pthread_mutex_unlock(&pool->drop_mu);
+    cpool__pool_release(pool);
 }
 
 /* ---- fences -------------------------------------------------------------- */
@@ -334,9 +418,12 @@ static void poll_fences(cpool_pool *pool) {
     size_t kept = 0;
     for (size_t i = 0; i < pool->fence_count; i++) {
         fence f = pool->fences[i];
-        if (be->event_done(f.event)) {
+        if (be->event_done(f.shared ? f.shared->event : f.event)) {
             cpool__allocator_unfence(&pool->alloc, f.stream, f.upto);
-            event_give(pool, f.event);
+            if (f.shared)
+                cpool__shared_event_release(f.shared);
+            else
+                event_give(pool, f.event);
         } else {
             pool->fences[kept++] = f;
         }
@@ -344,9 +431,20 @@ static void poll_fences(cpool_pool *pool) {
     pool->fence_count = kept;
 }
 
+static bool fence_room(cpool_pool *pool) {
+    if (pool->fence_count < pool->fence_cap) return true;
+    size_t cap = pool->fence_cap ? 2 * pool->fence_cap : 8;
+    fence *fences = cpool__realloc(pool->fences, cap * sizeof *fences);
+    if (!fences) return false;
+    pool->fences = fences;
+    pool->fence_cap = cap;
+    return true;
+}
+
 /* Records a fence on every stream whose restricted blocks no fence covers
- * yet. Never waits. */
-static void add_fences(cpool_pool *pool) {
+ * yet; `capturing` (may be NULL), the caller's stream under capture, is
+ * fenced by its capture's fence instead. Never waits. */
+static void add_fences(cpool_pool *pool, cpool_stream *capturing) {
     enum { MAX_STREAMS = 64 };
     uint64_t streams[MAX_STREAMS], seqs[MAX_STREAMS];
     size_t n = cpool__allocator_restricted_streams(&pool->alloc, streams, seqs, MAX_STREAMS);
@@ -355,12 +453,11 @@ static void add_fences(cpool_pool *pool) {
         for (size_t k = 0; k < pool->fence_count; k++)
             if (pool->fences[k].stream == streams[i] && pool->fences[k].upto >= seqs[i]) covered = true;
         if (covered) continue;
-        if (pool->fence_count == pool->fence_cap) {
-            size_t cap = pool->fence_cap ? 2 * pool->fence_cap : 8;
-            fence *fences = cpool__realloc(pool->fences, cap * sizeof *fences);
-            if (!fences) return;
-            pool->fences = fences;
-            pool->fence_cap = cap;
+        if (!fence_room(pool)) return;
+        if (capturing && streams[i] == capturing->id) {
+            cpool__shared_event *f = cpool__stream_capture_fence(capturing);
+            if (f) pool->fences[pool->fence_count++] = (fence){.stream = streams[i], .upto = seqs[i], .shared = f};
+            continue;
         }
         cpool__bevent *ev = event_take(pool);
         if (!ev) return;
@@ -381,35 +478,42 @@ static void add_fences(cpool_pool *pool) {
 
 /* ---- allocation ---------------------------------------------------------- */
 
-/* The miss path, under mu. Outside capture: completed fences, new fences, a
- * new segment; and when the device is out of memory, give cached segments
- * with no pending work back before one more try. It never waits for the
- * device: a stream it would wait for may be waiting for this very thread.
- * Under capture only a
- * new segment: querying or waiting on events there could break the capture,
- * and graph allocations never need a fence (they take only blocks with no
- * pending work). */
-static cpool_status alloc_slow(cpool_pool *pool, size_t bytes, uint64_t stream, bool graph, void **out) {
-    if (graph) return cpool__allocator_alloc_grow(&pool->alloc, bytes, true, out);
+/* The miss path, under mu, for work on `stream` or (graph) for a capture:
+ * completed fences, the front's free blocks (they may merge into what the
+ * request needs), new fences, a new segment; and when the device or the
+ * pool's bound leaves no room, give cached segments with no pending work
+ * back before one more try. It never waits for the device: a stream it
+ * would wait for may be waiting for this very thread. Under capture the
+ * same steps run: the event calls are legal beside any capture, and a
+ * capturing stream is simply not fenced (the backend refuses the record). */
+static cpool_status alloc_slow(cpool_pool *pool, size_t bytes, cpool_stream *s, bool graph, void **out) {
+    cpool__allocator *a = &pool->alloc;
+    uint64_t stream = s ? s->id : 0;
     poll_fences(pool);
-    if (cpool__allocator_alloc_cached(&pool->alloc, bytes, stream, false, out)) return CPOOL_OK;
-    /* Before a new segment: the front's free blocks may merge into what the
-     * request needs. */
-    if (cpool__front_flush(&pool->front, &pool->alloc) &&
-        cpool__allocator_alloc_cached(&pool->alloc, bytes, stream, false, out))
+    if (cpool__allocator_alloc_cached(a, bytes, stream, graph, out)) return CPOOL_OK;
+    if (cpool__front_flush(&pool->front, a) && cpool__allocator_alloc_cached(a, bytes, stream, graph, out))
         return CPOOL_OK;
-    add_fences(pool);
-    if (cpool__allocator_alloc_cached(&pool->alloc, bytes, stream, false, out)) return CPOOL_OK;
-    cpool_status st = cpool__allocator_alloc_grow(&pool->alloc, bytes, false, out);
+    add_fences(pool, graph ? s : NULL);
+    if (cpool__allocator_alloc_cached(a, bytes, stream, graph, out)) return CPOOL_OK;
+    cpool__error_mark before;
+    cpool__error_save(&before);
+    cpool_status st = cpool__allocator_alloc_grow(a, bytes, graph, out);
     if (st != CPOOL_ERR_OUT_OF_MEMORY) return st;
     poll_fences(pool);
-    if (cpool__allocator_alloc_cached(&pool->alloc, bytes, stream, false, out)) return CPOOL_OK;
-    if (cpool__allocator_trim(&pool->alloc) == 0) return st;
-    return cpool__allocator_alloc_grow(&pool->alloc, bytes, false, out);
+    if (cpool__allocator_alloc_cached(a, bytes, stream, graph, out) ||
+        (cpool__allocator_trim(a) != 0 && cpool__allocator_alloc_grow(a, bytes, graph, out) == CPOOL_OK)) {
+        cpool__error_restore(&before); /* the failure that led here was not this call's */
+        return CPOOL_OK;
+    }
+    return st;
 }
 
-cpool_status cpool_alloc(cpool_pool *pool, size_t bytes, cpool_stream *s, void **ptr_out) {
-    if (!pool || !s || !ptr_out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_alloc: NULL argument");
+cpool_status cpool_alloc(cpool_pool *pool_handle, size_t bytes, cpool_stream *stream_handle, void **ptr_out) {
+    cpool_pool *pool;
+    cpool_stream *s;
+    CPOOL__RESOLVE(pool, pool_handle, "cpool_alloc", "pool");
+    CPOOL__RESOLVE(s, stream_handle, "cpool_alloc", "stream");
+    if (!ptr_out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_alloc: NULL argument");
     if (bytes == 0) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_alloc: size 0");
     if (bytes > CPOOL__MAX_REQUEST)
         return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "cpool_alloc: %zu bytes is more than any device holds", bytes);
@@ -427,19 +531,23 @@ cpool_status cpool_alloc(cpool_pool *pool, size_t bytes, cpool_stream *s, void *
         return CPOOL_OK;
     }
     bool graph = cap != NULL;
-    pthread_mutex_lock(&pool->mu);
+    cpool__mutex_lock(&pool->mu);
     cpool_status st = CPOOL_OK;
     if (!cpool__allocator_alloc_cached(&pool->alloc, bytes, s->id, graph, ptr_out))
-        st = alloc_slow(pool, bytes, s->id, graph, ptr_out);
+        st = alloc_slow(pool, bytes, s, graph, ptr_out);
     if (st == CPOOL_OK) cpool__front_count_alloc(&pool->front, bytes);
     CHECK_ALLOCATOR(pool);
-    pthread_mutex_unlock(&pool->mu);
+    cpool__mutex_unlock(&pool->mu);
     if (st == CPOOL_OK && cap) cpool__capture_hold(cap, pool);
     return st;
 }
 
-cpool_status cpool_free(cpool_pool *pool, void *ptr, cpool_stream *s) {
-    if (!pool || !ptr || !s) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_free: NULL argument");
+cpool_status cpool_free(cpool_pool *pool_handle, void *ptr, cpool_stream *stream_handle) {
+    cpool_pool *pool;
+    cpool_stream *s;
+    CPOOL__RESOLVE(pool, pool_handle, "cpool_free", "pool");
+    CPOOL__RESOLVE(s, stream_handle, "cpool_free", "stream");
+    if (!ptr) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_free: NULL argument");
     if (s->dev != pool->dev) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_free: the stream is on another device");
     /* A block freed under capture is the graph's on every replay: the graph
      * will need a reference to this pool. */
@@ -459,10 +567,10 @@ cpool_status cpool_free(cpool_pool *pool, void *ptr, cpool_stream *s) {
             break;
         }
     }
-    pthread_mutex_lock(&pool->mu);
+    cpool__mutex_lock(&pool->mu);
     cpool_status st = cpool__front_free_slow(&pool->front, &pool->alloc, ptr, s->id, cap != NULL);
     CHECK_ALLOCATOR(pool);
-    pthread_mutex_unlock(&pool->mu);
+    cpool__mutex_unlock(&pool->mu);
     if (st == CPOOL_OK && cap) cpool__capture_hold(cap, pool);
     return st;
 }
@@ -472,11 +580,11 @@ cpool_status cpool__pool_add_param(cpool_pool *pool, cpool_param *param) {
     if (param->bytes > CPOOL__MAX_REQUEST)
         return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "cpool_param_create: %zu bytes is more than any device holds",
                            param->bytes);
-    pthread_mutex_lock(&pool->mu);
+    cpool__mutex_lock(&pool->mu);
     /* Stream 0: only blocks with no pending stream work. */
     cpool_status st = CPOOL_OK;
     if (!cpool__allocator_alloc_cached(&pool->alloc, param->bytes, 0, false, &param->ptr))
-        st = alloc_slow(pool, param->bytes, 0, false, &param->ptr);
+        st = alloc_slow(pool, param->bytes, NULL, false, &param->ptr);
     if (st == CPOOL_OK) {
         cpool__front_count_alloc(&pool->front, param->bytes);
         cpool__allocator_pin(&pool->alloc, param->ptr);
@@ -484,20 +592,22 @@ cpool_status cpool__pool_add_param(cpool_pool *pool, cpool_param *param) {
         pool->params = param;
     }
     CHECK_ALLOCATOR(pool);
-    pthread_mutex_unlock(&pool->mu);
+    cpool__mutex_unlock(&pool->mu);
     return st;
 }
 
 /* ---- stats and trim ------------------------------------------------------ */
 
-cpool_status cpool_pool_get_stats(const cpool_pool *pool, cpool_pool_stats *out) {
-    if (!pool || !out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_pool_get_stats: NULL argument");
+cpool_status cpool_pool_get_stats(const cpool_pool *handle, cpool_pool_stats *out) {
+    const cpool_pool *pool;
+    CPOOL__RESOLVE(pool, handle, "cpool_pool_get_stats", "pool");
+    if (!out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_pool_get_stats: NULL argument");
     size_t size = out->struct_size;
     if (size < offsetof(cpool_pool_stats, segment_count) + sizeof out->segment_count)
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_pool_get_stats: struct_size %zu is too small", size);
     cpool_pool *p = (cpool_pool *)pool; /* locking is not a logical change */
     cpool_pool_stats s = {.struct_size = size};
-    pthread_mutex_lock(&p->mu);
+    cpool__mutex_lock(&p->mu);
     const cpool__allocator *a = &p->alloc;
     uint64_t front_free_bytes;
     cpool__front_counters(&p->front, &s.allocated_bytes, &s.allocated_bytes_peak, &s.alloc_count, &s.free_count,
@@ -508,35 +618,42 @@ cpool_status cpool_pool_get_stats(const cpool_pool *pool, cpool_pool_stats *out)
     s.segment_count = a->segment_count;
     s.cached_bytes = a->reserved - a->live_block_bytes + front_free_bytes;
     s.graph_count = atomic_load(&p->graph_count);
-    pthread_mutex_unlock(&p->mu);
+    cpool__mutex_unlock(&p->mu);
     memcpy(out, &s, size < sizeof s ? size : sizeof s);
     return CPOOL_OK;
 }
 
-cpool_status cpool_pool_trim(cpool_pool *pool) {
-    if (!pool) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_pool_trim: pool is NULL");
+cpool_status cpool_pool_trim(cpool_pool *handle) {
+    cpool_pool *pool;
+    CPOOL__RESOLVE(pool, handle, "cpool_pool_trim", "pool");
+    cpool_status refused = cpool__refuse_wait_on_stream_thread("cpool_pool_trim");
+    if (refused != CPOOL_OK) return refused;
     /* Everything freed, and every graph released, before the quiesce is
      * finished with once it returns. */
-    pthread_mutex_lock(&pool->mu);
+    cpool__mutex_lock(&pool->mu);
     cpool__front_flush(&pool->front, &pool->alloc);
     uint64_t upto = cpool__allocator_free_seq(&pool->alloc);
     uint64_t holders = atomic_load(&pool->holders);
-    pthread_mutex_unlock(&pool->mu);
+    cpool__mutex_unlock(&pool->mu);
     cpool_status st = cpool__device_quiesce(pool->dev);
-    pthread_mutex_lock(&pool->mu);
+    cpool__mutex_lock(&pool->mu);
     poll_fences(pool);
     cpool__allocator_unfence_all(&pool->alloc, upto);
     if (holder_count(holders) == 0 && atomic_load(&pool->holders) == holders)
         cpool__allocator_reclaim_graph(&pool->alloc);
     cpool__allocator_trim(&pool->alloc);
     CHECK_ALLOCATOR(pool);
-    pthread_mutex_unlock(&pool->mu);
+    cpool__mutex_unlock(&pool->mu);
     return st;
 }
 
-void cpool__pool_check(const cpool_pool *pool) {
-    cpool_pool *p = (cpool_pool *)pool;
-    pthread_mutex_lock(&p->mu);
+void cpool__pool_check(const cpool_pool *handle) {
+    cpool_pool *p = cpool__handle_object(handle);
+    if (!p) {
+        fprintf(stderr, "capturepool: cpool__pool_check: %p is not a live pool\n", (const void *)handle);
+        abort();
+    }
+    cpool__mutex_lock(&p->mu);
     check_allocator(p);
     size_t records = 0;
     for (const record *r = p->records; r; r = r->next) records++;
@@ -545,7 +662,7 @@ void cpool__pool_check(const cpool_pool *pool) {
                 atomic_load(&p->record_count));
         abort();
     }
-    pthread_mutex_unlock(&p->mu);
+    cpool__mutex_unlock(&p->mu);
 }
 
 /* ---- internal accessors -------------------------------------------------- */

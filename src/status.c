@@ -7,6 +7,7 @@
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -41,7 +42,7 @@ const char *cpool_version_string(void) {
     return CPOOL_STR(CPOOL_VERSION_MAJOR) "." CPOOL_STR(CPOOL_VERSION_MINOR) "." CPOOL_STR(CPOOL_VERSION_PATCH);
 }
 
-static _Thread_local char last_error[512];
+static _Thread_local char last_error[sizeof(cpool__error_mark)];
 
 const char *cpool_last_error(void) { return last_error; }
 
@@ -52,3 +53,7 @@ cpool_status cpool__fail(cpool_status st, const char *fmt, ...) {
     va_end(ap);
     return st;
 }
+
+void cpool__error_save(cpool__error_mark *m) { memcpy(m->text, last_error, sizeof m->text); }
+
+void cpool__error_restore(const cpool__error_mark *m) { memcpy(last_error, m->text, sizeof last_error); }

@@ -2,23 +2,30 @@
  * Streams: a backend stream plus what the library tracks about it (its
  * device registration and unique id, and the capture begun on it).
  */
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "internal.h"
 
-static cpool_status stream_make(cpool_device *dev, void *native, bool wrap, cpool_stream **out) {
-    if (!dev || !out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_stream_%s: NULL argument", wrap ? "wrap" : "create");
-    cpool_stream *s = cpool__calloc(1, sizeof *s);
+static cpool__slab stream_slab = CPOOL__SLAB_INIT(cpool_stream);
+
+static cpool_status stream_make(cpool_device *handle, void *native, bool wrap, cpool_stream **out) {
+    const char *fn = wrap ? "cpool_stream_wrap" : "cpool_stream_create";
+    cpool_device *dev;
+    CPOOL__RESOLVE(dev, handle, fn, "device");
+    if (!out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
+    cpool_stream *s = cpool__slab_take(&stream_slab);
     if (!s) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating a stream");
     cpool_status st = dev->be->stream_create(dev->impl, native, wrap, &s->impl);
     if (st != CPOOL_OK) {
-        free(s);
+        cpool__handle_kill(s);
+        cpool__slab_give(&stream_slab, s);
         return st;
     }
     s->dev = cpool__device_retain(dev);
     s->owned = !wrap;
     cpool__device_add_stream(dev, s);
-    *out = s;
+    *out = cpool__handle_of(s);
     return CPOOL_OK;
 }
 
@@ -28,10 +35,20 @@ cpool_status cpool_stream_wrap(cpool_device *dev, void *cuda_stream, cpool_strea
     return stream_make(dev, cuda_stream, true, out);
 }
 
-void *cpool_stream_native(const cpool_stream *s) { return s ? s->dev->be->stream_native(s->impl) : NULL; }
+void *cpool_stream_native(const cpool_stream *handle) {
+    const cpool_stream *s = cpool__handle_object(handle);
+    if (!s) {
+        if (handle) cpool__handle_fail(handle, "cpool_stream_native", "stream");
+        return NULL;
+    }
+    return s->dev->be->stream_native(s->impl);
+}
 
-cpool_status cpool_stream_synchronize(cpool_stream *s) {
-    if (!s) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_stream_synchronize: stream is NULL");
+cpool_status cpool_stream_synchronize(cpool_stream *handle) {
+    cpool_stream *s;
+    CPOOL__RESOLVE(s, handle, "cpool_stream_synchronize", "stream");
+    cpool_status st = cpool__refuse_wait_on_stream_thread("cpool_stream_synchronize");
+    if (st != CPOOL_OK) return st;
     return s->dev->be->stream_synchronize(s->impl);
 }
 
@@ -56,7 +73,7 @@ cpool_status cpool__stream_begin_capture(cpool_stream *s, cpool_capture_mode mod
      * checks whether a stream captures and records an event on it under
      * that lock, and must not see the capture begin in between. */
     cpool__shared_event *old = NULL;
-    pthread_mutex_lock(&s->dev->streams_mu);
+    cpool__mutex_lock(&s->dev->streams_mu);
     cpool_status st = s->capture ? cpool__fail(CPOOL_ERR_ALREADY_CAPTURING, "the stream is already capturing")
                                  : unshared_fence(s, &old);
     if (st == CPOOL_OK) st = s->dev->be->capture_begin(s->impl, mode, s->capture_fence->event);
@@ -64,9 +81,17 @@ cpool_status cpool__stream_begin_capture(cpool_stream *s, cpool_capture_mode mod
         cpool__capture_move(&s->capture_storage, cap);
         atomic_store_explicit(&s->capture, &s->capture_storage, memory_order_release);
     }
-    pthread_mutex_unlock(&s->dev->streams_mu);
+    cpool__mutex_unlock(&s->dev->streams_mu);
     cpool__shared_event_release(old);
     return st;
+}
+
+cpool__shared_event *cpool__stream_capture_fence(cpool_stream *s) {
+    cpool__mutex_lock(&s->dev->streams_mu);
+    cpool__shared_event *f = atomic_load(&s->capture) ? s->capture_fence : NULL;
+    if (f) atomic_fetch_add(&f->refs, 1);
+    cpool__mutex_unlock(&s->dev->streams_mu);
+    return f;
 }
 
 /* No lock here, unlike the begin: a quiesce that still sees the capture
@@ -78,30 +103,56 @@ void cpool__stream_take_capture(cpool_stream *s, cpool__capture *cap) {
     atomic_store_explicit(&s->capture, NULL, memory_order_release);
 }
 
-void cpool_stream_destroy(cpool_stream *s) {
-    if (!s) return;
+/* The stream stays in its device's list until its work has finished, so
+ * that a teardown or a fence on another thread meanwhile still sees it and
+ * waits for that work: a stream that is gone has no work left. */
+static void stream_teardown(cpool_stream *s) {
     cpool__capture_discard(s);
+    s->dev->be->stream_synchronize(s->impl);
     cpool__device_remove_stream(s->dev, s);
     cpool__shared_event_release(s->capture_fence);
     s->dev->be->stream_destroy(s->impl);
-    cpool__device_release(s->dev);
-    free(s);
+    cpool_device *dev = s->dev;
+    cpool__slab_give(&stream_slab, s);
+    cpool__device_release(dev);
 }
 
-cpool_status cpool_launch_host(cpool_stream *s, void (*fn)(void *arg), void *arg) {
-    if (!s || !fn) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_launch_host: %s is NULL", s ? "fn" : "stream");
+static void run_deferred_destroy(cpool__deferred *task) {
+    stream_teardown((cpool_stream *)((char *)task - offsetof(cpool_stream, deferred_destroy)));
+}
+
+void cpool_stream_destroy(cpool_stream *handle) {
+    cpool_stream *s;
+    CPOOL__RESOLVE_VOID(s, handle, "cpool_stream_destroy", "stream");
+    cpool__handle_kill(s); /* dead from now on, also while its work drains */
+    if (cpool__on_stream_thread()) {
+        /* Inside a callback, perhaps of this very stream: waiting for its
+         * work here would wait for itself. */
+        s->deferred_destroy.run = run_deferred_destroy;
+        cpool__defer(&s->deferred_destroy);
+    } else {
+        stream_teardown(s);
+    }
+}
+
+cpool_status cpool_launch_host(cpool_stream *handle, void (*fn)(void *arg), void *arg) {
+    cpool_stream *s;
+    CPOOL__RESOLVE(s, handle, "cpool_launch_host", "stream");
+    if (!fn) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_launch_host: fn is NULL");
     return s->dev->be->launch_host(s->impl, fn, arg);
 }
 
-cpool_status cpool_memcpy_async(cpool_stream *s, void *dst, const void *src, size_t bytes) {
-    if (!s) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_memcpy_async: stream is NULL");
+cpool_status cpool_memcpy_async(cpool_stream *handle, void *dst, const void *src, size_t bytes) {
+    cpool_stream *s;
+    CPOOL__RESOLVE(s, handle, "cpool_memcpy_async", "stream");
     if (bytes == 0) return CPOOL_OK;
     if (!dst || !src) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_memcpy_async: NULL pointer");
     return s->dev->be->memcpy_async(s->impl, dst, src, bytes);
 }
 
-cpool_status cpool_memset_async(cpool_stream *s, void *dst, int value, size_t bytes) {
-    if (!s) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_memset_async: stream is NULL");
+cpool_status cpool_memset_async(cpool_stream *handle, void *dst, int value, size_t bytes) {
+    cpool_stream *s;
+    CPOOL__RESOLVE(s, handle, "cpool_memset_async", "stream");
     if (bytes == 0) return CPOOL_OK;
     if (!dst) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_memset_async: NULL pointer");
     return s->dev->be->memset_async(s->impl, dst, value, bytes);

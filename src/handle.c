@@ -1,0 +1,57 @@
+/*
+ * Checked handles and the slabs behind them (see handle.h).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "handle.h"
+#include "internal.h"
+
+#define GENERATION_MAX ((uint32_t)0xFFFF)
+
+cpool_status cpool__handle_fail(const void *handle, const char *fn, const char *what) {
+    if (!handle) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, what);
+    return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT,
+                       "%s: %s %p is a dead handle (already released, destroyed or closed)", fn, what, handle);
+}
+
+/* The word after the header links free slots. */
+static void **slot_link(void *object) { return (void **)((char *)object + sizeof(void *)); }
+
+void *cpool__slab_take(cpool__slab *slab) {
+    cpool__mutex_lock(&slab->mu);
+    void *object = slab->free_list;
+    if (object) slab->free_list = *slot_link(object);
+    cpool__mutex_unlock(&slab->mu);
+    uint32_t gen = 1;
+    if (object) {
+        gen = atomic_load_explicit(&((cpool__handle_header *)object)->generation, memory_order_relaxed);
+    } else {
+        object = cpool__malloc(slab->object_size);
+        if (!object) return NULL;
+        /* An address that does not fit beside a generation cannot be a
+         * handle: keep it out of use. */
+        if ((uintptr_t)object & ~CPOOL__HANDLE_ADDR_MASK) {
+            free(object);
+            return NULL;
+        }
+    }
+    memset(object, 0, slab->object_size);
+    atomic_store_explicit(&((cpool__handle_header *)object)->generation, gen, memory_order_release);
+    return object;
+}
+
+void cpool__handle_kill(void *object) {
+    _Atomic uint32_t *g = &((cpool__handle_header *)object)->generation;
+    uint32_t gen = atomic_load_explicit(g, memory_order_relaxed);
+    atomic_store_explicit(g, gen >= GENERATION_MAX ? 0 : gen + 1, memory_order_release);
+}
+
+void cpool__slab_give(cpool__slab *slab, void *object) {
+    bool spent = atomic_load_explicit(&((cpool__handle_header *)object)->generation, memory_order_relaxed) == 0;
+    cpool__mutex_lock(&slab->mu);
+    void **list = spent ? &slab->retired : &slab->free_list;
+    *slot_link(object) = *list;
+    *list = object;
+    cpool__mutex_unlock(&slab->mu);
+}

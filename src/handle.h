@@ -1,0 +1,97 @@
+/*
+ * Checked handles: what the public API hands out for devices, streams, pools
+ * and graphs.
+ *
+ * A handle is the object's address with a 16-bit generation in its top 16
+ * bits (user-space addresses fit in 48 bits). Every object of these types
+ * begins with a cpool__handle_header holding the generation of its live
+ * handle. Ending the object bumps the generation, so the old handle no longer
+ * matches, and the object's memory goes back to its type's slab, never to
+ * the system allocator: a stale handle always points at memory that still
+ * holds a header, and a new object made in that memory has a handle of a new
+ * generation. A slot whose generation would wrap is retired, so a dead
+ * handle is never taken for a live one.
+ *
+ * Checking a handle is one load and one compare on the object's first cache
+ * line, which the call reads anyway.
+ */
+#ifndef CPOOL_HANDLE_H
+#define CPOOL_HANDLE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "capturepool.h"
+#include "lock.h"
+
+_Static_assert(sizeof(void *) == 8, "checked handles need 64-bit pointers");
+
+#define CPOOL__HANDLE_SHIFT 48
+#define CPOOL__HANDLE_ADDR_MASK (((uintptr_t)1 << CPOOL__HANDLE_SHIFT) - 1)
+
+typedef struct cpool__handle_header {
+    _Atomic uint32_t generation; /* of the live handle; 0 never names one */
+} cpool__handle_header;
+
+/* The public handle of a live object. */
+static inline void *cpool__handle_of(const void *object) {
+    const cpool__handle_header *h = (const cpool__handle_header *)object;
+    uint64_t gen = atomic_load_explicit(&h->generation, memory_order_relaxed);
+    return (void *)((uintptr_t)object | (uintptr_t)(gen << CPOOL__HANDLE_SHIFT));
+}
+
+/* The object behind a handle, or NULL when the handle is NULL or dead. */
+static inline void *cpool__handle_object(const void *handle) {
+    uintptr_t v = (uintptr_t)handle;
+    cpool__handle_header *h = (cpool__handle_header *)(v & CPOOL__HANDLE_ADDR_MASK);
+    uint32_t gen = (uint32_t)(v >> CPOOL__HANDLE_SHIFT);
+    if (!h || gen == 0 || atomic_load_explicit(&h->generation, memory_order_acquire) != gen) return NULL;
+    return h;
+}
+
+/* Why cpool__handle_object gave NULL, into cpool_last_error(): "fn: what is
+ * NULL" or "fn: what is a dead handle (...)". Returns
+ * CPOOL_ERR_INVALID_ARGUMENT. */
+cpool_status cpool__handle_fail(const void *handle, const char *fn, const char *what);
+
+/* Resolves `handle` into `var` (declared by the caller), or returns
+ * CPOOL_ERR_INVALID_ARGUMENT from the calling function with the reason. */
+#define CPOOL__RESOLVE(var, handle, fn, what)                                                      \
+    do {                                                                                           \
+        (var) = cpool__handle_object(handle);                                                      \
+        if (!(var)) return cpool__handle_fail((handle), (fn), (what));                             \
+    } while (0)
+
+/* As CPOOL__RESOLVE, for functions that return nothing: a NULL handle is a
+ * silent no-op, a dead one leaves the reason. */
+#define CPOOL__RESOLVE_VOID(var, handle, fn, what)                                                 \
+    do {                                                                                           \
+        (var) = cpool__handle_object(handle);                                                      \
+        if (!(var)) {                                                                              \
+            if (handle) cpool__handle_fail((handle), (fn), (what));                                \
+            return;                                                                                \
+        }                                                                                          \
+    } while (0)
+
+/* Memory for objects of one type and size, recycled by type and never
+ * given back to the system. */
+typedef struct cpool__slab {
+    cpool__mutex mu;
+    size_t object_size;
+    void *free_list; /* linked through the word after the header */
+    void *retired;   /* slots whose generation ran out, kept reachable */
+} cpool__slab;
+
+#define CPOOL__SLAB_INIT(type) {CPOOL__MUTEX_INIT(CPOOL__RANK_SLAB), sizeof(type), NULL, NULL}
+
+/* A zeroed object whose header names a fresh generation, or NULL (out of
+ * host memory). */
+void *cpool__slab_take(cpool__slab *slab);
+/* Makes every handle of the object dead; its memory stays the caller's. */
+void cpool__handle_kill(void *object);
+/* Returns a killed object's memory to its slab. */
+void cpool__slab_give(cpool__slab *slab, void *object);
+
+#endif /* CPOOL_HANDLE_H */

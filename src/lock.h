@@ -1,0 +1,56 @@
+/*
+ * The library's locks and the one order they are taken in.
+ *
+ * Every mutex has a rank; a thread may take a lock only while every lock it
+ * holds has a lower rank. Builds with CPOOL_DEBUG_CHECKS check this on every
+ * acquisition and abort, naming both locks, on the first inversion, so that
+ * a new inversion fails a test instead of deadlocking a user. Nothing is
+ * held across a call into user code (drops, host callbacks) or a wait for
+ * stream work, except where a rank below says so.
+ *
+ * The order, outermost first:
+ */
+#ifndef CPOOL_LOCK_H
+#define CPOOL_LOCK_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+typedef enum cpool__rank {
+    CPOOL__RANK_REGISTRY = 1, /* device.c: the open devices */
+    CPOOL__RANK_POOL,         /* pool.c: a pool's records, allocator and fences */
+    CPOOL__RANK_FRONT,        /* front.c: a pool's front cache (a spin lock) */
+    CPOOL__RANK_STREAMS,      /* device.c: a device's live streams, capture begin */
+    CPOOL__RANK_CAPTURE_GRAPHS, /* backend_cuda.c: graphs being captured */
+    CPOOL__RANK_HOST_QUEUE,   /* backend_host.c: one stream's queue */
+    CPOOL__RANK_DEFERRED,     /* deferred.c: the library thread's queue */
+    CPOOL__RANK_SLAB,         /* handle.c: recycled handle memory */
+    CPOOL__RANK_COUNT
+} cpool__rank;
+
+typedef struct cpool__mutex {
+    pthread_mutex_t mu;
+    cpool__rank rank;
+} cpool__mutex;
+
+#define CPOOL__MUTEX_INIT(rank) {PTHREAD_MUTEX_INITIALIZER, (rank)}
+
+void cpool__mutex_init(cpool__mutex *m, cpool__rank rank);
+void cpool__mutex_destroy(cpool__mutex *m);
+void cpool__mutex_lock(cpool__mutex *m);
+void cpool__mutex_unlock(cpool__mutex *m);
+/* pthread_cond_wait on m (m stays counted as held: the thread takes nothing
+ * else while it waits). */
+void cpool__cond_wait(pthread_cond_t *cv, cpool__mutex *m);
+
+/* For locks that are not a cpool__mutex (the front's spin lock): count an
+ * acquisition and a release of `rank`. No-ops without CPOOL_DEBUG_CHECKS. */
+#ifdef CPOOL_DEBUG_CHECKS
+void cpool__rank_acquire(cpool__rank rank);
+void cpool__rank_release(cpool__rank rank);
+#else
+static inline void cpool__rank_acquire(cpool__rank rank) { (void)rank; }
+static inline void cpool__rank_release(cpool__rank rank) { (void)rank; }
+#endif
+
+#endif /* CPOOL_LOCK_H */
