@@ -16,6 +16,21 @@
  *   in words is in cpool_last_error().
  * - Handles are opaque. Each handle names the function that creates it and
  *   the one that ends it; ending functions accept NULL and do nothing.
+ * - Handles are checked. A device, stream, pool or graph handle that was
+ *   already closed, destroyed or released is recognised at every call, also
+ *   after its memory went to a new handle of the same type: a call with a
+ *   status returns CPOOL_ERR_INVALID_ARGUMENT, a call without one does
+ *   nothing (one returning a value returns NULL, 0 or false), and both leave
+ *   the reason in cpool_last_error(). A release or close beyond the
+ *   references the caller holds is refused the same way: it never takes a
+ *   reference that a stream, pool or graph of the library holds.
+ * - Calls from stream callbacks. Inside a cpool_launch_host callback, a
+ *   call that would wait for stream work (cpool_stream_synchronize,
+ *   cpool_pool_trim) returns CPOOL_ERR_INVALID_ARGUMENT at once, as CUDA
+ *   refuses CUDA calls in host functions; teardown that would wait or call
+ *   CUDA there (a last release, a stream destroy) is handed to a thread of
+ *   the library (see cpool_pool_release).
+ * - A successful call leaves cpool_last_error() as it was.
  * - The stream argument comes last on every stream-ordered call.
  * - Raw CUDA handles cross the API as `void *`: this header needs no CUDA
  *   header and compiles as C11 and as C++.
@@ -92,15 +107,20 @@ typedef struct cpool_stream cpool_stream;
 /* Opens a device. CPOOL_BACKEND_AUTO opens CUDA device `ordinal` where a GPU
  * and a driver are usable and the host backend otherwise; the host backend
  * has one device, ordinal 0. The environment variable CPOOL_BACKEND=host (or
- * =cuda) makes AUTO pick that backend, so one program can run on either.
+ * =cuda) makes AUTO pick that backend, so one program can run on either; any
+ * other non-empty value makes an AUTO open fail with
+ * CPOOL_ERR_INVALID_ARGUMENT, naming the value (an empty value counts as
+ * unset; an explicit backend ignores the variable). AUTO falling back to the
+ * host backend is a success and leaves cpool_last_error() as it was.
  * Opening a device that is already open returns the same device with one
  * more reference.
- * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (out is NULL, ordinal < 0 or
- * unknown backend), CPOOL_ERR_NO_DEVICE (CUDA asked for and no usable GPU,
+ * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (out is NULL, ordinal < 0,
+ * unknown backend, or a CPOOL_BACKEND that names none), CPOOL_ERR_NO_DEVICE (CUDA asked for and no usable GPU,
  * or no such ordinal), CPOOL_ERR_OUT_OF_MEMORY, CPOOL_ERR_BACKEND. */
 cpool_status cpool_device_open(cpool_backend backend, int ordinal, cpool_device **out);
 
-/* Drops the caller's reference to `dev` (NULL: no-op). */
+/* Drops one of the caller's references to `dev`, one per open (NULL: no-op;
+ * a close beyond the caller's opens is refused, see the conventions). */
 void cpool_device_close(cpool_device *dev);
 
 /* The backend the device runs on: CPOOL_BACKEND_CUDA or CPOOL_BACKEND_HOST,
@@ -125,20 +145,26 @@ void *cpool_stream_native(const cpool_stream *s);
 /* Waits until all work enqueued on `s` has finished. On a capturing stream
  * this breaks the capture, as on CUDA: it returns
  * CPOOL_ERR_CAPTURE_INVALIDATED and the capture can only be ended.
- * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT, CPOOL_ERR_CAPTURE_INVALIDATED,
+ * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (also inside a stream
+ * callback, where it would wait for itself), CPOOL_ERR_CAPTURE_INVALIDATED,
  * CPOOL_ERR_BACKEND (an earlier asynchronous error of the device). */
 cpool_status cpool_stream_synchronize(cpool_stream *s);
 
 /* Waits for the stream's work to finish, then ends it (a wrapped CUDA stream
  * is only forgotten). NULL: no-op. Destroying a stream that is capturing ends
- * the capture first and discards it. */
+ * the capture first and discards it. The handle is dead at once; the
+ * stream's work still counts until it has finished: a pool teardown or trim
+ * on another thread waits for it, and memory freed on the stream goes to no
+ * other stream or graph before it ran. Called inside a stream callback, the
+ * wait and the end are handed to the library's thread. */
 void cpool_stream_destroy(cpool_stream *s);
 
 /* Enqueues fn(arg) on `s`: it runs on a thread of the runtime after the
  * stream's earlier work and before its later work, and is captured like any
  * other work, whoever began the capture the stream is in (on CUDA, a capture
  * begun with the runtime directly, or one the stream was forked into through
- * events). fn must not wait for work of its own stream.
+ * events). fn must not wait for stream work: the library's calls that would
+ * wait refuse inside it (see the conventions).
  * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (s or fn NULL),
  * CPOOL_ERR_OUT_OF_MEMORY, CPOOL_ERR_BACKEND. */
 cpool_status cpool_launch_host(cpool_stream *s, void (*fn)(void *arg), void *arg);
@@ -217,7 +243,8 @@ typedef struct cpool_pool_options {
  * CPOOL_ERR_OUT_OF_MEMORY (reserve_bytes could not be had), CPOOL_ERR_BACKEND. */
 cpool_status cpool_pool_create(cpool_device *dev, const cpool_pool_options *opts, cpool_pool **out);
 
-/* Adds a reference; returns pool (NULL for NULL). */
+/* Adds a reference of the caller's; returns pool (NULL for NULL or a dead
+ * handle). */
 cpool_pool *cpool_pool_retain(cpool_pool *pool);
 
 /* Drops a reference (NULL: no-op). The last one waits until the device
@@ -229,7 +256,11 @@ cpool_pool *cpool_pool_retain(cpool_pool *pool);
  * calling thread. When the last reference goes on a thread that runs stream
  * work (inside a cpool_launch_host callback), waiting there could deadlock:
  * the teardown is then handed to a thread of the library and happens soon
- * after; cpool_wait_deferred() waits for it. */
+ * after; cpool_wait_deferred() waits for it. The caller's references are
+ * the one from cpool_pool_create and one per cpool_pool_retain; a release
+ * beyond them is refused (see the conventions), so a graph's reference is
+ * never taken. A pool that graphs still hold stays usable through
+ * cpool_graph_pool after the caller released it. */
 void cpool_pool_release(cpool_pool *pool);
 
 /* Seals the pool: from now on cpool_alloc returns CPOOL_ERR_SEALED, under
@@ -246,9 +277,14 @@ bool cpool_pool_is_sealed(const cpool_pool *pool);
  * exactly once, at cpool_pool_clear_buffers or when its last reference goes,
  * in registration order, on an ordinary thread (never a stream callback), so
  * drop may call the CUDA runtime. drop may be NULL: the pool then only counts
- * the object. index_out (may be NULL) gets the object's index among the
- * recorded ones: 0, 1, 2, ..., restarting after a clear. Allowed on a sealed
- * pool and under capture (it allocates nothing from the device).
+ * the object. A drop may call any function of the library, on its own pool
+ * too (cpool_pool_clear_buffers, cpool_pool_release, cpool_wait_deferred):
+ * nothing deadlocks and every drop still runs exactly once, in order. While
+ * the pool's last reference is being torn down its handle is dead, so a
+ * drop's call with it is refused. index_out (may be NULL) gets the object's
+ * index among the recorded ones: 0, 1, 2, ..., restarting after a clear.
+ * Allowed on a sealed pool and under capture (it allocates nothing from the
+ * device).
  * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (pool NULL),
  * CPOOL_ERR_OUT_OF_MEMORY (host memory; drop is then not called). */
 cpool_status cpool_pool_record(cpool_pool *pool, void *object, void (*drop)(void *object), size_t *index_out);
@@ -262,7 +298,10 @@ size_t cpool_pool_buffer_count(const cpool_pool *pool);
  * captured with the pool before the clear can no longer be launched:
  * cpool_graph_launch returns CPOOL_ERR_STALE_GRAPH for them. Memory from
  * cpool_alloc is not touched. Called on a thread that runs stream work, the
- * drops are handed to the library's thread (see cpool_pool_release). */
+ * drops are handed to the library's thread (see cpool_pool_release). While
+ * another clear of the pool is dropping, the records go to it and this call
+ * returns once they are dropped; a clear made by one of those drops (or by
+ * the library's thread) returns at once, its records dropped right after. */
 void cpool_pool_clear_buffers(cpool_pool *pool);
 
 /* Allocates `bytes` bytes (256-byte aligned) from the pool, stream ordered
@@ -276,7 +315,8 @@ void cpool_pool_clear_buffers(cpool_pool *pool);
  * When the device (or max_reserved_bytes) leaves no room for a new segment,
  * the pool first gives back its cached segments that are unused and have no
  * stream work pending, and tries once more (it never waits for the device
- * here): that is the only change a failed allocation can leave.
+ * here), under capture as outside: that is the only change a failed
+ * allocation can leave.
  * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL argument, bytes == 0, a
  * stream of another device), CPOOL_ERR_SEALED (nothing changed),
  * CPOOL_ERR_OUT_OF_MEMORY (also at once, with nothing changed, for more
@@ -287,6 +327,9 @@ cpool_status cpool_alloc(cpool_pool *pool, size_t bytes, cpool_stream *s, void *
  * the free may get the memory again at once; work on another stream only once
  * the work enqueued on `s` before the free has finished. Freeing under
  * capture returns a graph block to the pool's graph-reserved set.
+ * A block allocated outside capture and freed under capture keeps that
+ * order: it becomes graph-reserved, but no capture, on any stream, gets it
+ * before the work enqueued on `s` before the capture has finished.
  * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL argument, or a pointer
  * this pool did not hand out or already freed: nothing changes). */
 cpool_status cpool_free(cpool_pool *pool, void *ptr, cpool_stream *s);
@@ -313,12 +356,15 @@ cpool_status cpool_pool_get_stats(const cpool_pool *pool, cpool_pool_stats *out)
 /* Gives every cached segment that holds no live block back to the device.
  * Graph-reserved segments are given back only while no graph and no capture
  * holds the pool. Waits for the stream work of the device first, as cudaFree
- * does. Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT, CPOOL_ERR_BACKEND. */
+ * does. Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (also inside a stream
+ * callback, where it would wait for itself), CPOOL_ERR_BACKEND. */
 cpool_status cpool_pool_trim(cpool_pool *pool);
 
 /* Waits until every teardown handed to the library's thread (see
- * cpool_pool_release) has finished. Must not be called from a stream
- * callback. */
+ * cpool_pool_release) has finished. Inside a stream callback it returns at
+ * once (it could wait for itself), leaving the reason in cpool_last_error().
+ * Called by a drop that the library's thread runs, it runs the teardowns
+ * queued so far itself, as it cannot wait for its own caller. */
 void cpool_wait_deferred(void);
 
 /* ------------------------------------------------------------------------ */
@@ -415,7 +461,9 @@ cpool_graph *cpool_graph_retain(cpool_graph *g);
 /* Drops a reference (NULL: no-op). At the last one the executable is
  * destroyed once the work it launched has finished (without waiting here),
  * and the graph's pool references are dropped; a pool whose last reference
- * that was then waits and tears down as cpool_pool_release says. */
+ * that was then waits and tears down as cpool_pool_release says. Inside a
+ * stream callback, where CUDA refuses CUDA calls, all of that is handed to
+ * the library's thread. */
 void cpool_graph_release(cpool_graph *g);
 
 /* ------------------------------------------------------------------------ */

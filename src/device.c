@@ -206,7 +206,7 @@ cpool_status cpool__shared_event_new(cpool_device *dev, cpool__shared_event **ou
     return CPOOL_OK;
 }
 
-cpool_status cpool__device_quiesce(cpool_device *dev) {
+static cpool_status device_quiesce(cpool_device *dev) {
     const cpool__backend *be = dev->be;
     cpool_status result = CPOOL_OK;
     cpool__mutex_lock(&dev->streams_mu);
@@ -259,6 +259,15 @@ cpool_status cpool__device_quiesce(cpool_device *dev) {
     }
     free(fences);
     return result;
+}
+
+/* A record refused by a stream that captures is no failure of the quiesce. */
+cpool_status cpool__device_quiesce(cpool_device *dev) {
+    cpool__error_mark before;
+    cpool__error_save(&before);
+    cpool_status st = device_quiesce(dev);
+    if (st == CPOOL_OK) cpool__error_restore(&before);
+    return st;
 }
 
 cpool__fence_result cpool__device_fence_stream(cpool_device *dev, uint64_t stream_id, cpool__bevent *ev) {

@@ -478,15 +478,16 @@ static void add_fences(cpool_pool *pool, cpool_stream *capturing) {
 
 /* ---- allocation ---------------------------------------------------------- */
 
-/* The miss path, under mu, for work on `stream` or (graph) for a capture:
- * completed fences, the front's free blocks (they may merge into what the
- * request needs), new fences, a new segment; and when the device or the
- * pool's bound leaves no room, give cached segments with no pending work
- * back before one more try. It never waits for the device: a stream it
- * would wait for may be waiting for this very thread. Under capture the
- * same steps run: the event calls are legal beside any capture, and a
- * capturing stream is simply not fenced (the backend refuses the record). */
-static cpool_status alloc_slow(cpool_pool *pool, size_t bytes, cpool_stream *s, bool graph, void **out) {
+/* The miss path, under mu, for work on `s` (NULL: only blocks free for any
+ * stream) or (graph) for a capture on s: completed fences, the front's free
+ * blocks (they may merge into what the request needs), new fences, a new
+ * segment; and when the device or the pool's bound leaves no room, give
+ * cached segments with no pending work back before one more try. It never
+ * waits for the device: a stream it would wait for may be waiting for this
+ * very thread. Under capture the same steps run: the event calls are legal
+ * beside any capture, and a capturing stream is fenced by its capture's
+ * fence. */
+static cpool_status alloc_miss(cpool_pool *pool, size_t bytes, cpool_stream *s, bool graph, void **out) {
     cpool__allocator *a = &pool->alloc;
     uint64_t stream = s ? s->id : 0;
     poll_fences(pool);
@@ -495,16 +496,21 @@ static cpool_status alloc_slow(cpool_pool *pool, size_t bytes, cpool_stream *s, 
         return CPOOL_OK;
     add_fences(pool, graph ? s : NULL);
     if (cpool__allocator_alloc_cached(a, bytes, stream, graph, out)) return CPOOL_OK;
-    cpool__error_mark before;
-    cpool__error_save(&before);
     cpool_status st = cpool__allocator_alloc_grow(a, bytes, graph, out);
     if (st != CPOOL_ERR_OUT_OF_MEMORY) return st;
     poll_fences(pool);
-    if (cpool__allocator_alloc_cached(a, bytes, stream, graph, out) ||
-        (cpool__allocator_trim(a) != 0 && cpool__allocator_alloc_grow(a, bytes, graph, out) == CPOOL_OK)) {
-        cpool__error_restore(&before); /* the failure that led here was not this call's */
-        return CPOOL_OK;
-    }
+    if (cpool__allocator_alloc_cached(a, bytes, stream, graph, out)) return CPOOL_OK;
+    if (cpool__allocator_trim(a) == 0) return st;
+    return cpool__allocator_alloc_grow(a, bytes, graph, out);
+}
+
+/* alloc_miss, leaving cpool_last_error() as it was when it succeeds in the
+ * end (a fence refused by a capturing stream, a first full device). */
+static cpool_status alloc_slow(cpool_pool *pool, size_t bytes, cpool_stream *s, bool graph, void **out) {
+    cpool__error_mark before;
+    cpool__error_save(&before);
+    cpool_status st = alloc_miss(pool, bytes, s, graph, out);
+    if (st == CPOOL_OK) cpool__error_restore(&before);
     return st;
 }
 

@@ -54,6 +54,7 @@ cpool_status cpool__fail(cpool_status st, const char *fmt, ...) {
     return st;
 }
 
-void cpool__error_save(cpool__error_mark *m) { memcpy(m->text, last_error, sizeof m->text); }
+/* Copies only the text: usually there is none. */
+void cpool__error_save(cpool__error_mark *m) { memcpy(m->text, last_error, strlen(last_error) + 1); }
 
-void cpool__error_restore(const cpool__error_mark *m) { memcpy(last_error, m->text, sizeof last_error); }
+void cpool__error_restore(const cpool__error_mark *m) { memcpy(last_error, m->text, strlen(m->text) + 1); }
