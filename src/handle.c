@@ -36,7 +36,9 @@ void *cpool__slab_take(cpool__slab *slab) {
             return NULL;
         }
     }
-    memset(object, 0, slab->object_size);
+    /* The header is left to its atomic store: a stale handle's check may
+     * read it on another thread right now. */
+    memset((char *)object + sizeof(cpool__handle_header), 0, slab->object_size - sizeof(cpool__handle_header));
     atomic_store_explicit(&((cpool__handle_header *)object)->generation, gen, memory_order_release);
     return object;
 }
