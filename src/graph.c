@@ -84,6 +84,8 @@ static void launch_exit(cpool_graph *g) {
     for (size_t i = 0; i < g->pool_count; i++) cpool__pool_launch_exit(g->pools[i].pool);
 }
 
+static void graph_release(cpool_graph *g);
+
 /* Resolves a graph and a stream for a launch-like call on them. */
 #define LAUNCH_RESOLVE(g, s, what)                                                                 \
     CPOOL__RESOLVE(g, g##_handle, what, "graph");                                                  \
@@ -102,9 +104,13 @@ cpool_status cpool_graph_launch(cpool_graph *g_handle, cpool_stream *s_handle) {
     cpool_status st = launch_check("cpool_graph_launch", g, s);
     if (st == CPOOL_OK) st = launch_enter(g);
     if (st != CPOOL_OK) return st;
+    /* The launch holds the graph: work it launches (a host callback) may
+     * release the last other reference before this call returns. */
+    atomic_fetch_add_explicit(&g->refs, 1, memory_order_relaxed);
     st = g->dev->be->graph_launch(g->impl, s->impl);
     launch_exit(g);
     if (st == CPOOL_OK) atomic_fetch_add_explicit(&g->replays, 1, memory_order_relaxed);
+    graph_release(g);
     return st;
 }
 
@@ -150,8 +156,6 @@ void *cpool_graph_native(const cpool_graph *handle) {
     cpool_graph *g = graph_or_null(handle, "cpool_graph_native");
     return g ? g->dev->be->graph_native(g->impl) : NULL;
 }
-
-static void graph_release(cpool_graph *g);
 
 cpool_status cpool_graph_update(cpool_graph *g_handle, cpool_stream *s_handle, cpool_capture_fn body, void *ctx) {
     cpool_graph *g;
