@@ -24,6 +24,7 @@ static void capture_init(cpool__capture *cap, cpool_capture_mode mode) {
     cap->pool_count = 0;
     cap->pool_cap = CPOOL__CAPTURE_INLINE_POOLS;
     cap->has_bound_pool = false;
+    cap->host_work = false;
 }
 
 void cpool__capture_move(cpool__capture *to, cpool__capture *from) {

@@ -26,6 +26,7 @@ struct cpool_graph {
     size_t pool_count;
     bool pools_on_heap; /* else `pools` is own_pools */
     bool has_bound_pool;
+    bool host_work; /* its capture's: a launch holds the graph (cpool_graph_launch) */
     cpool_capture_mode mode; /* of its capture, reused by update */
     _Atomic uint64_t replays;
     cpool__deferred deferred_destroy; /* a last release inside a stream callback */
@@ -54,6 +55,7 @@ cpool_status cpool__graph_wrap(cpool_device *dev, cpool__bgraph *impl, const cpo
     g->pool_count = cap->pool_count;
     if (cap->pool_count) memcpy(g->pools, cap->pools, cap->pool_count * sizeof *g->pools);
     g->has_bound_pool = cap->has_bound_pool;
+    g->host_work = cap->host_work;
     g->mode = cap->mode;
     for (size_t i = 0; i < g->pool_count; i++) cpool__pool_capture_to_graph(g->pools[i].pool);
     *out = g;
@@ -104,13 +106,15 @@ cpool_status cpool_graph_launch(cpool_graph *g_handle, cpool_stream *s_handle) {
     cpool_status st = launch_check("cpool_graph_launch", g, s);
     if (st == CPOOL_OK) st = launch_enter(g);
     if (st != CPOOL_OK) return st;
-    /* The launch holds the graph: work it launches (a host callback) may
-     * release the last other reference before this call returns. */
-    atomic_fetch_add_explicit(&g->refs, 1, memory_order_relaxed);
+    /* A host callback it launches may release the graph's last reference
+     * before this call returns: then the launch holds the graph meanwhile.
+     * Without host work nothing it launches can. */
+    bool hold = g->host_work;
+    if (hold) atomic_fetch_add_explicit(&g->refs, 1, memory_order_relaxed);
     st = g->dev->be->graph_launch(g->impl, s->impl);
     launch_exit(g);
     if (st == CPOOL_OK) atomic_fetch_add_explicit(&g->replays, 1, memory_order_relaxed);
-    graph_release(g);
+    if (hold) graph_release(g);
     return st;
 }
 
@@ -195,6 +199,7 @@ cpool_status cpool_graph_update(cpool_graph *g_handle, cpool_stream *s_handle, c
     g->pools = pools;
     g->pool_count = fresh->pool_count;
     g->pools_on_heap = true;
+    g->host_work = fresh->host_work;
     fresh->pool_count = 0;
     graph_release(fresh);
     release_pools(old, old_count, old_on_heap);

@@ -132,6 +132,9 @@ typedef struct cpool__capture {
     cpool__held_pool *pools;
     size_t pool_count, pool_cap;
     bool has_bound_pool;
+    /* cpool_launch_host work was captured: a replay may run a callback that
+     * releases the graph while its launch call is still under way. */
+    bool host_work;
     cpool__held_pool inline_pools[CPOOL__CAPTURE_INLINE_POOLS];
 } cpool__capture;
 

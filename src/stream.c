@@ -139,6 +139,8 @@ cpool_status cpool_launch_host(cpool_stream *handle, void (*fn)(void *arg), void
     cpool_stream *s;
     CPOOL__RESOLVE(s, handle, "cpool_launch_host", "stream");
     if (!fn) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_launch_host: fn is NULL");
+    cpool__capture *cap = atomic_load_explicit(&s->capture, memory_order_relaxed); /* the owner's own field */
+    if (cap) cap->host_work = true;
     return s->dev->be->launch_host(s->impl, fn, arg);
 }
 
