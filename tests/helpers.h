@@ -119,6 +119,15 @@ static inline void cb_note_thread(void *arg) {
     astore(&n->set, 1);
 }
 
+/* What a callback that releases (or clears) from inside stream work acts on,
+ * and where and whether it ran. */
+typedef struct release_in_callback {
+    cpool_pool *pool;
+    cpool_graph *graph;
+    pthread_t thread;
+    int done;
+} release_in_callback;
+
 /* ---- stats -------------------------------------------------------------------- */
 
 static inline cpool_pool_stats stats_of(const cpool_pool *pool) {

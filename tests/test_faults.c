@@ -110,7 +110,7 @@ static void scenario_capture_launch(world *w) {
 }
 
 /* Clear with a stale graph, parameters, the last release in a callback. */
-static void release_in_callback(void *arg) { cpool_pool_release((cpool_pool *)arg); }
+static void release_pool_in_callback(void *arg) { cpool_pool_release((cpool_pool *)arg); }
 
 static void scenario_clear_params_callback(world *w) {
     cpool_stream *s = NULL;
@@ -133,7 +133,7 @@ static void scenario_clear_params_callback(world *w) {
         }
         cpool__pool_check(pool);
         /* The last reference goes inside stream work: the teardown is deferred. */
-        if (!TRY(w, cpool_launch_host(s, release_in_callback, pool))) cpool_pool_release(pool);
+        if (!TRY(w, cpool_launch_host(s, release_pool_in_callback, pool))) cpool_pool_release(pool);
     }
     cpool_stream_destroy(s);
 }

@@ -71,12 +71,6 @@ static void drops_wait_for_launched_graph(cpool_device *dev) {
 
 /* The last pool reference goes from inside a cpool_launch_host callback: no
  * deadlock, and the drops are deferred, not skipped. */
-typedef struct release_in_callback {
-    cpool_pool *pool;
-    cpool_graph *graph;
-    pthread_t thread;
-    int done;
-} release_in_callback;
 static void cb_release_pool(void *arg) {
     release_in_callback *r = (release_in_callback *)arg;
     r->thread = pthread_self();

@@ -107,12 +107,6 @@ static void check_new_reason_(const char *before, const char *what, const char *
 /* ---- callbacks ------------------------------------------------------------------ */
 
 /* Releases a pool or a graph reference from inside stream work. */
-typedef struct release_in_callback {
-    cpool_pool *pool;
-    cpool_graph *graph;
-    pthread_t thread;
-    int done;
-} release_in_callback;
 static void cb_release(void *arg) {
     release_in_callback *r = (release_in_callback *)arg;
     r->thread = pthread_self();
