@@ -76,6 +76,9 @@ typedef enum cpool_status { /* values are part of the ABI: never renumbered */
     CPOOL_ERR_NO_DEVICE = 8,           /* the requested backend or device is not available here */
     CPOOL_ERR_BACKEND = 9,             /* any other error of the CUDA runtime; see cpool_last_error() */
     CPOOL_ERR_UNSUPPORTED = 10,        /* the operation is not available on this backend */
+    CPOOL_ERR_NOT_READY = 11,          /* cpool_event_query: the work before the record has not finished */
+    CPOOL_ERR_OUTPUT_LIVE = 12,        /* launch refused: its replay would overwrite a live output of
+                                          another graph that shares the pool (cpool_last_error names it) */
 } cpool_status;
 
 /* A short static description of `s` ("invalid argument", ...); never NULL,
@@ -201,22 +204,30 @@ cpool_status cpool_memset_async(cpool_stream *s, void *dst, int value, size_t by
  *
  * Graphs that share a pool. Graph-reserved memory is shared: a block freed
  * inside one capture, or by a graph's owner after its capture, may be handed
- * to a later capture into the same pool. So graphs sharing a pool
+ * to a later capture into the same pool. An output of a graph is a block its
+ * capture allocated that was still allocated when the capture ended; it stays
+ * an output, also after the graph is released, until it is freed. The pool
+ * knows which graph-reserved memory each graph's replays write (its
+ * footprint). So graphs sharing a pool
  *  - MAY be captured one after another, and replayed in any order, any
  *    number of times, one at a time: each replay is ordered after the
  *    previous one (the same stream, or an event between streams);
- *  - MAY read their outputs (blocks still allocated when their capture
- *    ended) between replays: no other capture reuses such a block until it
- *    is freed;
+ *  - MAY read their outputs between replays: no graph's replay overwrites
+ *    another graph's output while it is allocated. Either the output lies
+ *    outside the other graph's footprint, or cpool_graph_launch of that
+ *    graph returns CPOOL_ERR_OUTPUT_LIVE, changes nothing, and names the
+ *    output and its graph in cpool_last_error(); freeing the output lifts
+ *    the refusal. A graph's own outputs never refuse its relaunch, which
+ *    rewrites them, as in CUDA. The check costs a launch one load per pool;
+ *  - get their outputs placed apart from every graph's scratch, so that no
+ *    launch is refused, when the output is allocated with cpool_alloc_output
+ *    under capture, or made by cpool_graphed_call, which learns from its
+ *    eager runs which allocations outlive the body;
  *  - MUST NOT run at the same time (launched on two streams without an order
- *    between them): they may be using the same scratch memory;
- *  - MUST NOT expect an output to survive after it was freed: once freed, a
- *    later capture may use the same memory, and replaying the older graph
- *    writes there again. Free an output only when its graph will not be
- *    launched any more, or give each graph whose outputs must stay apart a
- *    pool of its own.
- * This is the rule of PyTorch's shared graph pools. Graphs captured into
- * different pools never share memory. */
+ *    between them): they may be using the same scratch memory.
+ * PyTorch's shared graph pools state the rule instead of keeping it: replay
+ * in capture order, or an output may be overwritten silently. Graphs
+ * captured into different pools never share memory. */
 typedef struct cpool_pool cpool_pool;
 
 /* Zero-initialise, set struct_size = sizeof(cpool_pool_options), then set the
@@ -322,6 +333,13 @@ void cpool_pool_clear_buffers(cpool_pool *pool);
  * CPOOL_ERR_OUT_OF_MEMORY (also at once, with nothing changed, for more
  * than 2^47 bytes), CPOOL_ERR_BACKEND. */
 cpool_status cpool_alloc(cpool_pool *pool, size_t bytes, cpool_stream *s, void **ptr_out);
+
+/* cpool_alloc, for a block that outlives the capture it is allocated in (a
+ * graph's output): under capture it is placed apart from every graph's
+ * scratch, so that no other graph's replay writes it and no launch is
+ * refused for it (see cpool_pool). Outside capture it is cpool_alloc.
+ * Returns as cpool_alloc. */
+cpool_status cpool_alloc_output(cpool_pool *pool, size_t bytes, cpool_stream *s, void **ptr_out);
 
 /* Frees memory from cpool_alloc, stream ordered: work enqueued on `s` after
  * the free may get the memory again at once; work on another stream only once
@@ -433,6 +451,8 @@ cpool_status cpool_capture(cpool_stream *s, cpool_pool *pool, cpool_capture_mode
  * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL, a stream of another
  * device, or a stream that is capturing), CPOOL_ERR_STALE_GRAPH (its pool's
  * buffers were cleared after the capture: nothing is launched),
+ * CPOOL_ERR_OUTPUT_LIVE (the replay would overwrite a live output of another
+ * graph sharing its pool: nothing is launched; see cpool_pool),
  * CPOOL_ERR_BACKEND. */
 cpool_status cpool_graph_launch(cpool_graph *g, cpool_stream *s);
 
@@ -440,6 +460,10 @@ cpool_status cpool_graph_launch(cpool_graph *g, cpool_stream *s);
  * stream order on `s`, so that launch pays no upload. Idempotent; a no-op on
  * the host backend. Returns as cpool_graph_launch. */
 cpool_status cpool_graph_upload(cpool_graph *g, cpool_stream *s);
+
+/* The graph's id: unique for the process's life, named by messages (such as
+ * CPOOL_ERR_OUTPUT_LIVE's) and kept by cpool_graph_update; 0 for NULL. */
+uint64_t cpool_graph_id(const cpool_graph *g);
 
 /* Number of successful launches (0 for NULL). */
 uint64_t cpool_graph_replays(const cpool_graph *g);
@@ -518,7 +542,11 @@ cpool_status cpool_param_set(cpool_param *p, const void *value, size_t bytes, cp
 
 /* Runs body(s, ctx) eagerly `warmup_runs` times on `s` (so that lazy
  * initialisation, library handles and workspace allocations happen outside
- * capture), then captures it once with `pool` and `mode` into *out.
+ * capture), then captures it once with `pool` and `mode` into *out. The last
+ * eager run shows which of the body's allocations on `s` outlive it: the
+ * capture's allocations in those places (by their order) are outputs, placed
+ * apart from every graph's scratch as cpool_alloc_output does, so graphed
+ * calls into one pool replay in any order while their scratch is shared.
  * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL argument, warmup_runs
  * < 0), the body's first failing status (eagerly or under capture), or any
  * status of cpool_capture. On failure *out is NULL. */

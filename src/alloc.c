@@ -6,10 +6,12 @@
  *   exactly, in address order, as a doubly linked list (prev/next).
  * - A block is live (handed out, found by address in `map`) or free (in one
  *   bin of one heap). Each block belongs to the general or the
- *   graph-reserved set (`graph`); a segment may hold blocks of both.
+ *   graph-reserved set (`graph`), and a graph-reserved one to its scratch
+ *   or, placed apart from every graph's scratch, to its outputs (`apart`);
+ *   a segment may hold blocks of all three.
  * - Segments are small (2 MiB, for requests up to CPOOL__SMALL_MAX) or
  *   large (for bigger requests); a block's class is its segment's.
- * - Heaps: one per set and class, heaps[graph * 2 + large]. A heap has
+ * - Heaps: one per set and class, heaps[set * 2 + large]. A heap has
  *   CPOOL__BINS size classes, log-linear (exact up to 8 KiB, then 8 classes
  *   per power of two), each a list of free blocks, with a bitmap of the
  *   non-empty ones so a search skips empty classes in a few instructions.
@@ -52,7 +54,10 @@ struct cpool__block {
     uint16_t bin;
     bool live;
     bool graph;
+    bool apart;  /* graph-reserved, in the outputs' set */
     bool pinned; /* live for the pool's whole life: never freed by a caller */
+    bool output; /* live: an output of a graph, registered with the pool */
+    uint64_t serial; /* which allocation handed it out last */
 };
 
 struct cpool__segment {
@@ -205,17 +210,20 @@ void cpool__allocator_init(cpool__allocator *a, const cpool__segment_source *sou
     a->max_reserved = max_reserved;
 }
 
-static unsigned heap_index(bool graph, bool large) { return (graph ? 2u : 0u) + (large ? 1u : 0u); }
+/* The set a block is in: general 0, graph scratch 1, graph outputs 2. */
+static unsigned set_of(bool graph, bool apart) { return graph ? (apart ? 2u : 1u) : 0u; }
+
+static unsigned heap_index(unsigned set, bool large) { return set * 2u + (large ? 1u : 0u); }
 
 static cpool__heap *heap_for(cpool__allocator *a, const cpool__block *b) {
-    return &a->heaps[heap_index(b->graph, b->seg->large)];
+    return &a->heaps[heap_index(set_of(b->graph, b->apart), b->seg->large)];
 }
 
 /* Free neighbours merge when they are of the same set and their stream tags
  * agree, or one is free for any stream: the merged block then keeps the
  * other's tag, which only narrows who may reuse the free part. */
 static bool mergeable(const cpool__block *x, const cpool__block *y) {
-    return x && y && !x->live && !y->live && x->graph == y->graph &&
+    return x && y && !x->live && !y->live && x->graph == y->graph && x->apart == y->apart &&
            (x->stream == y->stream || !x->stream || !y->stream);
 }
 
@@ -250,7 +258,8 @@ static cpool__block *release_block(cpool__allocator *a, cpool__block *b) {
 
 /* Hands out free block b (already out of its heap) for `bytes`, splitting
  * off the rest. Fails only when a record or map slot cannot be had. */
-static bool hand_out(cpool__allocator *a, cpool__block *b, size_t bytes, size_t rounded, bool graph) {
+static bool hand_out(cpool__allocator *a, cpool__block *b, size_t bytes, size_t rounded, cpool__use use) {
+    bool graph = use != CPOOL__USE_STREAM;
     if (a->map_count + 1 > a->map_cap / 2 && !map_grow(a)) return false;
     if (b->size - rounded >= CPOOL__BLOCK_ALIGN) {
         cpool__block *rest = block_new(a);
@@ -259,6 +268,7 @@ static bool hand_out(cpool__allocator *a, cpool__block *b, size_t bytes, size_t 
         rest->size = b->size - rounded;
         rest->seg = b->seg;
         rest->graph = b->graph;
+        rest->apart = b->apart;
         rest->stream = b->stream;
         rest->free_seq = b->free_seq;
         if (rest->stream) a->restricted_blocks++;
@@ -273,6 +283,8 @@ static bool hand_out(cpool__allocator *a, cpool__block *b, size_t bytes, size_t 
     b->stream = 0;
     if (graph && !b->graph) a->graph_reserved += b->size;
     b->graph = b->graph || graph;
+    if (graph) b->apart = use == CPOOL__USE_OUTPUT;
+    b->serial = ++a->next_serial;
     b->live = true;
     b->requested = bytes;
     map_insert(a, b);
@@ -288,16 +300,19 @@ static bool rounded_size(size_t bytes, size_t *out) {
 }
 
 /* The heap block that serves a request, searched in this order: for a graph,
- * graph-reserved blocks, then unrestricted general ones (no pending work, so
- * they may become graph-reserved); otherwise general blocks usable by
- * `stream`. Within a set, a request's own size class first, then, for a
- * small request, large blocks before a new segment would be taken. */
-static cpool__block *heap_take(cpool__allocator *a, size_t rounded, uint64_t stream, bool graph, cpool__heap **from) {
+ * graph-reserved blocks of the use's own set (scratch or outputs), then
+ * unrestricted general ones (no pending work, so they may become
+ * graph-reserved); otherwise general blocks usable by `stream`. Within a
+ * set, a request's own size class first, then, for a small request, large
+ * blocks before a new segment would be taken. */
+static cpool__block *heap_take(cpool__allocator *a, size_t rounded, uint64_t stream, cpool__use use, cpool__heap **from) {
     bool large = rounded > CPOOL__SMALL_MAX;
-    for (int set = graph ? 1 : 0; set >= 0; set--) {
-        uint64_t tag = set == 1 || graph ? 0 : stream;
+    unsigned own = use == CPOOL__USE_STREAM ? 0u : use == CPOOL__USE_SCRATCH ? 1u : 2u;
+    unsigned sets[2] = {own, 0u};
+    for (unsigned k = 0; k < (own ? 2u : 1u); k++) {
+        uint64_t tag = use != CPOOL__USE_STREAM ? 0 : stream;
         for (int cls = large; cls <= 1; cls++) {
-            *from = &a->heaps[heap_index(set == 1, cls == 1)];
+            *from = &a->heaps[heap_index(sets[k], cls == 1)];
             cpool__block *b = heap_find(*from, rounded, tag);
             if (b) return b;
         }
@@ -305,14 +320,14 @@ static cpool__block *heap_take(cpool__allocator *a, size_t rounded, uint64_t str
     return NULL;
 }
 
-bool cpool__allocator_alloc_cached(cpool__allocator *a, size_t bytes, uint64_t stream, bool graph, void **out) {
+bool cpool__allocator_alloc_cached(cpool__allocator *a, size_t bytes, uint64_t stream, cpool__use use, void **out) {
     size_t rounded;
     if (!rounded_size(bytes, &rounded)) return false;
     cpool__heap *from;
-    cpool__block *b = heap_take(a, rounded, stream, graph, &from);
+    cpool__block *b = heap_take(a, rounded, stream, use, &from);
     if (!b) return false;
     heap_remove(from, b);
-    if (!hand_out(a, b, bytes, rounded, graph)) {
+    if (!hand_out(a, b, bytes, rounded, use)) {
         heap_insert(from, b);
         return false;
     }
@@ -320,9 +335,9 @@ bool cpool__allocator_alloc_cached(cpool__allocator *a, size_t bytes, uint64_t s
     return true;
 }
 
-static cpool_status segment_new(cpool__allocator *a, size_t seg_size, bool graph, bool large, cpool__block **out);
+static cpool_status segment_new(cpool__allocator *a, size_t seg_size, cpool__use use, bool large, cpool__block **out);
 
-cpool_status cpool__allocator_alloc_grow(cpool__allocator *a, size_t bytes, bool graph, void **out) {
+cpool_status cpool__allocator_alloc_grow(cpool__allocator *a, size_t bytes, cpool__use use, void **out) {
     size_t rounded;
     if (!rounded_size(bytes, &rounded))
         return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "cpool_alloc: %zu bytes is more than any device holds", bytes);
@@ -339,9 +354,9 @@ cpool_status cpool__allocator_alloc_grow(cpool__allocator *a, size_t bytes, bool
                            "cpool_alloc: a %zu-byte segment would take the pool past max_reserved_bytes (%llu reserved of %llu)",
                            seg_size, (unsigned long long)a->reserved, (unsigned long long)a->max_reserved);
     cpool__block *b = NULL;
-    cpool_status st = segment_new(a, seg_size, graph, large, &b);
+    cpool_status st = segment_new(a, seg_size, use, large, &b);
     if (st != CPOOL_OK) return st;
-    if (!hand_out(a, b, bytes, rounded, graph)) {
+    if (!hand_out(a, b, bytes, rounded, use)) {
         /* The segment stays, free and cached: nothing is lost. */
         heap_insert(heap_for(a, b), b);
         return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for allocator records");
@@ -354,13 +369,14 @@ cpool_status cpool__allocator_reserve(cpool__allocator *a, size_t bytes) {
     if (bytes > CPOOL__MAX_REQUEST)
         return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "cpool_pool_create: reserve_bytes %zu is more than any device holds", bytes);
     cpool__block *b = NULL;
-    cpool_status st = segment_new(a, round_up(bytes, CPOOL__SEGMENT_GRANULE), false, true, &b);
+    cpool_status st = segment_new(a, round_up(bytes, CPOOL__SEGMENT_GRANULE), CPOOL__USE_STREAM, true, &b);
     if (st == CPOOL_OK) heap_insert(heap_for(a, b), b);
     return st;
 }
 
 /* Takes a segment from the source, as one free block (in no heap yet). */
-static cpool_status segment_new(cpool__allocator *a, size_t seg_size, bool graph, bool large, cpool__block **out) {
+static cpool_status segment_new(cpool__allocator *a, size_t seg_size, cpool__use use, bool large, cpool__block **out) {
+    bool graph = use != CPOOL__USE_STREAM;
     cpool__segment *seg = cpool__calloc(1, sizeof *seg);
     cpool__block *b = block_new(a);
     if (!seg || !b) {
@@ -389,6 +405,7 @@ static cpool_status segment_new(cpool__allocator *a, size_t seg_size, bool graph
     b->size = seg_size;
     b->seg = seg;
     b->graph = graph;
+    b->apart = use == CPOOL__USE_OUTPUT;
     if (graph) a->graph_reserved += seg_size;
     *out = b;
     return CPOOL_OK;
@@ -419,6 +436,10 @@ cpool_status cpool__allocator_free(cpool__allocator *a, void *ptr, uint64_t stre
         b->graph = true;
         a->graph_reserved += b->size;
     }
+    /* Freed by a capture, it is that graph's scratch; freed outside, it goes
+     * back to the set it was placed in. */
+    if (graph) b->apart = false;
+    b->output = false;
     b->free_seq = ++a->next_free_seq;
     if (b->stream) a->restricted_blocks++;
     release_block(a, b);
@@ -430,11 +451,21 @@ void cpool__allocator_pin(cpool__allocator *a, void *ptr) {
     if (j != SIZE_MAX) a->map[j]->pinned = true;
 }
 
+void cpool__allocator_set_output(cpool__allocator *a, void *ptr, bool output) {
+    size_t j = map_find(a, (uintptr_t)ptr);
+    if (j != SIZE_MAX) a->map[j]->output = output;
+}
+
 bool cpool__allocator_live_block(const cpool__allocator *a, const void *ptr, cpool__block_info *info) {
     size_t j = map_find(a, (uintptr_t)ptr);
     if (j == SIZE_MAX) return false;
     const cpool__block *b = a->map[j];
-    *info = (cpool__block_info){.size = b->size, .requested = b->requested, .graph = b->graph, .pinned = b->pinned};
+    *info = (cpool__block_info){.size = b->size,
+                                .requested = b->requested,
+                                .serial = b->serial,
+                                .graph = b->graph,
+                                .pinned = b->pinned,
+                                .output = b->output};
     return true;
 }
 
@@ -482,6 +513,7 @@ static void retag_free_blocks(cpool__allocator *a, retag_kind kind,
             } else {
                 a->graph_reserved -= b->size;
                 b->graph = false;
+                b->apart = false;
             }
             b = release_block(a, b);
         }
@@ -581,6 +613,7 @@ void cpool__allocator_check(const cpool__allocator *a) {
         for (const cpool__block *b = seg->first; b; b = b->next) {
             INVARIANT(b->seg == seg, "block %#lx names another segment", (unsigned long)b->addr);
             INVARIANT(b->addr == at, "blocks do not tile their segment at %#lx", (unsigned long)at);
+            INVARIANT(!b->apart || b->graph, "a general block in the outputs' set");
             INVARIANT(b->size >= CPOOL__BLOCK_ALIGN && b->size % CPOOL__BLOCK_ALIGN == 0, "block size %zu", b->size);
             INVARIANT(!b->next || b->next->prev == b, "block list links");
             at += b->size;
@@ -596,20 +629,22 @@ void cpool__allocator_check(const cpool__allocator *a) {
                 free_blocks++;
                 if (b->stream) restricted++;
                 INVARIANT(b->bin == bin_of(b->size), "free block in the wrong class");
-                INVARIANT(in_heap(&a->heaps[heap_index(b->graph, seg->large)], b), "free block missing from its heap");
+                INVARIANT(in_heap(heap_for((cpool__allocator *)a, b), b), "free block missing from its heap");
+                INVARIANT(!b->output, "a free block is an output");
                 INVARIANT(!mergeable(b, b->next), "two mergeable free blocks side by side");
             }
         }
         INVARIANT(at == seg->base + seg->size, "blocks do not cover their segment");
     }
     size_t in_heaps = 0;
-    for (unsigned h = 0; h < 4; h++)
+    for (unsigned h = 0; h < CPOOL__HEAPS; h++)
         for (unsigned bin = 0; bin < CPOOL__BINS; bin++) {
             bool bit = (a->heaps[h].nonempty[bin / 64] >> (bin % 64)) & 1;
             INVARIANT(bit == (a->heaps[h].bins[bin] != NULL), "class bitmap disagrees with class %u", bin);
             for (const cpool__block *b = a->heaps[h].bins[bin]; b; b = b->free_next) {
                 in_heaps++;
-                INVARIANT(!b->live && heap_index(b->graph, b->seg->large) == h, "heap holds a live block or a foreign one");
+                INVARIANT(!b->live && heap_for((cpool__allocator *)a, b) == &a->heaps[h],
+                          "heap holds a live block or a foreign one");
             }
         }
     INVARIANT(in_heaps == free_blocks, "heaps hold %zu blocks, segments %zu free ones", in_heaps, free_blocks);

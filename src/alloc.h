@@ -42,6 +42,13 @@ typedef struct cpool__segment cpool__segment;
 
 #define CPOOL__BINS 320
 
+/* What an allocation is for: work on a stream, a graph's scratch, or a
+ * graph's output, placed apart from every graph's scratch. */
+typedef enum cpool__use { CPOOL__USE_STREAM, CPOOL__USE_SCRATCH, CPOOL__USE_OUTPUT } cpool__use;
+
+/* By set (general, graph scratch, graph outputs) and size class. */
+#define CPOOL__HEAPS 6
+
 typedef struct cpool__heap {
     cpool__block *bins[CPOOL__BINS];
     uint64_t nonempty[CPOOL__BINS / 64];
@@ -49,14 +56,15 @@ typedef struct cpool__heap {
 
 typedef struct cpool__allocator {
     cpool__segment_source source;
-    /* By set and size class: [graph * 2 + large]. */
-    cpool__heap heaps[4];
+    /* By set and size class: [set * 2 + large]. */
+    cpool__heap heaps[CPOOL__HEAPS];
     cpool__segment *segments;
     /* Live blocks by address: open addressing, linear probing. */
     cpool__block **map;
     size_t map_cap, map_count;
     cpool__block *spare_blocks; /* recycled block records */
     uint64_t next_free_seq;
+    uint64_t next_serial; /* numbers every allocation */
     size_t restricted_blocks; /* free blocks reusable by one stream only */
     uint64_t max_reserved;    /* 0: unbounded */
     /* Counters reported by cpool_pool_get_stats (the callers' own counters
@@ -71,12 +79,13 @@ void cpool__allocator_init(cpool__allocator *a, const cpool__segment_source *sou
 /* Gives every segment back (the caller waited for the device first). */
 void cpool__allocator_destroy(cpool__allocator *a);
 
-/* Serves `bytes` from cached blocks only: for a graph (graph-reserved blocks,
- * then unrestricted general ones), or for work on stream `stream` (blocks
- * free for any stream, or freed on this one). false on a miss. */
-bool cpool__allocator_alloc_cached(cpool__allocator *a, size_t bytes, uint64_t stream, bool graph, void **out);
+/* Serves `bytes` from cached blocks only: for a graph (graph-reserved blocks
+ * of the use's set, then unrestricted general ones), or for work on stream
+ * `stream` (blocks free for any stream, or freed on this one). false on a
+ * miss. */
+bool cpool__allocator_alloc_cached(cpool__allocator *a, size_t bytes, uint64_t stream, cpool__use use, void **out);
 /* Takes a new segment for the request and serves it from there. */
-cpool_status cpool__allocator_alloc_grow(cpool__allocator *a, size_t bytes, bool graph, void **out);
+cpool_status cpool__allocator_alloc_grow(cpool__allocator *a, size_t bytes, cpool__use use, void **out);
 
 /* Adds a free general segment of at least `bytes` (pool reserve), for
  * requests larger than CPOOL__SMALL_MAX. */
@@ -84,6 +93,9 @@ cpool_status cpool__allocator_reserve(cpool__allocator *a, size_t bytes);
 
 /* Marks a live block as the pool's own (a parameter block): free refuses it. */
 void cpool__allocator_pin(cpool__allocator *a, void *ptr);
+/* Marks a live block as a graph's output (or no longer one); a free clears
+ * it and tells it in cpool__block_info. */
+void cpool__allocator_set_output(cpool__allocator *a, void *ptr, bool output);
 
 /* Frees a live block. It is reusable at once by `stream` only until
  * cpool__allocator_unfence says the work before the free has finished,
@@ -97,7 +109,8 @@ cpool_status cpool__allocator_free(cpool__allocator *a, void *ptr, uint64_t stre
 /* What the allocator knows of a live block. */
 typedef struct cpool__block_info {
     size_t size, requested;
-    bool graph, pinned;
+    uint64_t serial; /* the allocation that handed it out */
+    bool graph, pinned, output;
 } cpool__block_info;
 /* Fills *info for the live block at ptr; false if there is none. */
 bool cpool__allocator_live_block(const cpool__allocator *a, const void *ptr, cpool__block_info *info);

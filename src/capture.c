@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "outputs.h"
 
 bool cpool__capture_holds(const cpool__capture *cap, const cpool_pool *pool) {
     for (size_t i = 0; i < cap->pool_count; i++)
@@ -25,6 +26,11 @@ static void capture_init(cpool__capture *cap, cpool_capture_mode mode) {
     cap->pool_cap = CPOOL__CAPTURE_INLINE_POOLS;
     cap->has_bound_pool = false;
     cap->host_work = false;
+    cap->ranges = NULL;
+    cap->range_count = cap->range_cap = 0;
+    cap->plan = NULL;
+    cap->plan_bits = cap->alloc_index = 0;
+    cap->graph_id = 0;
 }
 
 void cpool__capture_move(cpool__capture *to, cpool__capture *from) {
@@ -47,19 +53,40 @@ cpool_status cpool__capture_reserve(cpool__capture *cap) {
 
 void cpool__capture_hold(cpool__capture *cap, cpool_pool *pool) {
     if (cpool__capture_holds(cap, pool)) return;
-    cap->pools[cap->pool_count++] = (cpool__held_pool){cpool__pool_retain(pool), cpool__pool_generation(pool)};
+    cap->pools[cap->pool_count++] = (cpool__held_pool){cpool__pool_retain(pool), cpool__pool_generation(pool), NULL};
     cpool__pool_capture_attach(pool);
+}
+
+cpool_status cpool__capture_reserve_range(cpool__capture *cap) {
+    if (cap->range_count < cap->range_cap) return CPOOL_OK;
+    size_t n = cap->range_cap ? 2 * cap->range_cap : 16;
+    cpool__capture_range *ranges = cpool__realloc(cap->ranges, n * sizeof *ranges);
+    if (!ranges) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory noting a capture's memory");
+    cap->ranges = ranges;
+    cap->range_cap = n;
+    return CPOOL_OK;
+}
+
+void cpool__capture_note_range(cpool__capture *cap, cpool_pool *pool, uintptr_t addr, size_t size, uint64_t serial) {
+    cap->ranges[cap->range_count++] = (cpool__capture_range){pool, addr, size, serial};
+}
+
+bool cpool__capture_next_is_output(cpool__capture *cap) {
+    size_t i = cap->alloc_index;
+    return cap->plan && i < cap->plan_bits && (cap->plan[i / 64] >> (i % 64) & 1);
 }
 
 /* Lets go of the capture's pools without touching their references (they
  * are someone else's now); the capture is not used after. */
 static void capture_forget(cpool__capture *cap) {
     if (cap->pools != cap->inline_pools) free(cap->pools);
+    free(cap->ranges);
 }
 
 /* Drops the capture's references; the capture is not used after. */
 static void capture_release(cpool__capture *cap) {
     for (size_t i = 0; i < cap->pool_count; i++) {
+        cpool__pool_remove_graph(cap->pools[i].pool, cap->pools[i].footprint, true);
         cpool__pool_capture_detach(cap->pools[i].pool);
         cpool__pool_release(cap->pools[i].pool);
     }
@@ -91,13 +118,19 @@ static cpool_status capture_check(const char *what, cpool_stream *s, cpool_pool 
         if (pool##_handle) CPOOL__RESOLVE(pool, pool##_handle, fn, "pool");                        \
     } while (0)
 
-static cpool_status capture_begin(cpool_stream *s, cpool_pool *pool, cpool_capture_mode mode) {
+static cpool_status capture_begin(cpool_stream *s, cpool_pool *pool, cpool_capture_mode mode,
+                                  const cpool__capture_plan *plan) {
     cpool_status st = capture_check("cpool_capture_begin", s, pool, mode, false);
     if (st != CPOOL_OK) return st;
     /* Built here and moved into the stream once the backend capture began:
      * a capture costs no allocation unless it holds many pools. */
     cpool__capture cap;
     capture_init(&cap, mode);
+    if (plan) {
+        cap.plan = plan->outputs;
+        cap.plan_bits = plan->bits;
+        cap.graph_id = plan->graph_id;
+    }
     if (pool) cpool__capture_hold(&cap, pool); /* fits inline */
     cap.has_bound_pool = pool != NULL;
     st = cpool__stream_begin_capture(s, mode, &cap);
@@ -109,17 +142,36 @@ cpool_status cpool_capture_begin(cpool_stream *s_handle, cpool_pool *pool_handle
     cpool_stream *s;
     cpool_pool *pool;
     RESOLVE_STREAM_AND_POOL(s, pool, "cpool_capture_begin");
-    return capture_begin(s, pool, mode);
+    return capture_begin(s, pool, mode, NULL);
+}
+
+/* Registers the graph's footprint in each pool it holds (none for a pool it
+ * wrote no graph memory of). */
+static cpool_status add_footprints(cpool__capture *cap) {
+    cpool__capture_range *mine = NULL;
+    cpool_status st = CPOOL_OK;
+    if (cap->range_count) mine = cpool__malloc(cap->range_count * sizeof *mine);
+    if (cap->range_count && !mine) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory ending a capture");
+    for (size_t i = 0; i < cap->pool_count && st == CPOOL_OK && cap->range_count; i++) {
+        size_t n = 0;
+        for (size_t k = 0; k < cap->range_count; k++)
+            if (cap->ranges[k].pool == cap->pools[i].pool) mine[n++] = cap->ranges[k];
+        st = cpool__pool_add_graph(cap->pools[i].pool, cap->graph_id, mine, n, &cap->pools[i].footprint);
+    }
+    free(mine);
+    return st;
 }
 
 /* Ends the backend capture and wraps it; on failure drops the capture. */
 static cpool_status capture_finish(cpool_stream *s, bool instantiate, cpool_graph **graph_out) {
     cpool__capture cap;
     cpool__stream_take_capture(s, &cap);
+    if (!cap.graph_id) cap.graph_id = cpool__graph_new_id();
     cpool__bgraph *impl = NULL;
     cpool_status st = s->dev->be->capture_end(s->impl, instantiate, &impl);
     if (st == CPOOL_OK) {
-        st = cpool__graph_wrap(s->dev, impl, &cap, graph_out);
+        st = add_footprints(&cap);
+        if (st == CPOOL_OK) st = cpool__graph_wrap(s->dev, impl, &cap, graph_out);
         if (st != CPOOL_OK) s->dev->be->graph_destroy(impl);
     }
     if (st == CPOOL_OK) {
@@ -162,10 +214,10 @@ cpool_status cpool_capture_status(cpool_stream *s_handle, cpool_capture_state *o
 }
 
 cpool_status cpool__capture_run(cpool_stream *s, cpool_pool *pool, cpool_capture_mode mode, cpool_capture_fn body,
-                                void *ctx, bool instantiate, cpool_graph **graph_out) {
+                                void *ctx, const cpool__capture_plan *plan, bool instantiate, cpool_graph **graph_out) {
     if (!body || !graph_out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_capture: NULL argument");
     *graph_out = NULL;
-    cpool_status st = capture_begin(s, pool, mode);
+    cpool_status st = capture_begin(s, pool, mode, plan);
     if (st != CPOOL_OK) return st;
     st = body(cpool__handle_of(s), ctx);
     if (st != CPOOL_OK) {
@@ -180,9 +232,47 @@ cpool_status cpool_capture(cpool_stream *s_handle, cpool_pool *pool_handle, cpoo
     cpool_stream *s;
     cpool_pool *pool;
     RESOLVE_STREAM_AND_POOL(s, pool, "cpool_capture");
-    cpool_status st = cpool__capture_run(s, pool, mode, body, ctx, true, graph_out);
+    cpool_status st = cpool__capture_run(s, pool, mode, body, ctx, NULL, true, graph_out);
     if (st == CPOOL_OK) *graph_out = cpool__handle_of(*graph_out);
     return st;
+}
+
+void cpool__learn_alloc(cpool__learn *l, void *ptr) {
+    if (l->failed) return;
+    if (l->count == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 16;
+        void **ptrs = cpool__realloc(l->ptrs, cap * sizeof *ptrs);
+        if (!ptrs) {
+            l->failed = true;
+            return;
+        }
+        l->ptrs = ptrs;
+        l->cap = cap;
+    }
+    l->ptrs[l->count++] = ptr;
+}
+
+void cpool__learn_free(cpool__learn *l, void *ptr) {
+    for (size_t i = l->count; i-- > 0;)
+        if (l->ptrs[i] == ptr) {
+            l->ptrs[i] = NULL;
+            return;
+        }
+}
+
+/* The plan of a graphed call from what its last eager run left allocated;
+ * false (no plan) when there is nothing to learn or no memory for it. */
+static bool plan_from(const cpool__learn *l, cpool__capture_plan *plan) {
+    plan->bits = l->count;
+    plan->graph_id = 0;
+    plan->outputs = NULL;
+    if (l->failed || !l->count) return false;
+    uint64_t *bits = cpool__calloc((l->count + 63) / 64, sizeof *bits);
+    if (!bits) return false;
+    for (size_t i = 0; i < l->count; i++)
+        if (l->ptrs[i]) bits[i / 64] |= (uint64_t)1 << (i % 64);
+    plan->outputs = bits;
+    return true;
 }
 
 cpool_status cpool_graphed_call(cpool_stream *s_handle, cpool_pool *pool_handle, cpool_capture_mode mode,
@@ -196,11 +286,23 @@ cpool_status cpool_graphed_call(cpool_stream *s_handle, cpool_pool *pool_handle,
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_graphed_call: negative warmup_runs %d", warmup_runs);
     cpool_status check = capture_check("cpool_graphed_call", s, pool, mode, true);
     if (check != CPOOL_OK) return check;
+    /* The last eager run shows which allocations outlive the body: the
+     * capture places them apart from every graph's scratch. */
+    cpool__learn learn = {0};
     for (int i = 0; i < warmup_runs; i++) {
+        if (i == warmup_runs - 1) s->learn = &learn;
         cpool_status st = body(s_handle, ctx);
-        if (st != CPOOL_OK) return st;
+        s->learn = NULL;
+        if (st != CPOOL_OK) {
+            free(learn.ptrs);
+            return st;
+        }
     }
-    cpool_status st = cpool__capture_run(s, pool, mode, body, ctx, true, out);
+    cpool__capture_plan plan;
+    bool planned = plan_from(&learn, &plan);
+    free(learn.ptrs);
+    cpool_status st = cpool__capture_run(s, pool, mode, body, ctx, planned ? &plan : NULL, true, out);
+    free((void *)plan.outputs);
     if (st == CPOOL_OK) *out = cpool__handle_of(*out);
     return st;
 }

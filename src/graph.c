@@ -16,10 +16,12 @@
 #include <string.h>
 
 #include "internal.h"
+#include "outputs.h"
 
 struct cpool_graph {
     cpool__handle_header handle;
     atomic_int refs;
+    uint64_t id;
     cpool_device *dev;
     cpool__bgraph *impl;
     cpool__held_pool *pools; /* pools[0] is the capture's bound pool when has_bound_pool */
@@ -34,6 +36,11 @@ struct cpool_graph {
 };
 
 static cpool__slab graph_slab = CPOOL__SLAB_INIT(cpool_graph);
+
+uint64_t cpool__graph_new_id(void) {
+    static _Atomic uint64_t next = 1;
+    return atomic_fetch_add(&next, 1);
+}
 
 cpool_status cpool__graph_wrap(cpool_device *dev, cpool__bgraph *impl, const cpool__capture *cap, cpool_graph **out) {
     cpool_graph *g = cpool__slab_take(&graph_slab);
@@ -54,6 +61,7 @@ cpool_status cpool__graph_wrap(cpool_device *dev, cpool__bgraph *impl, const cpo
     g->pools_on_heap = pools != g->own_pools;
     g->pool_count = cap->pool_count;
     if (cap->pool_count) memcpy(g->pools, cap->pools, cap->pool_count * sizeof *g->pools);
+    g->id = cap->graph_id;
     g->has_bound_pool = cap->has_bound_pool;
     g->host_work = cap->host_work;
     g->mode = cap->mode;
@@ -65,20 +73,29 @@ cpool_status cpool__graph_wrap(cpool_device *dev, cpool__bgraph *impl, const cpo
 /* Drops a graph's references to its pools. */
 static void release_pools(cpool__held_pool *pools, size_t count, bool on_heap) {
     for (size_t i = 0; i < count; i++) {
+        cpool__pool_remove_graph(pools[i].pool, pools[i].footprint, false);
         cpool__pool_graph_detach(pools[i].pool);
         cpool__pool_release(pools[i].pool);
     }
     if (on_heap) free(pools);
 }
 
-/* Enters every pool's launch bracket, or none (then the graph is stale). */
-static cpool_status launch_enter(cpool_graph *g) {
-    for (size_t i = 0; i < g->pool_count; i++)
-        if (!cpool__pool_launch_enter(g->pools[i].pool, g->pools[i].generation)) {
+/* Enters every pool's launch bracket, or none: the graph is stale, or its
+ * replay would overwrite another graph's live output. */
+static cpool_status launch_enter(cpool_graph *g, const char *fn) {
+    for (size_t i = 0; i < g->pool_count; i++) {
+        const cpool__footprint *fp = g->pools[i].footprint;
+        cpool_status st = CPOOL_OK;
+        if (fp && atomic_load_explicit(&fp->conflicts, memory_order_acquire) != 0)
+            st = cpool__pool_output_conflict(g->pools[i].pool, fp, fn);
+        else if (!cpool__pool_launch_enter(g->pools[i].pool, g->pools[i].generation))
+            st = cpool__fail(CPOOL_ERR_STALE_GRAPH,
+                             "%s: the graph's pool buffers were cleared after its capture: it can no longer be launched", fn);
+        if (st != CPOOL_OK) {
             while (i--) cpool__pool_launch_exit(g->pools[i].pool);
-            return cpool__fail(CPOOL_ERR_STALE_GRAPH,
-                               "the graph's pool buffers were cleared after its capture: it can no longer be launched");
+            return st;
         }
+    }
     return CPOOL_OK;
 }
 
@@ -104,7 +121,7 @@ cpool_status cpool_graph_launch(cpool_graph *g_handle, cpool_stream *s_handle) {
     cpool_stream *s;
     LAUNCH_RESOLVE(g, s, "cpool_graph_launch");
     cpool_status st = launch_check("cpool_graph_launch", g, s);
-    if (st == CPOOL_OK) st = launch_enter(g);
+    if (st == CPOOL_OK) st = launch_enter(g, "cpool_graph_launch");
     if (st != CPOOL_OK) return st;
     /* A host callback it launches may release the graph's last reference
      * before this call returns: then the launch holds the graph meanwhile.
@@ -123,7 +140,7 @@ cpool_status cpool_graph_upload(cpool_graph *g_handle, cpool_stream *s_handle) {
     cpool_stream *s;
     LAUNCH_RESOLVE(g, s, "cpool_graph_upload");
     cpool_status st = launch_check("cpool_graph_upload", g, s);
-    if (st == CPOOL_OK) st = launch_enter(g);
+    if (st == CPOOL_OK) st = launch_enter(g, "cpool_graph_upload");
     if (st != CPOOL_OK) return st;
     st = g->dev->be->graph_upload(g->impl, s->impl);
     launch_exit(g);
@@ -136,6 +153,11 @@ static cpool_graph *graph_or_null(const cpool_graph *handle, const char *fn) {
     cpool_graph *g = cpool__handle_object(handle);
     if (!g && handle) cpool__handle_fail(handle, fn, "graph");
     return g;
+}
+
+uint64_t cpool_graph_id(const cpool_graph *handle) {
+    cpool_graph *g = graph_or_null(handle, "cpool_graph_id");
+    return g ? g->id : 0;
 }
 
 uint64_t cpool_graph_replays(const cpool_graph *handle) {
@@ -170,7 +192,9 @@ cpool_status cpool_graph_update(cpool_graph *g_handle, cpool_stream *s_handle, c
     if (!body) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_graph_update: body is NULL");
     /* The new work is instantiated only if it cannot update g in place. */
     cpool_graph *fresh = NULL;
-    st = cpool__capture_run(s, bound_pool(g), g->mode, body, ctx, false, &fresh);
+    /* The new capture's footprint is g's own: g's outputs never refuse it. */
+    cpool__capture_plan same_graph = {.graph_id = g->id};
+    st = cpool__capture_run(s, bound_pool(g), g->mode, body, ctx, &same_graph, false, &fresh);
     if (st != CPOOL_OK) return st;
     /* g takes fresh's pool references into an array of its own: made first,
      * so that a failure leaves g as it was. */

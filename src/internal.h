@@ -114,11 +114,15 @@ cpool__fence_result cpool__device_fence_stream(cpool_device *dev, uint64_t strea
 
 /* ---- capture.c: the capture record, which a stream embeds ------------- */
 
+struct cpool__capture_range; /* outputs.h */
+struct cpool__footprint;
+
 /* A pool a capture or graph holds, with the pool's generation when the
  * capture took hold of it (a later clear makes the graph stale). */
 typedef struct cpool__held_pool {
     cpool_pool *pool;
     uint64_t generation;
+    struct cpool__footprint *footprint; /* a graph's, in that pool (NULL: it writes none of its memory) */
 } cpool__held_pool;
 
 /* Pools a capture holds without a heap array: the bound one and a few more. */
@@ -135,8 +139,27 @@ typedef struct cpool__capture {
     /* cpool_launch_host work was captured: a replay may run a callback that
      * releases the graph while its launch call is still under way. */
     bool host_work;
+    /* Graph-reserved blocks handed out or freed under the capture, in every
+     * pool: the graph's footprint (outputs.h). */
+    struct cpool__capture_range *ranges;
+    size_t range_count, range_cap;
+    /* A graphed call's plan: bit i set when the capture's i-th allocation is
+     * an output, to be placed apart from every graph's scratch. */
+    const uint64_t *plan;
+    size_t plan_bits, alloc_index;
+    uint64_t graph_id; /* the id its graph takes (an update: the graph's own) */
     cpool__held_pool inline_pools[CPOOL__CAPTURE_INLINE_POOLS];
 } cpool__capture;
+
+/* What a graphed call's last eager run allocated on its stream, in order,
+ * with NULL for what it freed again: the rest outlived the body. */
+typedef struct cpool__learn {
+    void **ptrs;
+    size_t count, cap;
+    bool failed; /* out of host memory: nothing learned */
+} cpool__learn;
+void cpool__learn_alloc(cpool__learn *l, void *ptr);
+void cpool__learn_free(cpool__learn *l, void *ptr);
 
 /* ---- stream.c ------------------------------------------------------------ */
 
@@ -156,6 +179,7 @@ struct cpool_stream {
     struct cpool_stream *next_in_device, *prev_in_device;
     cpool__capture capture_storage;
     cpool__deferred deferred_destroy; /* a destroy from a stream callback */
+    cpool__learn *learn; /* a graphed call's eager run on this stream, by its owner */
 };
 
 /* ---- capture.c ----------------------------------------------------------- */
@@ -175,14 +199,30 @@ cpool__shared_event *cpool__stream_capture_fence(cpool_stream *s);
 void cpool__stream_take_capture(cpool_stream *s, cpool__capture *cap);
 /* Ends a capture begun on s (if any) and discards it with its references. */
 void cpool__capture_discard(cpool_stream *s);
-/* cpool_capture, but without instantiating when `instantiate` is false (the
- * graph is then only for cpool_graph_update). */
+/* What a capture begins with besides its pool: a graphed call's plan of
+ * outputs, and the id its graph takes (0: a new one). */
+typedef struct cpool__capture_plan {
+    const uint64_t *outputs;
+    size_t bits;
+    uint64_t graph_id;
+} cpool__capture_plan;
+/* cpool_capture on objects, with a plan (may be NULL), and without
+ * instantiating when `instantiate` is false (the graph is then only for
+ * cpool_graph_update). */
 cpool_status cpool__capture_run(cpool_stream *s, cpool_pool *pool, cpool_capture_mode mode, cpool_capture_fn body,
-                                void *ctx, bool instantiate, cpool_graph **graph_out);
+                                void *ctx, const cpool__capture_plan *plan, bool instantiate, cpool_graph **graph_out);
 /* Whether the capture holds `pool`. */
 bool cpool__capture_holds(const cpool__capture *cap, const cpool_pool *pool);
 /* Makes room to hold one more pool (the only step that can fail). */
 cpool_status cpool__capture_reserve(cpool__capture *cap);
+/* Makes room to note one more range. */
+cpool_status cpool__capture_reserve_range(cpool__capture *cap);
+/* Notes a range of `pool` the capture was handed (serial != 0) or freed;
+ * call after a reserve. */
+void cpool__capture_note_range(cpool__capture *cap, cpool_pool *pool, uintptr_t addr, size_t size, uint64_t serial);
+/* What the capture's next allocation is for: a scratch block, or an output
+ * when the graphed call's plan says so (or `output`). */
+bool cpool__capture_next_is_output(cpool__capture *cap);
 /* Takes a reference to `pool` (no-op if held); call after a reserve. */
 void cpool__capture_hold(cpool__capture *cap, cpool_pool *pool);
 
@@ -194,6 +234,8 @@ cpool_status cpool__graph_wrap(cpool_device *dev, cpool__bgraph *impl, const cpo
 
 /* Drops a reference the library holds (an update's discarded capture). */
 void cpool__graph_release(cpool_graph *g);
+/* A graph id never used before (ids name graphs in messages). */
+uint64_t cpool__graph_new_id(void);
 
 /* ---- param.c ------------------------------------------------------------- */
 
@@ -223,6 +265,16 @@ void cpool__pool_capture_to_graph(cpool_pool *pool);
 void cpool__pool_graph_detach(cpool_pool *pool);
 void cpool__pool_capture_attach(cpool_pool *pool);
 void cpool__pool_capture_detach(cpool_pool *pool);
+/* A capture's end: registers the graph's footprint in the pool from the
+ * capture's ranges (outputs.h). */
+cpool_status cpool__pool_add_graph(cpool_pool *pool, uint64_t graph_id, const struct cpool__capture_range *ranges,
+                                   size_t n, struct cpool__footprint **out);
+/* Forgets a graph's footprint; `drop_outputs` (a capture that failed) also
+ * its outputs, which then are plain blocks. */
+void cpool__pool_remove_graph(cpool_pool *pool, struct cpool__footprint *fp, bool drop_outputs);
+/* CPOOL_ERR_OUTPUT_LIVE for a launch of graph fp->graph_id refused by `fn`,
+ * naming a live output of another graph that its replay would overwrite. */
+cpool_status cpool__pool_output_conflict(cpool_pool *pool, const struct cpool__footprint *fp, const char *fn);
 /* Allocates a block for the pool's whole life (a parameter block) and keeps
  * `param` in the pool's list, freed with the pool. */
 cpool_status cpool__pool_add_param(cpool_pool *pool, cpool_param *param);

@@ -42,6 +42,7 @@
 #include "alloc.h"
 #include "front.h"
 #include "internal.h"
+#include "outputs.h"
 
 typedef struct record {
     struct record *next;
@@ -93,6 +94,7 @@ struct cpool_pool {
     size_t spare_count, spare_cap;
 
     cpool_param *params; /* blocks for the pool's whole life */
+    cpool__outputs outputs; /* graphs' footprints and live outputs */
 
     cpool__deferred deferred_clear;
     cpool__deferred deferred_destroy;
@@ -233,6 +235,7 @@ static void pool_destroy(cpool_pool *pool) {
     for (size_t i = 0; i < pool->spare_count; i++) be->event_destroy(pool->spare_events[i]);
     free(pool->fences);
     free(pool->spare_events);
+    cpool__outputs_destroy(&pool->outputs);
     cpool__allocator_destroy(&pool->alloc);
     cpool__mutex_destroy(&pool->mu);
     pthread_cond_destroy(&pool->dropped_cv);
@@ -487,65 +490,94 @@ static void add_fences(cpool_pool *pool, cpool_stream *capturing) {
  * very thread. Under capture the same steps run: the event calls are legal
  * beside any capture, and a capturing stream is fenced by its capture's
  * fence. */
-static cpool_status alloc_miss(cpool_pool *pool, size_t bytes, cpool_stream *s, bool graph, void **out) {
+static cpool_status alloc_miss(cpool_pool *pool, size_t bytes, cpool_stream *s, cpool__use use, void **out) {
     cpool__allocator *a = &pool->alloc;
     uint64_t stream = s ? s->id : 0;
     poll_fences(pool);
-    if (cpool__allocator_alloc_cached(a, bytes, stream, graph, out)) return CPOOL_OK;
-    if (cpool__front_flush(&pool->front, a) && cpool__allocator_alloc_cached(a, bytes, stream, graph, out))
+    if (cpool__allocator_alloc_cached(a, bytes, stream, use, out)) return CPOOL_OK;
+    if (cpool__front_flush(&pool->front, a) && cpool__allocator_alloc_cached(a, bytes, stream, use, out))
         return CPOOL_OK;
-    add_fences(pool, graph ? s : NULL);
-    if (cpool__allocator_alloc_cached(a, bytes, stream, graph, out)) return CPOOL_OK;
-    cpool_status st = cpool__allocator_alloc_grow(a, bytes, graph, out);
+    add_fences(pool, use != CPOOL__USE_STREAM ? s : NULL);
+    if (cpool__allocator_alloc_cached(a, bytes, stream, use, out)) return CPOOL_OK;
+    cpool_status st = cpool__allocator_alloc_grow(a, bytes, use, out);
     if (st != CPOOL_ERR_OUT_OF_MEMORY) return st;
     poll_fences(pool);
-    if (cpool__allocator_alloc_cached(a, bytes, stream, graph, out)) return CPOOL_OK;
+    if (cpool__allocator_alloc_cached(a, bytes, stream, use, out)) return CPOOL_OK;
     if (cpool__allocator_trim(a) == 0) return st;
-    return cpool__allocator_alloc_grow(a, bytes, graph, out);
+    return cpool__allocator_alloc_grow(a, bytes, use, out);
 }
 
 /* alloc_miss, leaving cpool_last_error() as it was when it succeeds in the
  * end (a fence refused by a capturing stream, a first full device). */
-static cpool_status alloc_slow(cpool_pool *pool, size_t bytes, cpool_stream *s, bool graph, void **out) {
+static cpool_status alloc_slow(cpool_pool *pool, size_t bytes, cpool_stream *s, cpool__use use, void **out) {
     cpool__error_mark before;
     cpool__error_save(&before);
-    cpool_status st = alloc_miss(pool, bytes, s, graph, out);
+    cpool_status st = alloc_miss(pool, bytes, s, use, out);
     if (st == CPOOL_OK) cpool__error_restore(&before);
     return st;
 }
 
-cpool_status cpool_alloc(cpool_pool *pool_handle, size_t bytes, cpool_stream *stream_handle, void **ptr_out) {
+/* cpool_alloc and cpool_alloc_output; `output` asks for a block placed
+ * apart from every graph's scratch when under capture. */
+static cpool_status pool_alloc(cpool_pool *pool_handle, size_t bytes, cpool_stream *stream_handle, void **ptr_out,
+                               bool output, const char *fn) {
     cpool_pool *pool;
     cpool_stream *s;
-    CPOOL__RESOLVE(pool, pool_handle, "cpool_alloc", "pool");
-    CPOOL__RESOLVE(s, stream_handle, "cpool_alloc", "stream");
-    if (!ptr_out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_alloc: NULL argument");
-    if (bytes == 0) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_alloc: size 0");
+    CPOOL__RESOLVE(pool, pool_handle, fn, "pool");
+    CPOOL__RESOLVE(s, stream_handle, fn, "stream");
+    if (!ptr_out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: NULL argument", fn);
+    if (bytes == 0) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: size 0", fn);
     if (bytes > CPOOL__MAX_REQUEST)
-        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "cpool_alloc: %zu bytes is more than any device holds", bytes);
-    if (s->dev != pool->dev) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_alloc: the stream is on another device");
-    if (atomic_load(&pool->sealed)) return cpool__fail(CPOOL_ERR_SEALED, "cpool_alloc: the pool is sealed");
-    /* Under capture the graph will need a reference to this pool: make room
-     * for it first, take it only once the allocation succeeded. */
+        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "%s: %zu bytes is more than any device holds", fn, bytes);
+    if (s->dev != pool->dev) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: the stream is on another device", fn);
+    if (atomic_load(&pool->sealed)) return cpool__fail(CPOOL_ERR_SEALED, "%s: the pool is sealed", fn);
     cpool__capture *cap = s->capture;
-    if (cap && !cpool__capture_holds(cap, pool)) {
-        cpool_status st = cpool__capture_reserve(cap);
-        if (st != CPOOL_OK) return st;
+    if (!cap) {
+        cpool_status st = CPOOL_OK;
+        if (cpool__front_alloc(&pool->front, bytes, s->id, ptr_out)) {
+            CHECK_ALLOCATOR_LOCKING(pool);
+        } else {
+            cpool__mutex_lock(&pool->mu);
+            if (!cpool__allocator_alloc_cached(&pool->alloc, bytes, s->id, CPOOL__USE_STREAM, ptr_out))
+                st = alloc_slow(pool, bytes, s, CPOOL__USE_STREAM, ptr_out);
+            if (st == CPOOL_OK) cpool__front_count_alloc(&pool->front, bytes);
+            CHECK_ALLOCATOR(pool);
+            cpool__mutex_unlock(&pool->mu);
+        }
+        if (st == CPOOL_OK && s->learn) cpool__learn_alloc(s->learn, *ptr_out);
+        return st;
     }
-    if (!cap && cpool__front_alloc(&pool->front, bytes, s->id, ptr_out)) {
-        CHECK_ALLOCATOR_LOCKING(pool);
-        return CPOOL_OK;
-    }
-    bool graph = cap != NULL;
+    /* Under capture the graph will need a reference to this pool and the
+     * block in its footprint: make room for both first, take them only once
+     * the allocation succeeded. */
+    cpool_status st = cpool__capture_holds(cap, pool) ? CPOOL_OK : cpool__capture_reserve(cap);
+    if (st == CPOOL_OK) st = cpool__capture_reserve_range(cap);
+    if (st != CPOOL_OK) return st;
+    cpool__use use = output || cpool__capture_next_is_output(cap) ? CPOOL__USE_OUTPUT : CPOOL__USE_SCRATCH;
+    cpool__block_info info = {0};
     cpool__mutex_lock(&pool->mu);
-    cpool_status st = CPOOL_OK;
-    if (!cpool__allocator_alloc_cached(&pool->alloc, bytes, s->id, graph, ptr_out))
-        st = alloc_slow(pool, bytes, s, graph, ptr_out);
-    if (st == CPOOL_OK) cpool__front_count_alloc(&pool->front, bytes);
+    if (!cpool__allocator_alloc_cached(&pool->alloc, bytes, s->id, use, ptr_out))
+        st = alloc_slow(pool, bytes, s, use, ptr_out);
+    if (st == CPOOL_OK) {
+        cpool__front_count_alloc(&pool->front, bytes);
+        cpool__allocator_live_block(&pool->alloc, *ptr_out, &info);
+    }
     CHECK_ALLOCATOR(pool);
     cpool__mutex_unlock(&pool->mu);
-    if (st == CPOOL_OK && cap) cpool__capture_hold(cap, pool);
+    if (st == CPOOL_OK) {
+        cpool__capture_hold(cap, pool);
+        cpool__capture_note_range(cap, pool, (uintptr_t)*ptr_out, info.size, info.serial);
+        cap->alloc_index++;
+    }
     return st;
+}
+
+cpool_status cpool_alloc(cpool_pool *pool, size_t bytes, cpool_stream *s, void **ptr_out) {
+    return pool_alloc(pool, bytes, s, ptr_out, false, "cpool_alloc");
+}
+
+cpool_status cpool_alloc_output(cpool_pool *pool, size_t bytes, cpool_stream *s, void **ptr_out) {
+    return pool_alloc(pool, bytes, s, ptr_out, true, "cpool_alloc_output");
 }
 
 cpool_status cpool_free(cpool_pool *pool_handle, void *ptr, cpool_stream *stream_handle) {
@@ -556,13 +588,15 @@ cpool_status cpool_free(cpool_pool *pool_handle, void *ptr, cpool_stream *stream
     if (!ptr) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_free: NULL argument");
     if (s->dev != pool->dev) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_free: the stream is on another device");
     /* A block freed under capture is the graph's on every replay: the graph
-     * will need a reference to this pool. */
+     * will need a reference to this pool, and the block is in its
+     * footprint. */
     cpool__capture *cap = s->capture;
-    if (cap && !cpool__capture_holds(cap, pool)) {
-        cpool_status st = cpool__capture_reserve(cap);
+    if (cap) {
+        cpool_status st = cpool__capture_holds(cap, pool) ? CPOOL_OK : cpool__capture_reserve(cap);
+        if (st == CPOOL_OK) st = cpool__capture_reserve_range(cap);
         if (st != CPOOL_OK) return st;
-    }
-    if (!cap) {
+    } else {
+        if (s->learn) cpool__learn_free(s->learn, ptr);
         switch (cpool__front_free(&pool->front, ptr, s->id)) {
         case CPOOL__FRONT_DONE:
             CHECK_ALLOCATOR_LOCKING(pool);
@@ -574,11 +608,49 @@ cpool_status cpool_free(cpool_pool *pool_handle, void *ptr, cpool_stream *stream
         }
     }
     cpool__mutex_lock(&pool->mu);
+    /* Only a pool with live outputs, or a capture, asks what the block is. */
+    cpool__block_info info = {0};
+    if (cap || pool->outputs.live_count) cpool__allocator_live_block(&pool->alloc, ptr, &info);
     cpool_status st = cpool__front_free_slow(&pool->front, &pool->alloc, ptr, s->id, cap != NULL);
+    if (st == CPOOL_OK && info.output) cpool__outputs_freed(&pool->outputs, (uintptr_t)ptr);
     CHECK_ALLOCATOR(pool);
     cpool__mutex_unlock(&pool->mu);
-    if (st == CPOOL_OK && cap) cpool__capture_hold(cap, pool);
+    if (st == CPOOL_OK && cap) {
+        cpool__capture_hold(cap, pool);
+        cpool__capture_note_range(cap, pool, (uintptr_t)ptr, info.size, 0);
+    }
     return st;
+}
+
+/* ---- graphs' footprints -------------------------------------------------- */
+
+cpool_status cpool__pool_add_graph(cpool_pool *pool, uint64_t graph_id, const cpool__capture_range *ranges, size_t n,
+                                   cpool__footprint **out) {
+    cpool__mutex_lock(&pool->mu);
+    cpool_status st = cpool__outputs_add_graph(&pool->outputs, &pool->alloc, graph_id, ranges, n, out);
+    cpool__mutex_unlock(&pool->mu);
+    return st;
+}
+
+void cpool__pool_remove_graph(cpool_pool *pool, cpool__footprint *fp, bool drop_outputs) {
+    if (!fp) return;
+    cpool__mutex_lock(&pool->mu);
+    cpool__outputs_remove_graph(&pool->outputs, &pool->alloc, fp, drop_outputs);
+    cpool__mutex_unlock(&pool->mu);
+}
+
+cpool_status cpool__pool_output_conflict(cpool_pool *pool, const cpool__footprint *fp, const char *fn) {
+    cpool__live_output found;
+    cpool__mutex_lock(&pool->mu);
+    bool any = cpool__outputs_find_conflict(&pool->outputs, fp, &found);
+    cpool__mutex_unlock(&pool->mu);
+    if (!any) /* freed meanwhile */
+        return cpool__fail(CPOOL_ERR_OUTPUT_LIVE, "%s: the replay would overwrite a live output of another graph", fn);
+    return cpool__fail(CPOOL_ERR_OUTPUT_LIVE,
+                       "%s: the replay of graph %llu would overwrite %p (%zu bytes), a live output of graph %llu that "
+                       "shares its pool: free that output first",
+                       fn, (unsigned long long)fp->graph_id, (void *)found.addr, found.size,
+                       (unsigned long long)found.graph_id);
 }
 
 cpool_status cpool__pool_add_param(cpool_pool *pool, cpool_param *param) {
@@ -589,8 +661,8 @@ cpool_status cpool__pool_add_param(cpool_pool *pool, cpool_param *param) {
     cpool__mutex_lock(&pool->mu);
     /* Stream 0: only blocks with no pending stream work. */
     cpool_status st = CPOOL_OK;
-    if (!cpool__allocator_alloc_cached(&pool->alloc, param->bytes, 0, false, &param->ptr))
-        st = alloc_slow(pool, param->bytes, NULL, false, &param->ptr);
+    if (!cpool__allocator_alloc_cached(&pool->alloc, param->bytes, 0, CPOOL__USE_STREAM, &param->ptr))
+        st = alloc_slow(pool, param->bytes, NULL, CPOOL__USE_STREAM, &param->ptr);
     if (st == CPOOL_OK) {
         cpool__front_count_alloc(&pool->front, param->bytes);
         cpool__allocator_pin(&pool->alloc, param->ptr);

@@ -22,7 +22,9 @@
     X(CPOOL_ERR_STALE_GRAPH, "graph is stale: its pool's buffers were cleared")                    \
     X(CPOOL_ERR_NO_DEVICE, "no such backend or device")                                            \
     X(CPOOL_ERR_BACKEND, "backend error")                                                          \
-    X(CPOOL_ERR_UNSUPPORTED, "not supported on this backend")
+    X(CPOOL_ERR_UNSUPPORTED, "not supported on this backend")                                      \
+    X(CPOOL_ERR_NOT_READY, "the work before the event has not finished")                          \
+    X(CPOOL_ERR_OUTPUT_LIVE, "the replay would overwrite a live output of another graph")
 
 const char *cpool_status_string(cpool_status s) {
     switch (s) {

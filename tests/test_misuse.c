@@ -502,6 +502,19 @@ ROW_FN(alloc_sealed) {
     CHECK_STATUS(cpool_alloc(f->pool, 64, f->s_cap, &p), CPOOL_ERR_SEALED);
     CHECK_UNTOUCHED(p);
 }
+ROW_FN(alloc_output_null_and_zero) {
+    void *p = SENTINEL;
+    CHECK_STATUS(cpool_alloc_output(NULL, 64, f->s, &p), INV);
+    CHECK_STATUS(cpool_alloc_output(f->pool, 64, NULL, &p), INV);
+    CHECK_STATUS(cpool_alloc_output(f->pool, 64, f->s, NULL), INV);
+    CHECK_STATUS(cpool_alloc_output(f->pool, 0, f->s_cap, &p), INV);
+    CHECK_UNTOUCHED(p);
+}
+ROW_FN(alloc_output_sealed) {
+    void *p = SENTINEL;
+    CHECK_STATUS(cpool_alloc_output(f->pool, 64, f->s_cap, &p), CPOOL_ERR_SEALED);
+    CHECK_UNTOUCHED(p);
+}
 ROW_FN(alloc_stream_of_other_device) {
     void *p = SENTINEL;
     if (!f->s2) return; /* no second device here */
@@ -688,6 +701,7 @@ ROW_FN(graph_upload_stream_of_other_device) {
     CHECK_STATUS(cpool_graph_upload(f->g, f->s2), INV);
 }
 ROW_FN(graph_replays_null) { (void)f; CHECK_EQ(cpool_graph_replays(NULL), 0); }
+ROW_FN(graph_id_null) { (void)f; CHECK_EQ(cpool_graph_id(NULL), 0); }
 ROW_FN(graph_pool_null) { (void)f; CHECK(cpool_graph_pool(NULL) == NULL); }
 ROW_FN(graph_pool_buffer_count_null) { (void)f; CHECK_EQ(cpool_graph_pool_buffer_count(NULL), 0); }
 ROW_FN(graph_native_null) { (void)f; CHECK(cpool_graph_native(NULL) == NULL); }
@@ -900,6 +914,8 @@ static const row rows[] = {
     {"cpool_alloc", "huge size under capture", NULL, alloc_size_huge_under_capture, 0},
     {"cpool_alloc", "sealed pool (also under capture)", setup_seal, alloc_sealed, 0},
     {"cpool_alloc", "stream of another device", NULL, alloc_stream_of_other_device, 0},
+    {"cpool_alloc_output", "NULL pool, stream or out; size 0 under capture", NULL, alloc_output_null_and_zero, 0},
+    {"cpool_alloc_output", "sealed pool under capture", setup_seal, alloc_output_sealed, 0},
     {"cpool_free", "NULL pool", NULL, free_null_pool, 0},
     {"cpool_free", "NULL pointer", NULL, free_null_ptr, 0},
     {"cpool_free", "NULL stream", NULL, free_null_stream, 0},
@@ -945,6 +961,7 @@ static const row rows[] = {
     {"cpool_graph_upload", "stream of another device", NULL, graph_upload_stream_of_other_device, 0},
     {"cpool_graph_upload", "stale graph", setup_clear, graph_upload_stale, 0},
     {"cpool_graph_replays", "NULL: 0", NULL, graph_replays_null, 0},
+    {"cpool_graph_id", "NULL: 0", NULL, graph_id_null, 0},
     {"cpool_graph_pool", "NULL: NULL", NULL, graph_pool_null, 0},
     {"cpool_graph_pool_buffer_count", "NULL: 0", NULL, graph_pool_buffer_count_null, 0},
     {"cpool_graph_native", "NULL: NULL", NULL, graph_native_null, 0},
