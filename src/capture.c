@@ -202,8 +202,11 @@ cpool_status cpool_capture_end(cpool_stream *s_handle, cpool_graph **graph_out) 
 
 void cpool__capture_discard(cpool_stream *s) {
     if (!s->capture) return;
-    cpool_graph *g = NULL;
-    if (capture_finish(s, false, &g) == CPOOL_OK) cpool__graph_release(g);
+    cpool__capture cap;
+    cpool__stream_take_capture(s, &cap);
+    cpool__bgraph *impl = NULL;
+    if (s->dev->be->capture_end(s->impl, false, &impl) == CPOOL_OK) s->dev->be->graph_destroy(impl);
+    capture_release(&cap); /* it made no graph: what it kept is the caller's, no output */
 }
 
 cpool_status cpool_capture_status(cpool_stream *s_handle, cpool_capture_state *out) {

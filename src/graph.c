@@ -29,6 +29,7 @@ struct cpool_graph {
     bool pools_on_heap; /* else `pools` is own_pools */
     bool has_bound_pool;
     bool host_work; /* its capture's: a launch holds the graph (cpool_graph_launch) */
+    bool discarded; /* never handed out (a failed update's): its capture's outputs are plain blocks */
     cpool_capture_mode mode; /* of its capture, reused by update */
     _Atomic uint64_t replays;
     cpool__deferred deferred_destroy; /* a last release inside a stream callback */
@@ -71,9 +72,9 @@ cpool_status cpool__graph_wrap(cpool_device *dev, cpool__bgraph *impl, const cpo
 }
 
 /* Drops a graph's references to its pools. */
-static void release_pools(cpool__held_pool *pools, size_t count, bool on_heap) {
+static void release_pools(cpool__held_pool *pools, size_t count, bool on_heap, bool drop_outputs) {
     for (size_t i = 0; i < count; i++) {
-        cpool__pool_remove_graph(pools[i].pool, pools[i].footprint, false);
+        cpool__pool_remove_graph(pools[i].pool, pools[i].footprint, drop_outputs);
         cpool__pool_graph_detach(pools[i].pool);
         cpool__pool_release(pools[i].pool);
     }
@@ -200,6 +201,7 @@ cpool_status cpool_graph_update(cpool_graph *g_handle, cpool_stream *s_handle, c
      * so that a failure leaves g as it was. */
     cpool__held_pool *pools = cpool__malloc((fresh->pool_count ? fresh->pool_count : 1) * sizeof *pools);
     if (!pools) {
+        fresh->discarded = true;
         graph_release(fresh);
         return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory updating a graph");
     }
@@ -207,6 +209,7 @@ cpool_status cpool_graph_update(cpool_graph *g_handle, cpool_stream *s_handle, c
         st = g->dev->be->graph_instantiate(fresh->impl);
         if (st != CPOOL_OK) {
             free(pools);
+            fresh->discarded = true;
             graph_release(fresh);
             return st;
         }
@@ -226,7 +229,7 @@ cpool_status cpool_graph_update(cpool_graph *g_handle, cpool_stream *s_handle, c
     g->host_work = fresh->host_work;
     fresh->pool_count = 0;
     graph_release(fresh);
-    release_pools(old, old_count, old_on_heap);
+    release_pools(old, old_count, old_on_heap, false);
     return CPOOL_OK;
 }
 
@@ -246,7 +249,7 @@ cpool_graph *cpool_graph_retain(cpool_graph *handle) {
 
 static void graph_teardown(cpool_graph *g) {
     g->dev->be->graph_destroy(g->impl);
-    release_pools(g->pools, g->pool_count, g->pools_on_heap);
+    release_pools(g->pools, g->pool_count, g->pools_on_heap, g->discarded);
     cpool_device *dev = g->dev;
     cpool__slab_give(&graph_slab, g);
     cpool__device_release(dev);
@@ -272,5 +275,3 @@ void cpool_graph_release(cpool_graph *handle) {
     CPOOL__RESOLVE_VOID(g, handle, "cpool_graph_release", "graph");
     graph_release(g);
 }
-
-void cpool__graph_release(cpool_graph *g) { graph_release(g); }

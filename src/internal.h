@@ -232,8 +232,6 @@ void cpool__capture_hold(cpool__capture *cap, cpool_pool *pool);
  * references (the caller then forgets them). */
 cpool_status cpool__graph_wrap(cpool_device *dev, cpool__bgraph *impl, const cpool__capture *cap, cpool_graph **out);
 
-/* Drops a reference the library holds (an update's discarded capture). */
-void cpool__graph_release(cpool_graph *g);
 /* A graph id never used before (ids name graphs in messages). */
 uint64_t cpool__graph_new_id(void);
 

@@ -1,0 +1,646 @@
+/* Outputs of graphs that share a pool (API.md "Outputs of graphs that share a
+ * pool", "Graphed calls place outputs apart"; capturepool.h, cpool_pool).
+ *
+ * A graph's footprint is the graph-reserved memory its capture was handed or
+ * freed; an output is a block its capture allocated and did not free. These
+ * cases check that
+ *  - a launch whose footprint overlaps a live output of another graph is
+ *    refused with CPOOL_ERR_OUTPUT_LIVE, changes nothing (replays, stats,
+ *    bytes), names the output (%p) and its graph ("graph N"), and works
+ *    again once the output is freed, also after the owner was released;
+ *  - a graph's own outputs never refuse its relaunch, and no launch is
+ *    refused when no other graph's live output overlaps its footprint
+ *    (a randomized model predicts every status exactly);
+ *  - cpool_alloc_output and cpool_graphed_call place outputs apart from every
+ *    graph's scratch: no refusal in any order, scratch still shared
+ *    (graph_reserved_bytes), while the same bodies with cpool_alloc do get
+ *    refused (the control that shows the scenario is real);
+ *  - a block freed under capture is in the footprint;
+ *  - a failed capture (body error, broken capture, stream destroyed while
+ *    capturing) leaves no live output behind.
+ * Sizes are multiples of 512 bytes, so a block is exactly its request.
+ * Device memory is only touched through memset/memcpy/read_back. */
+#include "check.h"
+#include "helpers.h"
+
+#include <ctype.h>
+
+#define KiB ((size_t)1024)
+#define MiB ((size_t)1024 * 1024)
+
+/* ---- tools ------------------------------------------------------------------ */
+
+static uint64_t rng_next(uint64_t *x) {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+static unsigned rng_below(uint64_t *x, unsigned n) { return (unsigned)(rng_next(x) % n); }
+
+/* Whether msg holds tok not followed by a letter or digit ("graph 1" is not
+ * in "graph 12", "0x10" not in "0x100"). */
+static int has_token(const char *msg, const char *tok) {
+    size_t n = strlen(tok);
+    const char *p = msg;
+    while (p && (p = strstr(p, tok)) != NULL) {
+        if (!isalnum((unsigned char)p[n])) return 1;
+        p++;
+    }
+    return 0;
+}
+
+/* Whether cpool_last_error() names the output at addr and the graph id. */
+static int names_output(const void *addr, uint64_t graph_id) {
+    char a[64], g[64];
+    const char *msg = cpool_last_error();
+    snprintf(a, sizeof a, "%p", addr);
+    snprintf(g, sizeof g, "graph %llu", (unsigned long long)graph_id);
+    return msg && has_token(msg, a) && has_token(msg, g);
+}
+
+static int same_stats(cpool_pool_stats a, cpool_pool_stats b) { return memcmp(&a, &b, sizeof a) == 0; }
+
+/* Launches g on s expecting CPOOL_ERR_OUTPUT_LIVE for the output at `out` of
+ * graph `owner`; checks that nothing changed (replays, stats). */
+static void check_refused_(cpool_graph *g, cpool_pool *pool, cpool_stream *s, const void *out, uint64_t owner,
+                           const char *file, int line) {
+    uint64_t replays = cpool_graph_replays(g);
+    cpool_pool_stats before = stats_of(pool), after;
+    cpool_status st = cpool_graph_launch(g, s);
+    if (st != CPOOL_ERR_OUTPUT_LIVE) {
+        check_report_(file, line, "launch of graph %llu returned %d (%s), expected CPOOL_ERR_OUTPUT_LIVE",
+                      (unsigned long long)cpool_graph_id(g), (int)st, cpool_status_string(st));
+    } else if (!names_output(out, owner)) {
+        check_report_(file, line, "cpool_last_error \"%s\" does not name %p and graph %llu", cpool_last_error(), out,
+                      (unsigned long long)owner);
+    }
+    if (cpool_stream_synchronize(s) != CPOOL_OK) check_report_(file, line, "synchronize failed");
+    after = stats_of(pool);
+    if (cpool_graph_replays(g) != replays)
+        check_report_(file, line, "replays went from %llu to %llu on a refused launch", (unsigned long long)replays,
+                      (unsigned long long)cpool_graph_replays(g));
+    if (!same_stats(before, after)) check_report_(file, line, "pool stats changed on a refused launch");
+}
+#define CHECK_REFUSED(g, pool, s, out, owner) check_refused_((g), (pool), (s), (out), (owner), __FILE__, __LINE__)
+
+/* Launches g and waits: the launch must succeed and count one replay. */
+static void check_launch_ok_(cpool_graph *g, cpool_stream *s, const char *file, int line) {
+    uint64_t replays = cpool_graph_replays(g);
+    if (check_status_(cpool_graph_launch(g, s), CPOOL_OK, "cpool_graph_launch", "CPOOL_OK", file, line)) {
+        if (cpool_graph_replays(g) != replays + 1) check_report_(file, line, "replays did not count the launch");
+    }
+    check_status_(cpool_stream_synchronize(s), CPOOL_OK, "cpool_stream_synchronize", "CPOOL_OK", file, line);
+}
+#define CHECK_LAUNCH_OK(g, s) check_launch_ok_((g), (s), __FILE__, __LINE__)
+
+/* What a test records of one graph: every block its capture allocated. */
+#define FP_MAX 64
+typedef struct footprint {
+    size_t n;
+    const void *p[FP_MAX];
+    size_t size[FP_MAX];
+} footprint;
+
+static void fp_add(footprint *f, const void *p, size_t size) {
+    if (f->n < FP_MAX) {
+        f->p[f->n] = p;
+        f->size[f->n] = size;
+        f->n++;
+    }
+}
+static int fp_overlaps(const footprint *f, const void *p, size_t size) {
+    size_t i;
+    for (i = 0; i < f->n; i++)
+        if (ranges_overlap(f->p[i], f->size[i], p, size)) return 1;
+    return 0;
+}
+
+/* ---- 1. the basic hazard ------------------------------------------------------ */
+
+static void output_in_old_scratch_refuses(cpool_device *dev) {
+    const size_t scratch_n = 64 * KiB, out_n = 4 * KiB;
+    cpool_stream *s = NULL;
+    cpool_pool *pool = NULL;
+    cpool_graph *g1 = NULL, *g2 = NULL;
+    void *s1 = NULL, *o1 = NULL, *o2 = NULL;
+    uint64_t id2;
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    /* G1 = {scratch S1, fill; output O1 from S1; free S1}. */
+    REQUIRE_OK(cpool_capture_begin(s, pool, CPOOL_CAPTURE_GLOBAL));
+    CHECK_OK(cpool_alloc(pool, scratch_n, s, &s1));
+    CHECK_OK(cpool_memset_async(s, s1, 0x11, scratch_n));
+    CHECK_OK(cpool_alloc(pool, out_n, s, &o1));
+    CHECK_OK(cpool_memcpy_async(s, o1, s1, out_n));
+    CHECK_OK(cpool_free(pool, s1, s));
+    REQUIRE_OK(cpool_capture_end(s, &g1));
+    CHECK_LAUNCH_OK(g1, s);
+    CHECK_BYTES(s, o1, out_n, 0x11);
+    /* G2 = {output O2 in G1's old scratch; fill 0x22}. */
+    REQUIRE_OK(cpool_capture_begin(s, pool, CPOOL_CAPTURE_GLOBAL));
+    CHECK_OK(cpool_alloc(pool, scratch_n, s, &o2));
+    CHECK_OK(cpool_memset_async(s, o2, 0x22, scratch_n));
+    REQUIRE_OK(cpool_capture_end(s, &g2));
+    REQUIRE(o2 != NULL && ranges_overlap(o2, scratch_n, s1, scratch_n)); /* the scenario is real */
+    id2 = cpool_graph_id(g2);
+    CHECK_NE(id2, 0);
+    CHECK_NE(id2, cpool_graph_id(g1));
+
+    CHECK_LAUNCH_OK(g2, s); /* O1 lies outside G2's footprint */
+    CHECK_BYTES(s, o2, scratch_n, 0x22);
+    CHECK_REFUSED(g1, pool, s, o2, id2);
+    CHECK_BYTES(s, o2, scratch_n, 0x22); /* G1's fill of S1 did not run */
+    CHECK_EQ(cpool_graph_replays(g1), 1);
+    CHECK_LAUNCH_OK(g2, s); /* its own output never refuses G2 */
+    CHECK_LAUNCH_OK(g2, s);
+    CHECK_EQ(cpool_graph_replays(g2), 3);
+    CHECK_REFUSED(g1, pool, s, o2, id2);
+
+    /* O2 stays a live output after its graph is released. */
+    cpool_graph_release(g2);
+    CHECK(wait_graph_count(pool, 1, WAIT_TIMEOUT_MS));
+    CHECK_REFUSED(g1, pool, s, o2, id2);
+    CHECK_BYTES(s, o2, scratch_n, 0x22);
+    CHECK_EQ(cpool_graph_replays(g1), 1);
+
+    CHECK_OK(cpool_free(pool, o2, s)); /* lifts the refusal */
+    CHECK_LAUNCH_OK(g1, s);
+    CHECK_LAUNCH_OK(g1, s);
+    CHECK_EQ(cpool_graph_replays(g1), 3);
+    CHECK_BYTES(s, o1, out_n, 0x11);
+    cpool_graph_release(g1);
+    CHECK_OK(cpool_free(pool, o1, s));
+    cpool_pool_release(pool);
+    cpool_stream_destroy(s);
+}
+
+/* ---- 2. a freed output's memory became another graph's output ------------------- */
+
+static void freed_output_reused_by_next_graph(cpool_device *dev) {
+    const size_t n = 4 * KiB;
+    cpool_stream *s = NULL;
+    cpool_pool *pool = NULL;
+    cpool_graph *g1 = NULL, *g2 = NULL;
+    void *o1 = NULL, *o2 = NULL;
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    REQUIRE_OK(cpool_capture_begin(s, pool, CPOOL_CAPTURE_GLOBAL));
+    CHECK_OK(cpool_alloc(pool, n, s, &o1));
+    CHECK_OK(cpool_memset_async(s, o1, 0x01, n));
+    REQUIRE_OK(cpool_capture_end(s, &g1));
+    CHECK_LAUNCH_OK(g1, s);
+    CHECK_BYTES(s, o1, n, 0x01);
+    CHECK_OK(cpool_free(pool, o1, s)); /* the user is done with O1 */
+    CHECK_LAUNCH_OK(g1, s);            /* no live output anywhere: never refused */
+    /* A block freed outside capture waits for its stream's work before a
+     * capture may take it; trim sees that work done (and keeps graph memory). */
+    CHECK_OK(cpool_pool_trim(pool));
+
+    REQUIRE_OK(cpool_capture_begin(s, pool, CPOOL_CAPTURE_GLOBAL));
+    CHECK_OK(cpool_alloc(pool, n, s, &o2));
+    CHECK_OK(cpool_memset_async(s, o2, 0x02, n));
+    REQUIRE_OK(cpool_capture_end(s, &g2));
+    REQUIRE(o2 == o1); /* the scenario is real: best fit hands G2 the same block */
+
+    CHECK_LAUNCH_OK(g2, s);
+    CHECK_REFUSED(g1, pool, s, o2, cpool_graph_id(g2));
+    CHECK_BYTES(s, o2, n, 0x02);
+    CHECK_EQ(cpool_graph_replays(g1), 2);
+    CHECK_LAUNCH_OK(g2, s);
+    CHECK_BYTES(s, o2, n, 0x02);
+    CHECK_REFUSED(g1, pool, s, o2, cpool_graph_id(g2));
+    CHECK_OK(cpool_free(pool, o2, s));
+    CHECK_LAUNCH_OK(g1, s);
+    CHECK_EQ(cpool_graph_replays(g1), 3);
+    cpool_graph_release(g1);
+    cpool_graph_release(g2);
+    cpool_pool_release(pool);
+    cpool_stream_destroy(s);
+}
+
+/* ---- 3. self-relaunch --------------------------------------------------------------- */
+
+static void own_outputs_never_refuse(cpool_device *dev) {
+    const size_t big = 64 * KiB, n1 = 8 * KiB, n2 = 4 * KiB;
+    cpool_stream *s = NULL;
+    cpool_pool *pool = NULL;
+    cpool_graph *g = NULL;
+    void *scratch = NULL, *o1 = NULL, *o2 = NULL, *o3 = NULL;
+    int i;
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    REQUIRE_OK(cpool_capture_begin(s, pool, CPOOL_CAPTURE_GLOBAL));
+    CHECK_OK(cpool_alloc(pool, big, s, &scratch));
+    CHECK_OK(cpool_memset_async(s, scratch, 0x33, big));
+    CHECK_OK(cpool_alloc(pool, n1, s, &o1));
+    CHECK_OK(cpool_memcpy_async(s, o1, scratch, n1));
+    CHECK_OK(cpool_alloc_output(pool, n2, s, &o2));
+    CHECK_OK(cpool_memset_async(s, o2, 0x44, n2));
+    CHECK_OK(cpool_free(pool, scratch, s));
+    CHECK_OK(cpool_alloc(pool, big, s, &o3)); /* an output in its own freed scratch */
+    CHECK_OK(cpool_memset_async(s, o3, 0x55, big));
+    REQUIRE_OK(cpool_capture_end(s, &g));
+    CHECK(ranges_overlap(o3, big, scratch, big));
+    for (i = 1; i <= 40; i++) {
+        CHECK_OK(cpool_memset_async(s, o1, 0, n1));
+        CHECK_OK(cpool_memset_async(s, o2, 0, n2));
+        CHECK_OK(cpool_memset_async(s, o3, 0, big));
+        CHECK_LAUNCH_OK(g, s);
+        CHECK_EQ(cpool_graph_replays(g), i);
+        CHECK_BYTES(s, o1, n1, 0x33);
+        CHECK_BYTES(s, o2, n2, 0x44);
+        CHECK_BYTES(s, o3, big, 0x55);
+    }
+    cpool_graph_release(g);
+    CHECK_OK(cpool_free(pool, o1, s));
+    CHECK_OK(cpool_free(pool, o2, s));
+    CHECK_OK(cpool_free(pool, o3, s));
+    cpool_pool_release(pool);
+    cpool_stream_destroy(s);
+}
+
+/* ---- 4. randomized: every status predicted ---------------------------------------- */
+
+#define RG_GRAPHS 6
+#define RG_MAX_OUT 64
+typedef struct rg_output {
+    void *p;
+    size_t n;
+    int owner;
+    int live, written;
+} rg_output;
+
+static void randomized_refusals_match_model(cpool_device *dev) {
+    cpool_stream *s = NULL;
+    cpool_pool *pool = NULL;
+    cpool_graph *g[RG_GRAPHS] = {0};
+    footprint fp[RG_GRAPHS];
+    rg_output out[RG_MAX_OUT];
+    size_t n_out = 0, k;
+    uint64_t rng = 0x9e3779b97f4a7c15ull;
+    int i, step, refused = 0, launched = 0, freed = 0;
+    memset(fp, 0, sizeof fp);
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    for (i = 0; i < RG_GRAPHS; i++) {
+        void *scratch[16];
+        size_t n_scratch = 0;
+        unsigned a, n_alloc = 2 + rng_below(&rng, 6);
+        REQUIRE_OK(cpool_capture_begin(s, pool, CPOOL_CAPTURE_GLOBAL));
+        for (a = 0; a < n_alloc; a++) {
+            unsigned kind = rng_below(&rng, 10);
+            size_t size = rng_below(&rng, 10) == 0 ? 512 * (2048 + (size_t)rng_below(&rng, 4096))
+                                                   : 512 * (1 + (size_t)rng_below(&rng, 128));
+            void *p = NULL;
+            if (kind < 4 && n_out < RG_MAX_OUT) { /* an output: cpool_alloc, or apart */
+                cpool_status st = kind == 0 ? cpool_alloc_output(pool, size, s, &p) : cpool_alloc(pool, size, s, &p);
+                REQUIRE(CHECK_OK(st));
+                CHECK_OK(cpool_memset_async(s, p, 0x10 + i, size));
+                out[n_out].p = p;
+                out[n_out].n = size;
+                out[n_out].owner = i;
+                out[n_out].live = 1;
+                out[n_out].written = 0;
+                n_out++;
+            } else {
+                REQUIRE_OK(cpool_alloc(pool, size, s, &p));
+                CHECK_OK(cpool_memset_async(s, p, 0xa0 + i, size));
+                scratch[n_scratch++] = p;
+            }
+            fp_add(&fp[i], p, size);
+            if (n_scratch && rng_below(&rng, 2)) { /* free a random scratch block */
+                unsigned j = rng_below(&rng, (unsigned)n_scratch);
+                CHECK_OK(cpool_free(pool, scratch[j], s));
+                scratch[j] = scratch[--n_scratch];
+            }
+        }
+        while (n_scratch) CHECK_OK(cpool_free(pool, scratch[--n_scratch], s));
+        REQUIRE_OK(cpool_capture_end(s, &g[i]));
+        /* Now and then the user frees an earlier output: later captures may
+         * then be handed its memory. */
+        if (n_out && rng_below(&rng, 3) == 0) {
+            k = rng_below(&rng, (unsigned)n_out);
+            if (out[k].live) {
+                CHECK_OK(cpool_free(pool, out[k].p, s));
+                out[k].live = 0;
+                freed++;
+            }
+        }
+    }
+    for (step = 0; step < 300; step++) {
+        int x = (int)rng_below(&rng, RG_GRAPHS), predicted = 0, named = 0;
+        uint64_t replays = cpool_graph_replays(g[x]);
+        cpool_status st;
+        for (k = 0; k < n_out; k++)
+            if (out[k].live && out[k].owner != x && fp_overlaps(&fp[x], out[k].p, out[k].n)) predicted = 1;
+        st = cpool_graph_launch(g[x], s);
+        CHECK_EQ(st, predicted ? CPOOL_ERR_OUTPUT_LIVE : CPOOL_OK);
+        if (st == CPOOL_ERR_OUTPUT_LIVE) {
+            for (k = 0; k < n_out; k++)
+                if (out[k].live && out[k].owner != x && fp_overlaps(&fp[x], out[k].p, out[k].n) &&
+                    names_output(out[k].p, cpool_graph_id(g[out[k].owner])))
+                    named = 1;
+            if (!named) check_report_(__FILE__, __LINE__, "\"%s\" names no overlapping output", cpool_last_error());
+            CHECK_EQ(cpool_graph_replays(g[x]), replays);
+            refused++;
+        } else if (st == CPOOL_OK) {
+            CHECK_EQ(cpool_graph_replays(g[x]), replays + 1);
+            for (k = 0; k < n_out; k++)
+                if (out[k].owner == x) out[k].written = 1;
+            launched++;
+        }
+        CHECK_OK(cpool_stream_synchronize(s));
+        for (k = 0; k < n_out; k++)
+            if (out[k].live && out[k].written) CHECK_BYTES(s, out[k].p, out[k].n, 0x10 + out[k].owner);
+        if (rng_below(&rng, 25) == 0) { /* free a random output, never re-allocated */
+            k = rng_below(&rng, (unsigned)n_out);
+            if (out[k].live) {
+                CHECK_OK(cpool_free(pool, out[k].p, s));
+                out[k].live = 0;
+                freed++;
+            }
+        }
+    }
+    /* The seed makes a real scenario: some launches refused, some not, some
+     * outputs freed. */
+    CHECK_GT(refused, 0);
+    CHECK_GT(launched, 0);
+    CHECK_GT(freed, 0);
+    printf("  randomized: %zu outputs, %d launched, %d refused, %d freed\n", n_out, launched, refused, freed);
+    for (i = 0; i < RG_GRAPHS; i++) cpool_graph_release(g[i]);
+    for (k = 0; k < n_out; k++)
+        if (out[k].live) CHECK_OK(cpool_free(pool, out[k].p, s));
+    cpool_pool_release(pool);
+    cpool_stream_destroy(s);
+}
+
+/* ---- 5, 6. outputs placed apart: graphed calls and cpool_alloc_output ------------- */
+
+/* Bodies that keep a small output (allocated first), and use a small and a
+ * large scratch. With plain cpool_alloc, graph j+1's output lands in graph
+ * j's small scratch (the control). */
+enum { VIA_GRAPHED_CALL, VIA_ALLOC_OUTPUT, VIA_PLAIN_ALLOC };
+#define SB_GRAPHS 8
+typedef struct shared_body {
+    cpool_pool *pool;
+    int via;
+    size_t big_n;
+    unsigned char v;
+    int calls;
+    void *out[2], *small[2], *big[2]; /* per call: [0] eager (graphed call) or capture, [1] capture */
+} shared_body;
+static const size_t sb_out_n = 4 * KiB, sb_small_n = 4 * KiB;
+
+static cpool_status shared_body_fn(cpool_stream *s, void *ctx) {
+    shared_body *b = (shared_body *)ctx;
+    int c = b->calls < 2 ? b->calls : 1;
+    cpool_status st;
+    b->calls++;
+    st = b->via == VIA_ALLOC_OUTPUT ? cpool_alloc_output(b->pool, sb_out_n, s, &b->out[c])
+                                    : cpool_alloc(b->pool, sb_out_n, s, &b->out[c]);
+    if (st == CPOOL_OK) st = cpool_alloc(b->pool, sb_small_n, s, &b->small[c]);
+    if (st == CPOOL_OK) st = cpool_memset_async(s, b->small[c], b->v | 0x80, sb_small_n);
+    if (st == CPOOL_OK) st = cpool_alloc(b->pool, b->big_n, s, &b->big[c]);
+    if (st == CPOOL_OK) st = cpool_memset_async(s, b->big[c], b->v, b->big_n);
+    if (st == CPOOL_OK) st = cpool_memcpy_async(s, b->out[c], b->big[c], sb_out_n);
+    if (st == CPOOL_OK) st = cpool_free(b->pool, b->small[c], s);
+    if (st == CPOOL_OK) st = cpool_free(b->pool, b->big[c], s);
+    return st;
+}
+
+/* Makes SB_GRAPHS graphs of shared_body_fn into one pool, checks placement
+ * and graph_reserved_bytes where the outputs are placed apart, then launches
+ * every ordered pair and random orders, each status predicted from the
+ * recorded footprints (never a refusal where placed apart). */
+static void shared_scratch_any_order(cpool_device *dev, int via, size_t big_n) {
+    cpool_stream *s = NULL;
+    cpool_pool *pool = NULL;
+    cpool_graph *g[SB_GRAPHS] = {0};
+    shared_body b[SB_GRAPHS];
+    footprint fp[SB_GRAPHS];
+    int written[SB_GRAPHS] = {0};
+    int i, j, k, cap = via == VIA_GRAPHED_CALL ? 1 : 0, refused = 0;
+    uint64_t rng = 0x2545f4914f6cdd1dull;
+    memset(fp, 0, sizeof fp);
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    for (i = 0; i < SB_GRAPHS; i++) {
+        memset(&b[i], 0, sizeof b[i]);
+        b[i].pool = pool;
+        b[i].via = via;
+        b[i].big_n = big_n;
+        b[i].v = (unsigned char)(0x10 + i);
+        if (via == VIA_GRAPHED_CALL) {
+            REQUIRE_OK(cpool_graphed_call(s, pool, CPOOL_CAPTURE_GLOBAL, 1, shared_body_fn, &b[i], &g[i]));
+            CHECK_EQ(b[i].calls, 2);
+            CHECK_BYTES(s, b[i].out[0], sb_out_n, b[i].v); /* the eager run's output is the body's own */
+            CHECK_OK(cpool_free(pool, b[i].out[0], s));
+        } else {
+            REQUIRE_OK(cpool_capture(s, pool, CPOOL_CAPTURE_GLOBAL, shared_body_fn, &b[i], &g[i]));
+            CHECK_EQ(b[i].calls, 1);
+        }
+        REQUIRE(g[i] != NULL);
+        fp_add(&fp[i], b[i].out[cap], sb_out_n);
+        fp_add(&fp[i], b[i].small[cap], sb_small_n);
+        fp_add(&fp[i], b[i].big[cap], big_n);
+    }
+    if (via != VIA_PLAIN_ALLOC) {
+        cpool_pool_stats st = stats_of(pool);
+        for (i = 0; i < SB_GRAPHS; i++)
+            for (j = 0; j < SB_GRAPHS; j++) {
+                CHECK(!ranges_overlap(b[i].out[cap], sb_out_n, b[j].small[cap], sb_small_n));
+                CHECK(!ranges_overlap(b[i].out[cap], sb_out_n, b[j].big[cap], big_n));
+            }
+        CHECK_PTR_EQ(b[1].big[cap], b[0].big[cap]); /* the scratch is shared */
+        CHECK_LE(st.graph_reserved_bytes, big_n + big_n / 20 + 8 * MiB);
+    }
+    /* Every ordered pair (i, j), then random orders. */
+    for (k = 0; k < SB_GRAPHS * SB_GRAPHS * 2 + 64; k++) {
+        int x = k < SB_GRAPHS * SB_GRAPHS * 2 ? (k % 2 ? (k / 2) % SB_GRAPHS : (k / 2) / SB_GRAPHS)
+                                              : (int)rng_below(&rng, SB_GRAPHS);
+        int predicted = 0;
+        cpool_status st;
+        for (j = 0; j < SB_GRAPHS; j++)
+            if (j != x && fp_overlaps(&fp[x], b[j].out[cap], sb_out_n)) predicted = 1;
+        if (via != VIA_PLAIN_ALLOC) CHECK_EQ(predicted, 0);
+        st = cpool_graph_launch(g[x], s);
+        CHECK_EQ(st, predicted ? CPOOL_ERR_OUTPUT_LIVE : CPOOL_OK);
+        if (st == CPOOL_OK) written[x] = 1;
+        if (st == CPOOL_ERR_OUTPUT_LIVE) refused++;
+        CHECK_OK(cpool_stream_synchronize(s));
+        for (j = 0; j < SB_GRAPHS; j++)
+            if (written[j]) CHECK_BYTES(s, b[j].out[cap], sb_out_n, b[j].v);
+    }
+    if (via == VIA_PLAIN_ALLOC) CHECK_GT(refused, 0); /* without placement the hazard is real */
+    for (i = 0; i < SB_GRAPHS; i++) {
+        cpool_graph_release(g[i]);
+        CHECK_OK(cpool_free(pool, b[i].out[cap], s));
+    }
+    cpool_pool_release(pool);
+    cpool_stream_destroy(s);
+}
+
+static void graphed_calls_place_outputs_apart(cpool_device *dev) {
+    shared_scratch_any_order(dev, VIA_GRAPHED_CALL, 16 * MiB);
+}
+static void alloc_output_places_outputs_apart(cpool_device *dev) {
+    shared_scratch_any_order(dev, VIA_ALLOC_OUTPUT, 16 * MiB);
+}
+static void plain_alloc_outputs_are_refused(cpool_device *dev) {
+    shared_scratch_any_order(dev, VIA_PLAIN_ALLOC, 1 * MiB);
+}
+
+/* ---- 7. a failed capture leaves no live output ------------------------------------- */
+
+/* The three ways a capture can fail: its body returns an error, it is broken
+ * (a sync under capture), its stream is destroyed while it captures. */
+enum { FAIL_BODY, FAIL_INVALIDATED, FAIL_STREAM_DESTROYED, FAIL_WAYS };
+typedef struct fail_body {
+    cpool_pool *pool;
+    void *x, *y;
+} fail_body;
+
+static cpool_status failing_body_fn(cpool_stream *s, void *ctx) {
+    fail_body *f = (fail_body *)ctx;
+    cpool_status st = cpool_alloc(f->pool, 64 * KiB, s, &f->x);
+    if (st == CPOOL_OK) st = cpool_memset_async(s, f->x, 0x77, 64 * KiB);
+    if (st == CPOOL_OK) st = cpool_alloc_output(f->pool, 4 * KiB, s, &f->y);
+    return st == CPOOL_OK ? CPOOL_ERR_UNSUPPORTED : st;
+}
+
+/* Allocates X (64 KiB) and Y (4 KiB, apart) in a capture on a new stream
+ * that then fails `way`; returns whether it failed as expected. */
+static int fail_a_capture(cpool_device *dev, cpool_pool *pool, int way, fail_body *f) {
+    cpool_stream *t = NULL;
+    cpool_graph *g = (cpool_graph *)(uintptr_t)0x10;
+    int ok = 1;
+    memset(f, 0, sizeof *f);
+    f->pool = pool;
+    if (!CHECK_OK(cpool_stream_create(dev, &t))) return 0;
+    if (way == FAIL_BODY) {
+        ok &= CHECK_STATUS(cpool_capture(t, pool, CPOOL_CAPTURE_GLOBAL, failing_body_fn, f, &g), CPOOL_ERR_UNSUPPORTED);
+    } else {
+        ok &= CHECK_OK(cpool_capture_begin(t, pool, CPOOL_CAPTURE_GLOBAL));
+        ok &= CHECK_STATUS(failing_body_fn(t, f), CPOOL_ERR_UNSUPPORTED);
+        if (way == FAIL_INVALIDATED) {
+            ok &= CHECK_STATUS(cpool_stream_synchronize(t), CPOOL_ERR_CAPTURE_INVALIDATED);
+            ok &= CHECK_STATUS(cpool_capture_end(t, &g), CPOOL_ERR_CAPTURE_INVALIDATED);
+        } else {
+            g = NULL;
+        }
+    }
+    CHECK(g == NULL);
+    cpool_stream_destroy(t); /* FAIL_STREAM_DESTROYED: ends and discards the capture */
+    return ok && f->x && f->y;
+}
+
+static void failed_capture_leaves_no_outputs(cpool_device *dev) {
+    cpool_stream *s = NULL;
+    cpool_pool *pool = NULL;
+    cpool_graph *g0 = NULL;
+    void *t = NULL;
+    int way;
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    /* G0 = {scratch T, fill, free}. */
+    REQUIRE_OK(cpool_capture_begin(s, pool, CPOOL_CAPTURE_GLOBAL));
+    CHECK_OK(cpool_alloc(pool, 64 * KiB, s, &t));
+    CHECK_OK(cpool_memset_async(s, t, 0x10, 64 * KiB));
+    CHECK_OK(cpool_free(pool, t, s));
+    REQUIRE_OK(cpool_capture_end(s, &g0));
+    CHECK_LAUNCH_OK(g0, s);
+
+    for (way = 0; way < FAIL_WAYS; way++) {
+        cpool_graph *g2 = NULL, *g3 = NULL;
+        void *z = NULL;
+        fail_body f;
+        uint64_t allocated = stats_of(pool).allocated_bytes;
+        printf("  failing the capture, way %d\n", way);
+        REQUIRE(fail_a_capture(dev, pool, way, &f));
+        REQUIRE(ranges_overlap(f.x, 64 * KiB, t, 64 * KiB)); /* the scenario is real */
+        CHECK_EQ(stats_of(pool).allocated_bytes, allocated + 68 * KiB); /* still the caller's */
+
+        /* No graph came of it, so no output: G0, whose footprint holds X, runs. */
+        CHECK_LAUNCH_OK(g0, s);
+        /* G2 frees X under capture (X is in its footprint), then uses the place. */
+        REQUIRE_OK(cpool_capture_begin(s, pool, CPOOL_CAPTURE_GLOBAL));
+        CHECK_OK(cpool_free(pool, f.x, s));
+        CHECK_OK(cpool_alloc(pool, 64 * KiB, s, &z));
+        CHECK_OK(cpool_memset_async(s, z, 0x30, 64 * KiB));
+        CHECK_OK(cpool_free(pool, z, s));
+        REQUIRE_OK(cpool_capture_end(s, &g2));
+        CHECK_LAUNCH_OK(g2, s);
+        CHECK_LAUNCH_OK(g0, s);
+        CHECK_OK(cpool_free(pool, f.y, s));
+        CHECK_STATUS(cpool_free(pool, f.y, s), CPOOL_ERR_INVALID_ARGUMENT);
+        /* G3: a scratch over X's old place; nothing refuses anyone. */
+        REQUIRE_OK(cpool_capture_begin(s, pool, CPOOL_CAPTURE_GLOBAL));
+        CHECK_OK(cpool_alloc(pool, 64 * KiB, s, &z));
+        CHECK_OK(cpool_memset_async(s, z, 0x40, 64 * KiB));
+        CHECK_OK(cpool_free(pool, z, s));
+        REQUIRE_OK(cpool_capture_end(s, &g3));
+        CHECK(ranges_overlap(z, 64 * KiB, f.x, 64 * KiB));
+        CHECK_LAUNCH_OK(g3, s);
+        CHECK_LAUNCH_OK(g2, s);
+        CHECK_LAUNCH_OK(g0, s);
+        CHECK_EQ(stats_of(pool).allocated_bytes, allocated);
+        cpool_graph_release(g2);
+        cpool_graph_release(g3);
+    }
+    cpool_graph_release(g0);
+    cpool_pool_release(pool);
+    cpool_stream_destroy(s);
+}
+
+/* ---- 8. a block freed under capture is in the footprint ---------------------------- */
+
+static void freed_under_capture_counts(cpool_device *dev) {
+    const size_t n = 64 * KiB;
+    cpool_stream *s = NULL;
+    cpool_pool *pool = NULL;
+    cpool_graph *ga = NULL, *gb = NULL, *gc = NULL;
+    void *ob = NULL, *oc = NULL;
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    REQUIRE_OK(cpool_capture_begin(s, pool, CPOOL_CAPTURE_GLOBAL)); /* B = {output OB} */
+    CHECK_OK(cpool_alloc(pool, n, s, &ob));
+    CHECK_OK(cpool_memset_async(s, ob, 0x0b, n));
+    REQUIRE_OK(cpool_capture_end(s, &gb));
+    CHECK_LAUNCH_OK(gb, s);
+    REQUIRE_OK(cpool_capture_begin(s, pool, CPOOL_CAPTURE_GLOBAL)); /* A = {free OB} */
+    CHECK_OK(cpool_free(pool, ob, s));
+    REQUIRE_OK(cpool_capture_end(s, &ga));
+    REQUIRE_OK(cpool_capture_begin(s, pool, CPOOL_CAPTURE_GLOBAL)); /* C = {output OC} */
+    CHECK_OK(cpool_alloc(pool, n, s, &oc));
+    CHECK_OK(cpool_memset_async(s, oc, 0x0c, n));
+    REQUIRE_OK(cpool_capture_end(s, &gc));
+    REQUIRE(ranges_overlap(oc, n, ob, n));
+    CHECK_LAUNCH_OK(gc, s);
+    CHECK_REFUSED(ga, pool, s, oc, cpool_graph_id(gc));
+    CHECK_REFUSED(gb, pool, s, oc, cpool_graph_id(gc));
+    CHECK_BYTES(s, oc, n, 0x0c);
+    CHECK_OK(cpool_free(pool, oc, s));
+    CHECK_LAUNCH_OK(ga, s);
+    CHECK_LAUNCH_OK(gb, s);
+    CHECK_LAUNCH_OK(gc, s);
+    cpool_graph_release(ga);
+    cpool_graph_release(gb);
+    cpool_graph_release(gc);
+    cpool_pool_release(pool);
+    cpool_stream_destroy(s);
+}
+
+static const check_case cases[] = {
+    CHECK_CASE(output_in_old_scratch_refuses),
+    CHECK_CASE(freed_output_reused_by_next_graph),
+    CHECK_CASE(own_outputs_never_refuse),
+    CHECK_CASE(randomized_refusals_match_model),
+    CHECK_CASE(graphed_calls_place_outputs_apart),
+    CHECK_CASE(alloc_output_places_outputs_apart),
+    CHECK_CASE(plain_alloc_outputs_are_refused),
+    CHECK_CASE(failed_capture_leaves_no_outputs),
+    CHECK_CASE(freed_under_capture_counts),
+};
+
+CHECK_MAIN(cases, CHECK_ON_ALL)
