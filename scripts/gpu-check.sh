@@ -56,7 +56,8 @@ sanitize() { # sanitize TOOL [ARGS...]: every test binary under compute-sanitize
         # API errors are not reported: the suite provokes them on purpose
         # (a sync under capture, an invalidated capture's end).
         # Binaries that never touch CUDA (the C++ header test) are fine too.
-        compute-sanitizer --tool "$tool" "$@" --report-api-errors no --require-cuda-init no \
+        # One pass of the interleaving test's schedule (27 rounds a case).
+        INTERLEAVE_ROUNDS=27 compute-sanitizer --tool "$tool" "$@" --report-api-errors no --require-cuda-init no \
             --error-exitcode 99 "$t"
         rc=$?
         if ((rc != 0 && rc != 99)) && [[ $t == */test_stress ]]; then
