@@ -104,7 +104,7 @@ static cpool_status capture_check(const char *what, cpool_stream *s, cpool_pool 
     if (pool && cpool__pool_device(pool) != s->dev)
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: the pool is on another device", what);
     cpool_capture_state state = CPOOL_CAPTURE_NONE;
-    if (s->capture ||
+    if (cpool__stream_capture(s) ||
         (ask_backend && s->dev->be->capture_status(s->impl, &state) == CPOOL_OK && state != CPOOL_CAPTURE_NONE))
         return cpool__fail(CPOOL_ERR_ALREADY_CAPTURING, "%s: the stream is already capturing", what);
     return CPOOL_OK;
@@ -188,7 +188,7 @@ cpool_status cpool_capture_end(cpool_stream *s_handle, cpool_graph **graph_out) 
     CPOOL__RESOLVE(s, s_handle, "cpool_capture_end", "stream");
     if (!graph_out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_capture_end: NULL argument");
     *graph_out = NULL;
-    if (!s->capture) {
+    if (!cpool__stream_capture(s)) {
         /* Not ours: let the backend tell "not capturing" from "captured
          * outside capturepool". */
         cpool__bgraph *impl = NULL;
@@ -201,7 +201,7 @@ cpool_status cpool_capture_end(cpool_stream *s_handle, cpool_graph **graph_out) 
 }
 
 void cpool__capture_discard(cpool_stream *s) {
-    if (!s->capture) return;
+    if (!cpool__stream_capture(s)) return;
     cpool__capture cap;
     cpool__stream_take_capture(s, &cap);
     cpool__bgraph *impl = NULL;

@@ -76,7 +76,7 @@ static cpool_status device_get(const cpool__backend *be, int ordinal, cpool_devi
         dev->be = be;
         dev->impl = impl;
         dev->ordinal = ordinal;
-        cpool__mutex_init(&dev->streams_mu, CPOOL__RANK_STREAMS);
+        cpool__order_init(&dev->order, be, impl);
         dev->next_open = open_devices;
         open_devices = dev;
         *out = dev;
@@ -133,7 +133,7 @@ void cpool__device_release(cpool_device *dev) {
     cpool__mutex_unlock(&registry_mu);
     cpool__handle_kill(dev);
     dev->be->device_close(dev->impl);
-    cpool__mutex_destroy(&dev->streams_mu);
+    cpool__order_destroy(&dev->order);
     cpool__slab_give(&device_slab, dev);
 }
 
@@ -164,120 +164,3 @@ cpool_backend cpool_device_backend(const cpool_device *handle) {
     return dev->be->kind;
 }
 
-void cpool__device_add_stream(cpool_device *dev, cpool_stream *s) {
-    static _Atomic uint64_t next_id = 1;
-    s->id = atomic_fetch_add(&next_id, 1); /* never reused, unlike addresses */
-    cpool__mutex_lock(&dev->streams_mu);
-    s->prev_in_device = NULL;
-    s->next_in_device = dev->streams;
-    if (dev->streams) dev->streams->prev_in_device = s;
-    dev->streams = s;
-    cpool__mutex_unlock(&dev->streams_mu);
-}
-
-void cpool__device_remove_stream(cpool_device *dev, cpool_stream *s) {
-    cpool__mutex_lock(&dev->streams_mu);
-    if (s->prev_in_device)
-        s->prev_in_device->next_in_device = s->next_in_device;
-    else
-        dev->streams = s->next_in_device;
-    if (s->next_in_device) s->next_in_device->prev_in_device = s->prev_in_device;
-    cpool__mutex_unlock(&dev->streams_mu);
-}
-
-void cpool__shared_event_release(cpool__shared_event *e) {
-    if (!e || atomic_fetch_sub(&e->refs, 1) != 1) return;
-    e->dev->be->event_destroy(e->event);
-    cpool__device_release(e->dev);
-    free(e);
-}
-
-cpool_status cpool__shared_event_new(cpool_device *dev, cpool__shared_event **out) {
-    cpool__shared_event *f = cpool__calloc(1, sizeof *f);
-    if (!f) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating an event");
-    cpool_status st = dev->be->event_create(dev->impl, &f->event);
-    if (st != CPOOL_OK) {
-        free(f);
-        return st;
-    }
-    atomic_init(&f->refs, 1);
-    f->dev = cpool__device_retain(dev);
-    *out = f;
-    return CPOOL_OK;
-}
-
-static cpool_status device_quiesce(cpool_device *dev) {
-    const cpool__backend *be = dev->be;
-    cpool_status result = CPOOL_OK;
-    cpool__mutex_lock(&dev->streams_mu);
-    size_t count = 0;
-    for (cpool_stream *s = dev->streams; s; s = s->next_in_device) count++;
-    /* One fence a stream: a new event at its end, or, while it captures,
-     * the event recorded when its capture began. */
-    cpool__shared_event **fences = count ? cpool__calloc(count, sizeof *fences) : NULL;
-    size_t n = 0;
-    for (cpool_stream *s = dev->streams; s; s = s->next_in_device) {
-        cpool__shared_event *f = NULL;
-        bool capturing = s->capture != NULL;
-        if (!capturing) {
-            cpool_status st = cpool__shared_event_new(dev, &f);
-            if (st == CPOOL_OK) st = be->event_record(f->event, s->impl);
-            if (st != CPOOL_OK) {
-                cpool__shared_event_release(f);
-                f = NULL;
-            }
-            /* UNSUPPORTED: the stream captures after all (its capture is
-             * just beginning or ending on another thread). */
-            capturing = st == CPOOL_ERR_UNSUPPORTED;
-            if (st != CPOOL_OK && !capturing) {
-                /* No event to be had: wait for the stream in place, unless
-                 * that would break a capture. */
-                cpool_capture_state state = CPOOL_CAPTURE_ACTIVE;
-                if (be->capture_status(s->impl, &state) == CPOOL_OK && state == CPOOL_CAPTURE_NONE) {
-                    st = be->stream_synchronize(s->impl);
-                    if (st != CPOOL_OK && result == CPOOL_OK) result = st;
-                }
-            }
-        }
-        if (capturing && s->capture_fence) {
-            f = s->capture_fence;
-            atomic_fetch_add(&f->refs, 1);
-        }
-        if (f && fences) {
-            fences[n++] = f;
-        } else if (f) { /* no room to wait later: wait now */
-            cpool_status st = be->event_synchronize(f->event);
-            if (st != CPOOL_OK && result == CPOOL_OK) result = st;
-            cpool__shared_event_release(f);
-        }
-    }
-    cpool__mutex_unlock(&dev->streams_mu);
-    for (size_t i = 0; i < n; i++) {
-        cpool_status st = be->event_synchronize(fences[i]->event);
-        if (st != CPOOL_OK && result == CPOOL_OK) result = st;
-        cpool__shared_event_release(fences[i]);
-    }
-    free(fences);
-    return result;
-}
-
-/* A record refused by a stream that captures is no failure of the quiesce. */
-cpool_status cpool__device_quiesce(cpool_device *dev) {
-    cpool__error_mark before;
-    cpool__error_save(&before);
-    cpool_status st = device_quiesce(dev);
-    if (st == CPOOL_OK) cpool__error_restore(&before);
-    return st;
-}
-
-cpool__fence_result cpool__device_fence_stream(cpool_device *dev, uint64_t stream_id, cpool__bevent *ev) {
-    cpool__fence_result r = CPOOL__FENCE_GONE;
-    cpool__mutex_lock(&dev->streams_mu);
-    for (cpool_stream *s = dev->streams; s; s = s->next_in_device)
-        if (s->id == stream_id) {
-            r = dev->be->event_record(ev, s->impl) == CPOOL_OK ? CPOOL__FENCE_RECORDED : CPOOL__FENCE_BUSY;
-            break;
-        }
-    cpool__mutex_unlock(&dev->streams_mu);
-    return r;
-}

@@ -113,7 +113,7 @@ static void graph_release(cpool_graph *g);
 
 static cpool_status launch_check(const char *what, cpool_graph *g, cpool_stream *s) {
     if (s->dev != g->dev) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: the stream is on another device", what);
-    if (s->capture) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: the stream is capturing", what);
+    if (cpool__stream_capture(s)) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: the stream is capturing", what);
     return CPOOL_OK;
 }
 

@@ -21,21 +21,14 @@
 #include "fault.h"
 #include "handle.h"
 #include "lock.h"
+#include "order.h"
+#include "status.h"
 
 #define CPOOL_UNUSED(x) ((void)(x))
 
 /* ---- status.c: errors ---------------------------------------------------- */
 
-/* Records the thread's last error text and returns st. */
-cpool_status cpool__fail(cpool_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-/* A copy of the thread's last error text, so that a call that failed
- * inside but succeeded in the end can leave the text as it found it. */
-typedef struct cpool__error_mark {
-    char text[512];
-} cpool__error_mark;
-void cpool__error_save(cpool__error_mark *m);
-void cpool__error_restore(const cpool__error_mark *m);
+/* cpool__fail and the error marks: status.h. */
 
 /* ---- deferred.c: the library's own thread -------------------------------- */
 
@@ -74,21 +67,13 @@ struct cpool_device {
     cpool__bdevice *impl;
     int ordinal;
     /* Every live stream of the device, so that teardown can wait for all
-     * stream work the way cudaFree waits for the whole device. */
-    cpool__mutex streams_mu;
-    struct cpool_stream *streams;
+     * stream work the way cudaFree waits for the whole device (order.h). */
+    cpool__order order;
 };
 
-/* An event shared between a stream and a quiesce waiting on it. */
-typedef struct cpool__shared_event {
-    atomic_int refs;
-    cpool_device *dev;
-    cpool__bevent *event;
-} cpool__shared_event;
-
-/* A new shared event with one reference. */
-cpool_status cpool__shared_event_new(cpool_device *dev, cpool__shared_event **out);
-void cpool__shared_event_release(cpool__shared_event *e);
+/* Waits until every stream of the device has finished the work enqueued so
+ * far (for a capturing stream: before its capture began). */
+static inline cpool_status cpool__device_quiesce(cpool_device *dev) { return cpool__order_quiesce(&dev->order); }
 
 /* Takes back one of the callers' references (of a device's opens, a pool's
  * creation and retains); false, with the reason, when the caller holds none:
@@ -98,19 +83,6 @@ bool cpool__take_user_ref(atomic_int *user_refs, const char *fn, const char *wha
 
 cpool_device *cpool__device_retain(cpool_device *dev);
 void cpool__device_release(cpool_device *dev);
-void cpool__device_add_stream(cpool_device *dev, struct cpool_stream *s);
-void cpool__device_remove_stream(cpool_device *dev, struct cpool_stream *s);
-/* Waits until every stream of the device has finished the work enqueued so
- * far (for a capturing stream: before its capture began). Returns CPOOL_OK
- * or the first backend error. */
-cpool_status cpool__device_quiesce(cpool_device *dev);
-typedef enum cpool__fence_result {
-    CPOOL__FENCE_RECORDED, /* ev now marks the stream's current end */
-    CPOOL__FENCE_GONE,     /* the stream was destroyed, after waiting for its work */
-    CPOOL__FENCE_BUSY      /* the stream captures (or failed): try again later */
-} cpool__fence_result;
-/* Records `ev` on the live stream with this id. */
-cpool__fence_result cpool__device_fence_stream(cpool_device *dev, uint64_t stream_id, cpool__bevent *ev);
 
 /* ---- capture.c: the capture record, which a stream embeds ------------- */
 
@@ -163,24 +135,26 @@ void cpool__learn_free(cpool__learn *l, void *ptr);
 
 /* ---- stream.c ------------------------------------------------------------ */
 
+/* Other files reach a stream through the functions below its definition. */
 struct cpool_stream {
     cpool__handle_header handle;
     cpool_device *dev;
     cpool__bstream *impl;
-    uint64_t id; /* unique for the process's life: tags freed blocks */
     bool owned;
-    /* The capture begun here with cpool_capture_begin (&capture_storage
-     * while it runs), and an event recorded just before it began, so teardown
-     * can wait for the work enqueued before the capture. A capture is set,
-     * and the fence changed and recorded, under dev->streams_mu; the end
-     * clears the capture without it (see cpool__stream_take_capture). */
-    _Atomic(cpool__capture *) capture;
-    cpool__shared_event *capture_fence;
-    struct cpool_stream *next_in_device, *prev_in_device;
+    /* Its place in the device's stream order (order.h): id, the capture
+     * running here (&capture_storage while one runs), its fence. */
+    cpool__order_stream order;
     cpool__capture capture_storage;
     cpool__deferred deferred_destroy; /* a destroy from a stream callback */
     cpool__learn *learn; /* a graphed call's eager run on this stream, by its owner */
 };
+
+static inline cpool_device *cpool__stream_device(const cpool_stream *s) { return s->dev; }
+static inline cpool__bstream *cpool__stream_backend(const cpool_stream *s) { return s->impl; }
+/* Unique for the process's life: freed blocks carry it. */
+static inline uint64_t cpool__stream_id(const cpool_stream *s) { return s->order.id; }
+/* The capture begun on s with cpool_capture_begin, or NULL. */
+static inline cpool__capture *cpool__stream_capture(const cpool_stream *s) { return cpool__order_capture(&s->order); }
 
 /* ---- capture.c ----------------------------------------------------------- */
 
@@ -192,9 +166,6 @@ void cpool__capture_move(cpool__capture *to, cpool__capture *from);
  * atomically for other threads' quiesces and fences. On failure *cap is
  * left as it was. */
 cpool_status cpool__stream_begin_capture(cpool_stream *s, cpool_capture_mode mode, cpool__capture *cap);
-/* A reference to the fence of the capture running on s (recorded just before
- * it began), or NULL when s does not capture. */
-cpool__shared_event *cpool__stream_capture_fence(cpool_stream *s);
 /* Moves s's capture out to *cap (the owner thread, as the capture ends). */
 void cpool__stream_take_capture(cpool_stream *s, cpool__capture *cap);
 /* Ends a capture begun on s (if any) and discards it with its references. */

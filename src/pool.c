@@ -1,6 +1,7 @@
 /*
- * Capture pools: references, seal, recorded objects, and the allocator with
- * its stream-order fences.
+ * Capture pools: references, seal, recorded objects, and the memory they
+ * serve through the allocator, its front cache, the stream-order fences
+ * (order.c) and the graphs' footprints (outputs.c).
  *
  * Data structures (all under `mu` unless atomic)
  * - `records`: the recorded objects, a singly linked list in registration
@@ -15,12 +16,10 @@
  *   device's backend. `front` (front.c, its own lock) keeps recently freed
  *   small blocks for exact-size reuse without `mu`, and the callers'
  *   counters; allocations and frees outside capture try it first.
- * - `fences`: events recorded on streams that have restricted free blocks;
- *   once one completes, that stream's blocks freed up to `upto` become
- *   reusable by every stream. Events are recycled through `spare_events`.
- *   A capturing stream takes no event: its capture's own fence, recorded
- *   before the capture began, covers its blocks freed so far, whose work
- *   outside the graph was all enqueued before it.
+ * - `fences`: the pool's stream-order fences (order.h): once one completes,
+ *   its stream's blocks freed up to it become reusable by every stream.
+ * - `outputs`: the footprints of the graphs holding the pool and their live
+ *   outputs (outputs.h).
  * - `generation`: bumped by every clear; a graph remembers the value at its
  *   capture and is stale when it differs. `launching` counts launches
  *   between their generation check and their enqueue, so a clear can wait
@@ -49,15 +48,6 @@ typedef struct record {
     void *object;
     void (*drop)(void *object);
 } record;
-
-/* Blocks freed on `stream` up to `upto` wait for `event`: one of the pool's
- * own, or (`shared`) the fence a capture on that stream began with. */
-typedef struct fence {
-    uint64_t stream;
-    uint64_t upto;
-    cpool__bevent *event;
-    cpool__shared_event *shared;
-} fence;
 
 struct cpool_pool {
     /* First, within a cache line or two: what every capture's begin and end,
@@ -88,10 +78,7 @@ struct cpool_pool {
 
     cpool__allocator alloc;
     cpool__front front;
-    fence *fences;
-    size_t fence_count, fence_cap;
-    cpool__bevent **spare_events;
-    size_t spare_count, spare_cap;
+    cpool__fences fences; /* order.h */
 
     cpool_param *params; /* blocks for the pool's whole life */
     cpool__outputs outputs; /* graphs' footprints and live outputs */
@@ -225,16 +212,7 @@ static void pool_destroy(cpool_pool *pool) {
         pool->params = p->next;
         free(p); /* its memory goes with the segments */
     }
-    const cpool__backend *be = pool->dev->be;
-    for (size_t i = 0; i < pool->fence_count; i++) {
-        if (pool->fences[i].shared)
-            cpool__shared_event_release(pool->fences[i].shared);
-        else
-            be->event_destroy(pool->fences[i].event);
-    }
-    for (size_t i = 0; i < pool->spare_count; i++) be->event_destroy(pool->spare_events[i]);
-    free(pool->fences);
-    free(pool->spare_events);
+    cpool__fences_destroy(&pool->fences, &pool->dev->order);
     cpool__outputs_destroy(&pool->outputs);
     cpool__allocator_destroy(&pool->alloc);
     cpool__mutex_destroy(&pool->mu);
@@ -392,91 +370,12 @@ void cpool_pool_clear_buffers(cpool_pool *handle) {
     cpool__pool_release(pool);
 }
 
-/* ---- fences -------------------------------------------------------------- */
+/* ---- fences (order.c) ---------------------------------------------------- */
 
-static cpool__bevent *event_take(cpool_pool *pool) {
-    if (pool->spare_count) return pool->spare_events[--pool->spare_count];
-    cpool__bevent *ev = NULL;
-    if (pool->dev->be->event_create(pool->dev->impl, &ev) != CPOOL_OK) return NULL;
-    return ev;
-}
+static void poll_fences(cpool_pool *pool) { cpool__fences_poll(&pool->fences, &pool->dev->order, &pool->alloc); }
 
-static void event_give(cpool_pool *pool, cpool__bevent *ev) {
-    if (pool->spare_count == pool->spare_cap) {
-        size_t cap = pool->spare_cap ? 2 * pool->spare_cap : 8;
-        cpool__bevent **spare = cpool__realloc(pool->spare_events, cap * sizeof *spare);
-        if (!spare) {
-            pool->dev->be->event_destroy(ev);
-            return;
-        }
-        pool->spare_events = spare;
-        pool->spare_cap = cap;
-    }
-    pool->spare_events[pool->spare_count++] = ev;
-}
-
-/* Unfences the blocks of every completed fence. Never waits. */
-static void poll_fences(cpool_pool *pool) {
-    const cpool__backend *be = pool->dev->be;
-    size_t kept = 0;
-    for (size_t i = 0; i < pool->fence_count; i++) {
-        fence f = pool->fences[i];
-        if (be->event_done(f.shared ? f.shared->event : f.event)) {
-            cpool__allocator_unfence(&pool->alloc, f.stream, f.upto);
-            if (f.shared)
-                cpool__shared_event_release(f.shared);
-            else
-                event_give(pool, f.event);
-        } else {
-            pool->fences[kept++] = f;
-        }
-    }
-    pool->fence_count = kept;
-}
-
-static bool fence_room(cpool_pool *pool) {
-    if (pool->fence_count < pool->fence_cap) return true;
-    size_t cap = pool->fence_cap ? 2 * pool->fence_cap : 8;
-    fence *fences = cpool__realloc(pool->fences, cap * sizeof *fences);
-    if (!fences) return false;
-    pool->fences = fences;
-    pool->fence_cap = cap;
-    return true;
-}
-
-/* Records a fence on every stream whose restricted blocks no fence covers
- * yet; `capturing` (may be NULL), the caller's stream under capture, is
- * fenced by its capture's fence instead. Never waits. */
 static void add_fences(cpool_pool *pool, cpool_stream *capturing) {
-    enum { MAX_STREAMS = 64 };
-    uint64_t streams[MAX_STREAMS], seqs[MAX_STREAMS];
-    size_t n = cpool__allocator_restricted_streams(&pool->alloc, streams, seqs, MAX_STREAMS);
-    for (size_t i = 0; i < n; i++) {
-        bool covered = false;
-        for (size_t k = 0; k < pool->fence_count; k++)
-            if (pool->fences[k].stream == streams[i] && pool->fences[k].upto >= seqs[i]) covered = true;
-        if (covered) continue;
-        if (!fence_room(pool)) return;
-        if (capturing && streams[i] == capturing->id) {
-            cpool__shared_event *f = cpool__stream_capture_fence(capturing);
-            if (f) pool->fences[pool->fence_count++] = (fence){.stream = streams[i], .upto = seqs[i], .shared = f};
-            continue;
-        }
-        cpool__bevent *ev = event_take(pool);
-        if (!ev) return;
-        switch (cpool__device_fence_stream(pool->dev, streams[i], ev)) {
-        case CPOOL__FENCE_RECORDED:
-            pool->fences[pool->fence_count++] = (fence){.stream = streams[i], .upto = seqs[i], .event = ev};
-            break;
-        case CPOOL__FENCE_GONE: /* destroyed streams were synchronised first */
-            cpool__allocator_unfence(&pool->alloc, streams[i], UINT64_MAX);
-            event_give(pool, ev);
-            break;
-        case CPOOL__FENCE_BUSY:
-            event_give(pool, ev);
-            break;
-        }
-    }
+    cpool__fences_add(&pool->fences, &pool->dev->order, &pool->alloc, capturing ? &capturing->order : NULL);
 }
 
 /* ---- allocation ---------------------------------------------------------- */
@@ -492,7 +391,7 @@ static void add_fences(cpool_pool *pool, cpool_stream *capturing) {
  * fence. */
 static cpool_status alloc_miss(cpool_pool *pool, size_t bytes, cpool_stream *s, cpool__use use, void **out) {
     cpool__allocator *a = &pool->alloc;
-    uint64_t stream = s ? s->id : 0;
+    uint64_t stream = s ? cpool__stream_id(s) : 0;
     poll_fences(pool);
     if (cpool__allocator_alloc_cached(a, bytes, stream, use, out)) return CPOOL_OK;
     if (cpool__front_flush(&pool->front, a) && cpool__allocator_alloc_cached(a, bytes, stream, use, out))
@@ -529,16 +428,16 @@ static cpool_status pool_alloc(cpool_pool *pool_handle, size_t bytes, cpool_stre
     if (bytes == 0) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: size 0", fn);
     if (bytes > CPOOL__MAX_REQUEST)
         return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "%s: %zu bytes is more than any device holds", fn, bytes);
-    if (s->dev != pool->dev) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: the stream is on another device", fn);
+    if (cpool__stream_device(s) != pool->dev) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: the stream is on another device", fn);
     if (atomic_load(&pool->sealed)) return cpool__fail(CPOOL_ERR_SEALED, "%s: the pool is sealed", fn);
-    cpool__capture *cap = s->capture;
+    cpool__capture *cap = cpool__stream_capture(s);
     if (!cap) {
         cpool_status st = CPOOL_OK;
-        if (cpool__front_alloc(&pool->front, bytes, s->id, ptr_out)) {
+        if (cpool__front_alloc(&pool->front, bytes, cpool__stream_id(s), ptr_out)) {
             CHECK_ALLOCATOR_LOCKING(pool);
         } else {
             cpool__mutex_lock(&pool->mu);
-            if (!cpool__allocator_alloc_cached(&pool->alloc, bytes, s->id, CPOOL__USE_STREAM, ptr_out))
+            if (!cpool__allocator_alloc_cached(&pool->alloc, bytes, cpool__stream_id(s), CPOOL__USE_STREAM, ptr_out))
                 st = alloc_slow(pool, bytes, s, CPOOL__USE_STREAM, ptr_out);
             if (st == CPOOL_OK) cpool__front_count_alloc(&pool->front, bytes);
             CHECK_ALLOCATOR(pool);
@@ -556,7 +455,7 @@ static cpool_status pool_alloc(cpool_pool *pool_handle, size_t bytes, cpool_stre
     cpool__use use = output || cpool__capture_next_is_output(cap) ? CPOOL__USE_OUTPUT : CPOOL__USE_SCRATCH;
     cpool__block_info info = {0};
     cpool__mutex_lock(&pool->mu);
-    if (!cpool__allocator_alloc_cached(&pool->alloc, bytes, s->id, use, ptr_out))
+    if (!cpool__allocator_alloc_cached(&pool->alloc, bytes, cpool__stream_id(s), use, ptr_out))
         st = alloc_slow(pool, bytes, s, use, ptr_out);
     if (st == CPOOL_OK) {
         cpool__front_count_alloc(&pool->front, bytes);
@@ -586,18 +485,18 @@ cpool_status cpool_free(cpool_pool *pool_handle, void *ptr, cpool_stream *stream
     CPOOL__RESOLVE(pool, pool_handle, "cpool_free", "pool");
     CPOOL__RESOLVE(s, stream_handle, "cpool_free", "stream");
     if (!ptr) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_free: NULL argument");
-    if (s->dev != pool->dev) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_free: the stream is on another device");
+    if (cpool__stream_device(s) != pool->dev) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_free: the stream is on another device");
     /* A block freed under capture is the graph's on every replay: the graph
      * will need a reference to this pool, and the block is in its
      * footprint. */
-    cpool__capture *cap = s->capture;
+    cpool__capture *cap = cpool__stream_capture(s);
     if (cap) {
         cpool_status st = cpool__capture_holds(cap, pool) ? CPOOL_OK : cpool__capture_reserve(cap);
         if (st == CPOOL_OK) st = cpool__capture_reserve_range(cap);
         if (st != CPOOL_OK) return st;
     } else {
         if (s->learn) cpool__learn_free(s->learn, ptr);
-        switch (cpool__front_free(&pool->front, ptr, s->id)) {
+        switch (cpool__front_free(&pool->front, ptr, cpool__stream_id(s))) {
         case CPOOL__FRONT_DONE:
             CHECK_ALLOCATOR_LOCKING(pool);
             return CPOOL_OK;
@@ -611,7 +510,7 @@ cpool_status cpool_free(cpool_pool *pool_handle, void *ptr, cpool_stream *stream
     /* Only a pool with live outputs, or a capture, asks what the block is. */
     cpool__block_info info = {0};
     if (cap || pool->outputs.live_count) cpool__allocator_live_block(&pool->alloc, ptr, &info);
-    cpool_status st = cpool__front_free_slow(&pool->front, &pool->alloc, ptr, s->id, cap != NULL);
+    cpool_status st = cpool__front_free_slow(&pool->front, &pool->alloc, ptr, cpool__stream_id(s), cap != NULL);
     if (st == CPOOL_OK && info.output) cpool__outputs_freed(&pool->outputs, (uintptr_t)ptr);
     CHECK_ALLOCATOR(pool);
     cpool__mutex_unlock(&pool->mu);

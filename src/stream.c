@@ -24,7 +24,7 @@ static cpool_status stream_make(cpool_device *handle, void *native, bool wrap, c
     }
     s->dev = cpool__device_retain(dev);
     s->owned = !wrap;
-    cpool__device_add_stream(dev, s);
+    cpool__order_add(&dev->order, &s->order, s->impl);
     *out = cpool__handle_of(s);
     return CPOOL_OK;
 }
@@ -52,65 +52,27 @@ cpool_status cpool_stream_synchronize(cpool_stream *handle) {
     return s->dev->be->stream_synchronize(s->impl);
 }
 
-/* Makes s->capture_fence one that no quiesce holds, so that recording it
- * again is safe: the one the stream has, or a new one (the old goes to
- * *old_out, for release once the lock is dropped). Under streams_mu: a
- * quiesce takes a fence under that lock, so one found unshared here stays
- * unshared until the capture that records it has begun. */
-static cpool_status unshared_fence(cpool_stream *s, cpool__shared_event **old_out) {
-    cpool__shared_event *f = s->capture_fence;
-    if (f && atomic_load(&f->refs) == 1) return CPOOL_OK;
-    cpool__shared_event *fresh = NULL;
-    cpool_status st = cpool__shared_event_new(s->dev, &fresh);
-    if (st != CPOOL_OK) return st;
-    *old_out = f;
-    s->capture_fence = fresh;
-    return CPOOL_OK;
-}
-
 cpool_status cpool__stream_begin_capture(cpool_stream *s, cpool_capture_mode mode, cpool__capture *cap) {
-    /* Under the device's stream lock: a quiesce or a fence on another thread
-     * checks whether a stream captures and records an event on it under
-     * that lock, and must not see the capture begin in between. */
-    cpool__shared_event *old = NULL;
-    cpool__mutex_lock(&s->dev->streams_mu);
-    cpool_status st = s->capture ? cpool__fail(CPOOL_ERR_ALREADY_CAPTURING, "the stream is already capturing")
-                                 : unshared_fence(s, &old);
-    if (st == CPOOL_OK) st = s->dev->be->capture_begin(s->impl, mode, s->capture_fence->event);
-    if (st == CPOOL_OK) {
-        cpool__capture_move(&s->capture_storage, cap);
-        atomic_store_explicit(&s->capture, &s->capture_storage, memory_order_release);
-    }
-    cpool__mutex_unlock(&s->dev->streams_mu);
-    cpool__shared_event_release(old);
+    /* The storage is the owner's while no capture runs: fill it, then let
+     * the order publish it once the backend capture began. */
+    if (cpool__stream_capture(s)) return cpool__fail(CPOOL_ERR_ALREADY_CAPTURING, "the stream is already capturing");
+    cpool__capture_move(&s->capture_storage, cap);
+    cpool_status st = cpool__order_begin_capture(&s->dev->order, &s->order, mode, &s->capture_storage);
+    if (st != CPOOL_OK) cpool__capture_move(cap, &s->capture_storage);
     return st;
 }
 
-cpool__shared_event *cpool__stream_capture_fence(cpool_stream *s) {
-    cpool__mutex_lock(&s->dev->streams_mu);
-    cpool__shared_event *f = atomic_load(&s->capture) ? s->capture_fence : NULL;
-    if (f) atomic_fetch_add(&f->refs, 1);
-    cpool__mutex_unlock(&s->dev->streams_mu);
-    return f;
-}
-
-/* No lock here, unlike the begin: a quiesce that still sees the capture
- * waits on its fence, which marks all of the stream's work that will have
- * run by the end; one that sees none asks the backend, which still captures
- * or not. The storage is written again only by a begin that saw NULL. */
 void cpool__stream_take_capture(cpool_stream *s, cpool__capture *cap) {
     cpool__capture_move(cap, &s->capture_storage);
-    atomic_store_explicit(&s->capture, NULL, memory_order_release);
+    cpool__order_end_capture(&s->order);
 }
 
-/* The stream stays in its device's list until its work has finished, so
- * that a teardown or a fence on another thread meanwhile still sees it and
- * waits for that work: a stream that is gone has no work left. */
+/* The order keeps the stream listed until its work has finished, so that a
+ * teardown or a fence on another thread meanwhile still waits for that work:
+ * a stream that is gone has no work left. */
 static void stream_teardown(cpool_stream *s) {
     cpool__capture_discard(s);
-    s->dev->be->stream_synchronize(s->impl);
-    cpool__device_remove_stream(s->dev, s);
-    cpool__shared_event_release(s->capture_fence);
+    cpool__order_remove(&s->dev->order, &s->order);
     s->dev->be->stream_destroy(s->impl);
     cpool_device *dev = s->dev;
     cpool__slab_give(&stream_slab, s);
@@ -139,7 +101,7 @@ cpool_status cpool_launch_host(cpool_stream *handle, void (*fn)(void *arg), void
     cpool_stream *s;
     CPOOL__RESOLVE(s, handle, "cpool_launch_host", "stream");
     if (!fn) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_launch_host: fn is NULL");
-    cpool__capture *cap = atomic_load_explicit(&s->capture, memory_order_relaxed); /* the owner's own field */
+    cpool__capture *cap = cpool__stream_capture(s);
     if (cap) cap->host_work = true;
     return s->dev->be->launch_host(s->impl, fn, arg);
 }

@@ -1,0 +1,304 @@
+/*
+ * Stream order (see order.h for the structures): the device's streams,
+ * quiesce, capture fences, and a pool's fences.
+ */
+#include <stdlib.h>
+
+#include "fault.h"
+#include "order.h"
+#include "status.h"
+
+/* ---- shared events ------------------------------------------------------- */
+
+cpool_status cpool__shared_event_new(const cpool__backend *be, cpool__bdevice *dev, cpool__shared_event **out) {
+    cpool__shared_event *f = cpool__calloc(1, sizeof *f);
+    if (!f) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating an event");
+    cpool_status st = be->event_create(dev, &f->event);
+    if (st != CPOOL_OK) {
+        free(f);
+        return st;
+    }
+    atomic_init(&f->refs, 1);
+    f->be = be;
+    *out = f;
+    return CPOOL_OK;
+}
+
+void cpool__shared_event_release(cpool__shared_event *e) {
+    if (!e || atomic_fetch_sub(&e->refs, 1) != 1) return;
+    e->be->event_destroy(e->event);
+    free(e);
+}
+
+/* ---- a device's streams -------------------------------------------------- */
+
+void cpool__order_init(cpool__order *o, const cpool__backend *be, cpool__bdevice *dev) {
+    cpool__mutex_init(&o->mu, CPOOL__RANK_STREAMS);
+    o->be = be;
+    o->dev = dev;
+    o->streams = NULL;
+}
+
+void cpool__order_destroy(cpool__order *o) { cpool__mutex_destroy(&o->mu); }
+
+void cpool__order_add(cpool__order *o, cpool__order_stream *s, cpool__bstream *impl) {
+    static _Atomic uint64_t next_id = 1;
+    s->id = atomic_fetch_add(&next_id, 1); /* never reused, unlike addresses */
+    s->impl = impl;
+    atomic_init(&s->capture, NULL);
+    s->capture_fence = NULL;
+    cpool__mutex_lock(&o->mu);
+    s->prev = NULL;
+    s->next = o->streams;
+    if (o->streams) o->streams->prev = s;
+    o->streams = s;
+    cpool__mutex_unlock(&o->mu);
+}
+
+void cpool__order_remove(cpool__order *o, cpool__order_stream *s) {
+    /* Listed until its work is over: a quiesce or a fence on another thread
+     * meanwhile still sees it and waits for that work. */
+    o->be->stream_synchronize(s->impl);
+    cpool__mutex_lock(&o->mu);
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        o->streams = s->next;
+    if (s->next) s->next->prev = s->prev;
+    cpool__mutex_unlock(&o->mu);
+    cpool__shared_event_release(s->capture_fence);
+    s->capture_fence = NULL;
+}
+
+static cpool_status order_quiesce(cpool__order *o) {
+    const cpool__backend *be = o->be;
+    cpool_status result = CPOOL_OK;
+    cpool__mutex_lock(&o->mu);
+    size_t count = 0;
+    for (cpool__order_stream *s = o->streams; s; s = s->next) count++;
+    /* One fence a stream: a new event at its end, or, while it captures,
+     * the event recorded when its capture began. */
+    cpool__shared_event **fences = count ? cpool__calloc(count, sizeof *fences) : NULL;
+    size_t n = 0;
+    for (cpool__order_stream *s = o->streams; s; s = s->next) {
+        cpool__shared_event *f = NULL;
+        bool capturing = cpool__order_capture(s) != NULL;
+        if (!capturing) {
+            cpool_status st = cpool__shared_event_new(be, o->dev, &f);
+            if (st == CPOOL_OK) st = be->event_record(f->event, s->impl);
+            if (st != CPOOL_OK) {
+                cpool__shared_event_release(f);
+                f = NULL;
+            }
+            /* UNSUPPORTED: the stream captures after all (its capture is
+             * just beginning or ending on another thread). */
+            capturing = st == CPOOL_ERR_UNSUPPORTED;
+            if (st != CPOOL_OK && !capturing) {
+                /* No event to be had: wait for the stream in place, unless
+                 * that would break a capture. */
+                cpool_capture_state state = CPOOL_CAPTURE_ACTIVE;
+                if (be->capture_status(s->impl, &state) == CPOOL_OK && state == CPOOL_CAPTURE_NONE) {
+                    st = be->stream_synchronize(s->impl);
+                    if (st != CPOOL_OK && result == CPOOL_OK) result = st;
+                }
+            }
+        }
+        if (capturing && s->capture_fence) {
+            f = s->capture_fence;
+            atomic_fetch_add(&f->refs, 1);
+        }
+        if (f && fences) {
+            fences[n++] = f;
+        } else if (f) { /* no room to wait later: wait now */
+            cpool_status st = be->event_synchronize(f->event);
+            if (st != CPOOL_OK && result == CPOOL_OK) result = st;
+            cpool__shared_event_release(f);
+        }
+    }
+    cpool__mutex_unlock(&o->mu);
+    for (size_t i = 0; i < n; i++) {
+        cpool_status st = be->event_synchronize(fences[i]->event);
+        if (st != CPOOL_OK && result == CPOOL_OK) result = st;
+        cpool__shared_event_release(fences[i]);
+    }
+    free(fences);
+    return result;
+}
+
+/* A record refused by a stream that captures is no failure of the quiesce. */
+cpool_status cpool__order_quiesce(cpool__order *o) {
+    cpool__error_mark before;
+    cpool__error_save(&before);
+    cpool_status st = order_quiesce(o);
+    if (st == CPOOL_OK) cpool__error_restore(&before);
+    return st;
+}
+
+typedef enum fence_result {
+    FENCE_RECORDED, /* ev now marks the stream's current end */
+    FENCE_GONE,     /* the stream was destroyed, after its work had finished */
+    FENCE_BUSY      /* the stream captures (or failed): try again later */
+} fence_result;
+
+/* Records `ev` on the live stream with this id. */
+static fence_result fence_stream(cpool__order *o, uint64_t stream_id, cpool__bevent *ev) {
+    fence_result r = FENCE_GONE;
+    cpool__mutex_lock(&o->mu);
+    for (cpool__order_stream *s = o->streams; s; s = s->next)
+        if (s->id == stream_id) {
+            r = o->be->event_record(ev, s->impl) == CPOOL_OK ? FENCE_RECORDED : FENCE_BUSY;
+            break;
+        }
+    cpool__mutex_unlock(&o->mu);
+    return r;
+}
+
+/* ---- captures ------------------------------------------------------------ */
+
+/* Makes s->capture_fence one that no quiesce holds, so that recording it
+ * again is safe: the one the stream has, or a new one (the old goes to
+ * *old_out, for release once the lock is dropped). Under the order's lock:
+ * a quiesce takes a fence under that lock, so one found unshared here stays
+ * unshared until the capture that records it has begun. */
+static cpool_status unshared_fence(cpool__order *o, cpool__order_stream *s, cpool__shared_event **old_out) {
+    cpool__shared_event *f = s->capture_fence;
+    if (f && atomic_load(&f->refs) == 1) return CPOOL_OK;
+    cpool__shared_event *fresh = NULL;
+    cpool_status st = cpool__shared_event_new(o->be, o->dev, &fresh);
+    if (st != CPOOL_OK) return st;
+    *old_out = f;
+    s->capture_fence = fresh;
+    return CPOOL_OK;
+}
+
+cpool_status cpool__order_begin_capture(cpool__order *o, cpool__order_stream *s, cpool_capture_mode mode, void *record) {
+    /* Under the lock: a quiesce or a fence on another thread checks whether
+     * a stream captures and records an event on it under that lock, and
+     * must not see the capture begin in between. */
+    cpool__shared_event *old = NULL;
+    cpool__mutex_lock(&o->mu);
+    cpool_status st = cpool__order_capture(s) ? cpool__fail(CPOOL_ERR_ALREADY_CAPTURING, "the stream is already capturing")
+                                              : unshared_fence(o, s, &old);
+    if (st == CPOOL_OK) st = o->be->capture_begin(s->impl, mode, s->capture_fence->event);
+    if (st == CPOOL_OK) atomic_store_explicit(&s->capture, record, memory_order_release);
+    cpool__mutex_unlock(&o->mu);
+    cpool__shared_event_release(old);
+    return st;
+}
+
+/* No lock here, unlike the begin: a quiesce that still sees the capture
+ * waits on its fence, which marks all of the stream's work that will have
+ * run by the end; one that sees none asks the backend, which still captures
+ * or not. The record is written again only by a begin that saw NULL. */
+void cpool__order_end_capture(cpool__order_stream *s) { atomic_store_explicit(&s->capture, NULL, memory_order_release); }
+
+cpool__shared_event *cpool__order_capture_fence(cpool__order *o, cpool__order_stream *s) {
+    cpool__mutex_lock(&o->mu);
+    cpool__shared_event *f = cpool__order_capture(s) ? s->capture_fence : NULL;
+    if (f) atomic_fetch_add(&f->refs, 1);
+    cpool__mutex_unlock(&o->mu);
+    return f;
+}
+
+/* ---- a pool's fences ----------------------------------------------------- */
+
+/* Blocks freed on `stream` up to `upto` wait for `event`: one of the pool's
+ * own, or (`shared`) the fence a capture on that stream began with. */
+struct cpool__fence {
+    uint64_t stream;
+    uint64_t upto;
+    cpool__bevent *event;
+    cpool__shared_event *shared;
+};
+
+static cpool__bevent *event_take(cpool__fences *f, cpool__order *o) {
+    if (f->spare_count) return f->spare[--f->spare_count];
+    cpool__bevent *ev = NULL;
+    if (o->be->event_create(o->dev, &ev) != CPOOL_OK) return NULL;
+    return ev;
+}
+
+static void event_give(cpool__fences *f, cpool__order *o, cpool__bevent *ev) {
+    if (f->spare_count == f->spare_cap) {
+        size_t cap = f->spare_cap ? 2 * f->spare_cap : 8;
+        cpool__bevent **spare = cpool__realloc(f->spare, cap * sizeof *spare);
+        if (!spare) {
+            o->be->event_destroy(ev);
+            return;
+        }
+        f->spare = spare;
+        f->spare_cap = cap;
+    }
+    f->spare[f->spare_count++] = ev;
+}
+
+void cpool__fences_poll(cpool__fences *f, cpool__order *o, cpool__allocator *a) {
+    size_t kept = 0;
+    for (size_t i = 0; i < f->count; i++) {
+        cpool__fence x = f->list[i];
+        if (o->be->event_done(x.shared ? x.shared->event : x.event)) {
+            cpool__allocator_unfence(a, x.stream, x.upto);
+            if (x.shared)
+                cpool__shared_event_release(x.shared);
+            else
+                event_give(f, o, x.event);
+        } else {
+            f->list[kept++] = x;
+        }
+    }
+    f->count = kept;
+}
+
+static bool fence_room(cpool__fences *f) {
+    if (f->count < f->cap) return true;
+    size_t cap = f->cap ? 2 * f->cap : 8;
+    cpool__fence *list = cpool__realloc(f->list, cap * sizeof *list);
+    if (!list) return false;
+    f->list = list;
+    f->cap = cap;
+    return true;
+}
+
+void cpool__fences_add(cpool__fences *f, cpool__order *o, cpool__allocator *a, cpool__order_stream *capturing) {
+    enum { MAX_STREAMS = 64 };
+    uint64_t streams[MAX_STREAMS], seqs[MAX_STREAMS];
+    size_t n = cpool__allocator_restricted_streams(a, streams, seqs, MAX_STREAMS);
+    for (size_t i = 0; i < n; i++) {
+        bool covered = false;
+        for (size_t k = 0; k < f->count; k++)
+            if (f->list[k].stream == streams[i] && f->list[k].upto >= seqs[i]) covered = true;
+        if (covered) continue;
+        if (!fence_room(f)) return;
+        if (capturing && streams[i] == capturing->id) {
+            cpool__shared_event *shared = cpool__order_capture_fence(o, capturing);
+            if (shared) f->list[f->count++] = (cpool__fence){.stream = streams[i], .upto = seqs[i], .shared = shared};
+            continue;
+        }
+        cpool__bevent *ev = event_take(f, o);
+        if (!ev) return;
+        switch (fence_stream(o, streams[i], ev)) {
+        case FENCE_RECORDED:
+            f->list[f->count++] = (cpool__fence){.stream = streams[i], .upto = seqs[i], .event = ev};
+            break;
+        case FENCE_GONE: /* a stream leaves the list only once its work is over */
+            cpool__allocator_unfence(a, streams[i], UINT64_MAX);
+            event_give(f, o, ev);
+            break;
+        case FENCE_BUSY:
+            event_give(f, o, ev);
+            break;
+        }
+    }
+}
+
+void cpool__fences_destroy(cpool__fences *f, cpool__order *o) {
+    for (size_t i = 0; i < f->count; i++) {
+        if (f->list[i].shared)
+            cpool__shared_event_release(f->list[i].shared);
+        else
+            o->be->event_destroy(f->list[i].event);
+    }
+    for (size_t i = 0; i < f->spare_count; i++) o->be->event_destroy(f->spare[i]);
+    free(f->list);
+    free(f->spare);
+}

@@ -1,0 +1,109 @@
+/*
+ * Stream order: which work a freed block waits for (a pool's fences), which
+ * streams a teardown waits for (quiesce), and the events behind both. Every
+ * caller that needs stream order comes here: a stream being destroyed, a
+ * free under capture, a capture's begin.
+ *
+ * - A device's streams are a cpool__order: its lock and the list of every
+ *   live stream's cpool__order_stream. A stream stays listed until its work
+ *   has finished, so a quiesce or a fence always sees the work there is.
+ * - A cpool__order_stream is what the order needs of a stream: its unique
+ *   id (freed blocks carry it), its backend stream, the capture running on
+ *   it (opaque here: only whether there is one), and the fence recorded
+ *   just before that capture began, so a teardown during the capture waits
+ *   for the work before it.
+ * - A pool's cpool__fences are events recorded on streams whose freed blocks
+ *   are reusable only there; once one completes, those blocks are free for
+ *   all. A capturing stream takes no event: its capture's fence covers its
+ *   blocks freed so far, whose work outside the graph was all enqueued
+ *   before it.
+ *
+ * Lock: the cpool__order's, rank CPOOL__RANK_STREAMS (lock.h); a pool's
+ * fences are under the pool's lock, which ranks above nothing here.
+ */
+#ifndef CPOOL_ORDER_H
+#define CPOOL_ORDER_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "alloc.h"
+#include "backend.h"
+#include "lock.h"
+
+/* An event shared between a stream and those waiting on it. */
+typedef struct cpool__shared_event {
+    atomic_int refs;
+    const cpool__backend *be;
+    cpool__bevent *event;
+} cpool__shared_event;
+
+/* A new shared event with one reference. */
+cpool_status cpool__shared_event_new(const cpool__backend *be, cpool__bdevice *dev, cpool__shared_event **out);
+void cpool__shared_event_release(cpool__shared_event *e);
+
+typedef struct cpool__order_stream {
+    uint64_t id; /* unique for the process's life: tags freed blocks */
+    cpool__bstream *impl;
+    /* The capture running here (set under the order's lock at begin,
+     * cleared without it at the end, see cpool__order_end_capture). */
+    _Atomic(void *) capture;
+    cpool__shared_event *capture_fence;
+    struct cpool__order_stream *next, *prev;
+} cpool__order_stream;
+
+typedef struct cpool__order {
+    cpool__mutex mu;
+    const cpool__backend *be;
+    cpool__bdevice *dev;
+    cpool__order_stream *streams;
+} cpool__order;
+
+void cpool__order_init(cpool__order *o, const cpool__backend *be, cpool__bdevice *dev);
+void cpool__order_destroy(cpool__order *o);
+
+/* Lists a new stream, giving it its id. */
+void cpool__order_add(cpool__order *o, cpool__order_stream *s, cpool__bstream *impl);
+/* Waits for the stream's work, then unlists it and drops its fence. */
+void cpool__order_remove(cpool__order *o, cpool__order_stream *s);
+
+/* Waits until every listed stream has finished the work enqueued so far
+ * (for a capturing stream: before its capture began). Returns CPOOL_OK or
+ * the first backend error; a successful one leaves the last error text. */
+cpool_status cpool__order_quiesce(cpool__order *o);
+
+/* Records the capture fence (made or renewed as needed), begins the backend
+ * capture and publishes `record` as the stream's capture, atomically for
+ * other threads' quiesces and fences. On failure nothing changed. */
+cpool_status cpool__order_begin_capture(cpool__order *o, cpool__order_stream *s, cpool_capture_mode mode, void *record);
+/* The stream's owner ends its capture: no capture is published any more. */
+void cpool__order_end_capture(cpool__order_stream *s);
+/* The capture running on s, or NULL. */
+static inline void *cpool__order_capture(const cpool__order_stream *s) {
+    return atomic_load_explicit(&((cpool__order_stream *)s)->capture, memory_order_acquire);
+}
+/* A reference to the fence of the capture running on s, or NULL. */
+cpool__shared_event *cpool__order_capture_fence(cpool__order *o, cpool__order_stream *s);
+
+/* ---- a pool's fences (under the pool's lock) ----------------------------- */
+
+typedef struct cpool__fence cpool__fence;
+
+typedef struct cpool__fences {
+    cpool__fence *list;
+    size_t count, cap;
+    cpool__bevent **spare; /* recycled events */
+    size_t spare_count, spare_cap;
+} cpool__fences;
+
+/* Unfences the blocks of every completed fence. Never waits. */
+void cpool__fences_poll(cpool__fences *f, cpool__order *o, cpool__allocator *a);
+/* Records a fence on every stream whose restricted blocks no fence covers
+ * yet; `capturing` (may be NULL), the caller's stream under capture, is
+ * fenced by its capture's fence instead. Never waits. */
+void cpool__fences_add(cpool__fences *f, cpool__order *o, cpool__allocator *a, cpool__order_stream *capturing);
+void cpool__fences_destroy(cpool__fences *f, cpool__order *o);
+
+#endif /* CPOOL_ORDER_H */
