@@ -40,7 +40,8 @@
 #include <string.h>
 
 #include "alloc.h"
-#include "internal.h"
+#include "fault.h"
+#include "status.h"
 
 struct cpool__block {
     uintptr_t addr;
@@ -293,11 +294,6 @@ static bool hand_out(cpool__allocator *a, cpool__block *b, size_t bytes, size_t 
     return true;
 }
 
-static bool rounded_size(size_t bytes, size_t *out) {
-    if (bytes > CPOOL__MAX_REQUEST) return false;
-    *out = cpool__block_size(bytes);
-    return true;
-}
 
 /* The heap block that serves a request, searched in this order: for a graph,
  * graph-reserved blocks of the use's own set (scratch or outputs), then
@@ -321,8 +317,7 @@ static cpool__block *heap_take(cpool__allocator *a, size_t rounded, uint64_t str
 }
 
 bool cpool__allocator_alloc_cached(cpool__allocator *a, size_t bytes, uint64_t stream, cpool__use use, void **out) {
-    size_t rounded;
-    if (!rounded_size(bytes, &rounded)) return false;
+    size_t rounded = cpool__block_size(bytes);
     cpool__heap *from;
     cpool__block *b = heap_take(a, rounded, stream, use, &from);
     if (!b) return false;
@@ -338,9 +333,7 @@ bool cpool__allocator_alloc_cached(cpool__allocator *a, size_t bytes, uint64_t s
 static cpool_status segment_new(cpool__allocator *a, size_t seg_size, cpool__use use, bool large, cpool__block **out);
 
 cpool_status cpool__allocator_alloc_grow(cpool__allocator *a, size_t bytes, cpool__use use, void **out) {
-    size_t rounded;
-    if (!rounded_size(bytes, &rounded))
-        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "cpool_alloc: %zu bytes is more than any device holds", bytes);
+    size_t rounded = cpool__block_size(bytes);
     bool large = rounded > CPOOL__SMALL_MAX;
     /* As PyTorch's caching allocator: requests between 1 and 10 MiB share
      * 20 MiB segments (unless the pool's bound leaves no room for one); the
@@ -351,7 +344,7 @@ cpool_status cpool__allocator_alloc_grow(cpool__allocator *a, size_t bytes, cpoo
         seg_size = (size_t)20 << 20;
     if (a->max_reserved && a->reserved + seg_size > a->max_reserved)
         return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY,
-                           "cpool_alloc: a %zu-byte segment would take the pool past max_reserved_bytes (%llu reserved of %llu)",
+                           "a %zu-byte segment would take the pool past max_reserved_bytes (%llu reserved of %llu)",
                            seg_size, (unsigned long long)a->reserved, (unsigned long long)a->max_reserved);
     cpool__block *b = NULL;
     cpool_status st = segment_new(a, seg_size, use, large, &b);
@@ -366,8 +359,6 @@ cpool_status cpool__allocator_alloc_grow(cpool__allocator *a, size_t bytes, cpoo
 }
 
 cpool_status cpool__allocator_reserve(cpool__allocator *a, size_t bytes) {
-    if (bytes > CPOOL__MAX_REQUEST)
-        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "cpool_pool_create: reserve_bytes %zu is more than any device holds", bytes);
     cpool__block *b = NULL;
     cpool_status st = segment_new(a, round_up(bytes, CPOOL__SEGMENT_GRANULE), CPOOL__USE_STREAM, true, &b);
     if (st == CPOOL_OK) heap_insert(heap_for(a, b), b);
@@ -412,7 +403,7 @@ static cpool_status segment_new(cpool__allocator *a, size_t seg_size, cpool__use
 }
 
 cpool_status cpool__fail_not_live(const void *ptr) {
-    return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_free: %p was not handed out by this pool, or is already freed", ptr);
+    return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%p was not handed out by this pool, or is already freed", ptr);
 }
 
 cpool_status cpool__allocator_free(cpool__allocator *a, void *ptr, uint64_t stream, bool graph, size_t *requested) {
@@ -421,7 +412,7 @@ cpool_status cpool__allocator_free(cpool__allocator *a, void *ptr, uint64_t stre
         return cpool__fail_not_live(ptr);
     cpool__block *b = a->map[j];
     if (b->pinned)
-        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_free: %p is a parameter block, owned by the pool", ptr);
+        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%p is a parameter block, owned by the pool", ptr);
     map_erase(a, j);
     if (requested) *requested = b->requested;
     a->allocated -= b->requested;

@@ -15,7 +15,10 @@
 #include <stdio.h>  /* CPOOL__INVARIANT */
 #include <stdlib.h> /* CPOOL__INVARIANT */
 
-#include "capturepool.h"
+#include "capturepool.h" /* cpool_status */
+
+/* Every request the allocator sees is 1 to CPOOL__MAX_REQUEST bytes: the
+ * callers check that once, at their entry. */
 
 /* Requests are rounded up to this; blocks are aligned to it. */
 #define CPOOL__BLOCK_ALIGN ((size_t)512)

@@ -4,8 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "fault.h"
 #include "outputs.h"
+#include "status.h"
 
 static int by_addr(const void *x, const void *y) {
     uintptr_t a = ((const cpool__capture_range *)x)->addr, b = ((const cpool__capture_range *)y)->addr;

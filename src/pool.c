@@ -139,6 +139,9 @@ cpool_status cpool_pool_create(cpool_device *dev_handle, const cpool_pool_option
                                opts->struct_size);
         memcpy(&o, opts, opts->struct_size < sizeof o ? opts->struct_size : sizeof o);
     }
+    if (o.reserve_bytes > CPOOL__MAX_REQUEST)
+        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "cpool_pool_create: reserve_bytes %llu is more than any device holds",
+                           (unsigned long long)o.reserve_bytes);
     if (o.max_reserved_bytes && o.reserve_bytes &&
         o.reserve_bytes > o.max_reserved_bytes / CPOOL__SEGMENT_GRANULE * CPOOL__SEGMENT_GRANULE)
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT,
@@ -163,6 +166,7 @@ cpool_status cpool_pool_create(cpool_device *dev_handle, const cpool_pool_option
     if (o.reserve_bytes) {
         st = cpool__allocator_reserve(&pool->alloc, o.reserve_bytes);
         if (st != CPOOL_OK) {
+            cpool__fail_in("cpool_pool_create", st);
             cpool__mutex_destroy(&pool->mu);
             pthread_cond_destroy(&pool->dropped_cv);
             cpool__handle_kill(pool);
@@ -443,7 +447,8 @@ static cpool_status pool_alloc(cpool_pool *pool_handle, size_t bytes, cpool_stre
             CHECK_ALLOCATOR(pool);
             cpool__mutex_unlock(&pool->mu);
         }
-        if (st == CPOOL_OK && s->learn) cpool__learn_alloc(s->learn, *ptr_out);
+        if (st != CPOOL_OK) return cpool__fail_in(fn, st);
+        if (s->learn) cpool__learn_alloc(s->learn, *ptr_out);
         return st;
     }
     /* Under capture the graph will need a reference to this pool and the
@@ -463,11 +468,10 @@ static cpool_status pool_alloc(cpool_pool *pool_handle, size_t bytes, cpool_stre
     }
     CHECK_ALLOCATOR(pool);
     cpool__mutex_unlock(&pool->mu);
-    if (st == CPOOL_OK) {
-        cpool__capture_hold(cap, pool);
-        cpool__capture_note_range(cap, pool, (uintptr_t)*ptr_out, info.size, info.serial);
-        cap->alloc_index++;
-    }
+    if (st != CPOOL_OK) return cpool__fail_in(fn, st);
+    cpool__capture_hold(cap, pool);
+    cpool__capture_note_range(cap, pool, (uintptr_t)*ptr_out, info.size, info.serial);
+    cap->alloc_index++;
     return st;
 }
 
@@ -501,7 +505,7 @@ cpool_status cpool_free(cpool_pool *pool_handle, void *ptr, cpool_stream *stream
             CHECK_ALLOCATOR_LOCKING(pool);
             return CPOOL_OK;
         case CPOOL__FRONT_FREED: /* a double free: the front said so in cpool_last_error() */
-            return CPOOL_ERR_INVALID_ARGUMENT;
+            return cpool__fail_in("cpool_free", CPOOL_ERR_INVALID_ARGUMENT);
         case CPOOL__FRONT_MISS:
             break;
         }
@@ -514,7 +518,8 @@ cpool_status cpool_free(cpool_pool *pool_handle, void *ptr, cpool_stream *stream
     if (st == CPOOL_OK && info.output) cpool__outputs_freed(&pool->outputs, (uintptr_t)ptr);
     CHECK_ALLOCATOR(pool);
     cpool__mutex_unlock(&pool->mu);
-    if (st == CPOOL_OK && cap) {
+    if (st != CPOOL_OK) return cpool__fail_in("cpool_free", st);
+    if (cap) {
         cpool__capture_hold(cap, pool);
         cpool__capture_note_range(cap, pool, (uintptr_t)ptr, info.size, 0);
     }
@@ -570,7 +575,7 @@ cpool_status cpool__pool_add_param(cpool_pool *pool, cpool_param *param) {
     }
     CHECK_ALLOCATOR(pool);
     cpool__mutex_unlock(&pool->mu);
-    return st;
+    return st == CPOOL_OK ? st : cpool__fail_in("cpool_param_create", st);
 }
 
 /* ---- stats and trim ------------------------------------------------------ */

@@ -56,6 +56,12 @@ cpool_status cpool__fail(cpool_status st, const char *fmt, ...) {
     return st;
 }
 
+cpool_status cpool__fail_in(const char *fn, cpool_status st) {
+    char text[sizeof last_error];
+    memcpy(text, last_error, sizeof text);
+    return cpool__fail(st, "%s: %s", fn, text);
+}
+
 /* Copies only the text: usually there is none. */
 void cpool__error_save(cpool__error_mark *m) { memcpy(m->text, last_error, strlen(last_error) + 1); }
 

@@ -9,6 +9,10 @@
 /* Records the thread's last error text and returns st. */
 cpool_status cpool__fail(cpool_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Prefixes the thread's last error text with "fn: " (a public function
+ * naming itself before what a lower layer said) and returns st. */
+cpool_status cpool__fail_in(const char *fn, cpool_status st);
+
 /* A copy of the thread's last error text, so that a call that failed
  * inside but succeeded in the end can leave the text as it found it. */
 typedef struct cpool__error_mark {
