@@ -19,7 +19,8 @@
 #include <string.h>
 
 #include "front.h"
-#include "internal.h"
+#include "lock.h"
+#include "status.h"
 
 /* ---- the lock ------------------------------------------------------------ */
 
