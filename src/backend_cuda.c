@@ -21,6 +21,8 @@
  * - Errors become statuses with the CUDA error's name and text, and the
  *   sticky per-thread error is cleared.
  */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +30,11 @@
 #include <cuda_runtime_api.h>
 
 #include "cuda_driver.h"
-#include "internal.h"
+#include "backend.h"
+#include "fault.h"
+#include "lock.h"
+#include "status.h"
+#include "thread.h"
 
 typedef struct thunk {
     void (*fn)(void *);

@@ -15,12 +15,18 @@
  * - Device memory is host memory.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
-#include "internal.h"
+#include "backend.h"
+#include "fault.h"
+#include "lock.h"
+#include "status.h"
+#include "thread.h"
 
 typedef enum { OP_HOST_FN, OP_COPY, OP_SET, OP_GRAPH } op_kind;
 

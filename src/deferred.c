@@ -24,18 +24,9 @@ static cpool__deferred *head, *tail;
 static bool busy; /* a task is queued or running */
 static bool thread_started;
 
-static _Thread_local bool stream_thread;
 static _Thread_local bool library_thread;
 
-bool cpool__on_stream_thread(void) { return stream_thread; }
-void cpool__set_stream_thread(bool on) { stream_thread = on; }
 bool cpool__on_library_thread(void) { return library_thread; }
-
-cpool_status cpool__refuse_wait_on_stream_thread(const char *fn) {
-    if (!stream_thread) return CPOOL_OK;
-    return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT,
-                       "%s: called inside a stream callback, where waiting for stream work could wait forever", fn);
-}
 
 /* Under queue_mu: the first queued task, taken off the queue. */
 static cpool__deferred *pop(void) {

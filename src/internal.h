@@ -23,8 +23,8 @@
 #include "lock.h"
 #include "order.h"
 #include "status.h"
+#include "thread.h"
 
-#define CPOOL_UNUSED(x) ((void)(x))
 
 /* ---- status.c: errors ---------------------------------------------------- */
 
@@ -32,16 +32,9 @@
 
 /* ---- deferred.c: the library's own thread -------------------------------- */
 
-/* True on threads that run stream work (host workers, CUDA host callbacks):
- * such a thread must never wait for stream work. */
-bool cpool__on_stream_thread(void);
-void cpool__set_stream_thread(bool on);
-/* True on the library's own thread (deferred.c). */
+/* True on the library's own thread (deferred.c). Threads that run stream
+ * work: thread.h. */
 bool cpool__on_library_thread(void);
-/* CPOOL_ERR_INVALID_ARGUMENT with the reason when the caller runs stream
- * work (a call that would wait for stream work, inside a callback), else
- * CPOOL_OK. */
-cpool_status cpool__refuse_wait_on_stream_thread(const char *fn);
 
 /* A task for the library's thread, embedded in the object it tears down so
  * that queueing it cannot fail. */

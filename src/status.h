@@ -6,6 +6,8 @@
 
 #include "capturepool.h"
 
+#define CPOOL_UNUSED(x) ((void)(x))
+
 /* Records the thread's last error text and returns st. */
 cpool_status cpool__fail(cpool_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
