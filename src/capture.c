@@ -12,87 +12,6 @@
 #include "internal.h"
 #include "outputs.h"
 
-bool cpool__capture_holds(const cpool__capture *cap, const cpool_pool *pool) {
-    for (size_t i = 0; i < cap->pool_count; i++)
-        if (cap->pools[i].pool == pool) return true;
-    return false;
-}
-
-/* An empty capture (the inline slots are left as they are: unused). */
-static void capture_init(cpool__capture *cap, cpool_capture_mode mode) {
-    cap->mode = mode;
-    cap->pools = cap->inline_pools;
-    cap->pool_count = 0;
-    cap->pool_cap = CPOOL__CAPTURE_INLINE_POOLS;
-    cap->has_bound_pool = false;
-    cap->host_work = false;
-    cap->ranges = NULL;
-    cap->range_count = cap->range_cap = 0;
-    cap->plan = NULL;
-    cap->plan_bits = cap->alloc_index = 0;
-    cap->graph_id = 0;
-}
-
-void cpool__capture_move(cpool__capture *to, cpool__capture *from) {
-    *to = *from;
-    if (from->pools == from->inline_pools) to->pools = to->inline_pools;
-    capture_init(from, from->mode);
-}
-
-cpool_status cpool__capture_reserve(cpool__capture *cap) {
-    if (cap->pool_count < cap->pool_cap) return CPOOL_OK;
-    size_t n = 2 * cap->pool_cap;
-    bool on_heap = cap->pools != cap->inline_pools;
-    cpool__held_pool *pools = cpool__realloc(on_heap ? cap->pools : NULL, n * sizeof *pools);
-    if (!pools) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory holding a pool for a capture");
-    if (!on_heap) memcpy(pools, cap->inline_pools, cap->pool_count * sizeof *pools);
-    cap->pools = pools;
-    cap->pool_cap = n;
-    return CPOOL_OK;
-}
-
-void cpool__capture_hold(cpool__capture *cap, cpool_pool *pool) {
-    if (cpool__capture_holds(cap, pool)) return;
-    cap->pools[cap->pool_count++] = (cpool__held_pool){cpool__pool_retain(pool), cpool__pool_generation(pool), NULL};
-    cpool__pool_capture_attach(pool);
-}
-
-cpool_status cpool__capture_reserve_range(cpool__capture *cap) {
-    if (cap->range_count < cap->range_cap) return CPOOL_OK;
-    size_t n = cap->range_cap ? 2 * cap->range_cap : 16;
-    cpool__capture_range *ranges = cpool__realloc(cap->ranges, n * sizeof *ranges);
-    if (!ranges) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory noting a capture's memory");
-    cap->ranges = ranges;
-    cap->range_cap = n;
-    return CPOOL_OK;
-}
-
-void cpool__capture_note_range(cpool__capture *cap, cpool_pool *pool, uintptr_t addr, size_t size, uint64_t serial) {
-    cap->ranges[cap->range_count++] = (cpool__capture_range){pool, addr, size, serial};
-}
-
-bool cpool__capture_next_is_output(cpool__capture *cap) {
-    size_t i = cap->alloc_index;
-    return cap->plan && i < cap->plan_bits && (cap->plan[i / 64] >> (i % 64) & 1);
-}
-
-/* Lets go of the capture's pools without touching their references (they
- * are someone else's now); the capture is not used after. */
-static void capture_forget(cpool__capture *cap) {
-    if (cap->pools != cap->inline_pools) free(cap->pools);
-    free(cap->ranges);
-}
-
-/* Drops the capture's references; the capture is not used after. */
-static void capture_release(cpool__capture *cap) {
-    for (size_t i = 0; i < cap->pool_count; i++) {
-        cpool__pool_remove_graph(cap->pools[i].pool, cap->pools[i].footprint, true);
-        cpool__pool_capture_detach(cap->pools[i].pool);
-        cpool__pool_release(cap->pools[i].pool);
-    }
-    capture_forget(cap);
-}
-
 /* What makes a capture on s with pool and mode impossible, checked before
  * anything runs. The backend itself refuses a stream captured outside
  * capturepool at begin; `ask_backend` checks that now too (for a graphed
@@ -125,16 +44,16 @@ static cpool_status capture_begin(cpool_stream *s, cpool_pool *pool, cpool_captu
     /* Built here and moved into the stream once the backend capture began:
      * a capture costs no allocation unless it holds many pools. */
     cpool__capture cap;
-    capture_init(&cap, mode);
+    cpool__capture_init(&cap, mode);
     if (plan) {
         cap.plan = plan->outputs;
         cap.plan_bits = plan->bits;
         cap.graph_id = plan->graph_id;
     }
-    if (pool) cpool__capture_hold(&cap, pool); /* fits inline */
+    if (pool) cpool__pool_hold_in_capture(&cap, pool); /* fits inline */
     cap.has_bound_pool = pool != NULL;
     st = cpool__stream_begin_capture(s, mode, &cap);
-    if (st != CPOOL_OK) capture_release(&cap);
+    if (st != CPOOL_OK) cpool__pool_release_capture(&cap);
     return st;
 }
 
@@ -175,10 +94,10 @@ static cpool_status capture_finish(cpool_stream *s, bool instantiate, cpool_grap
         if (st != CPOOL_OK) s->dev->be->graph_destroy(impl);
     }
     if (st == CPOOL_OK) {
-        capture_forget(&cap); /* its references are the graph's now */
+        cpool__capture_forget(&cap); /* its references are the graph's now */
     } else {
         *graph_out = NULL;
-        capture_release(&cap);
+        cpool__pool_release_capture(&cap);
     }
     return st;
 }
@@ -200,14 +119,6 @@ cpool_status cpool_capture_end(cpool_stream *s_handle, cpool_graph **graph_out) 
     return st;
 }
 
-void cpool__capture_discard(cpool_stream *s) {
-    if (!cpool__stream_capture(s)) return;
-    cpool__capture cap;
-    cpool__stream_take_capture(s, &cap);
-    cpool__bgraph *impl = NULL;
-    if (s->dev->be->capture_end(s->impl, false, &impl) == CPOOL_OK) s->dev->be->graph_destroy(impl);
-    capture_release(&cap); /* it made no graph: what it kept is the caller's, no output */
-}
 
 cpool_status cpool_capture_status(cpool_stream *s_handle, cpool_capture_state *out) {
     cpool_stream *s;
@@ -238,29 +149,6 @@ cpool_status cpool_capture(cpool_stream *s_handle, cpool_pool *pool_handle, cpoo
     cpool_status st = cpool__capture_run(s, pool, mode, body, ctx, NULL, true, graph_out);
     if (st == CPOOL_OK) *graph_out = cpool__handle_of(*graph_out);
     return st;
-}
-
-void cpool__learn_alloc(cpool__learn *l, void *ptr) {
-    if (l->failed) return;
-    if (l->count == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 16;
-        void **ptrs = cpool__realloc(l->ptrs, cap * sizeof *ptrs);
-        if (!ptrs) {
-            l->failed = true;
-            return;
-        }
-        l->ptrs = ptrs;
-        l->cap = cap;
-    }
-    l->ptrs[l->count++] = ptr;
-}
-
-void cpool__learn_free(cpool__learn *l, void *ptr) {
-    for (size_t i = l->count; i-- > 0;)
-        if (l->ptrs[i] == ptr) {
-            l->ptrs[i] = NULL;
-            return;
-        }
 }
 
 /* The plan of a graphed call from what its last eager run left allocated;
@@ -308,4 +196,22 @@ cpool_status cpool_graphed_call(cpool_stream *s_handle, cpool_pool *pool_handle,
     free((void *)plan.outputs);
     if (st == CPOOL_OK) *out = cpool__handle_of(*out);
     return st;
+}
+
+/* An update captures again, here, and hands the new work to the graph. */
+cpool_status cpool_graph_update(cpool_graph *g_handle, cpool_stream *s_handle, cpool_capture_fn body, void *ctx) {
+    cpool_graph *g;
+    cpool_stream *s;
+    CPOOL__RESOLVE(g, g_handle, "cpool_graph_update", "graph");
+    CPOOL__RESOLVE(s, s_handle, "cpool_graph_update", "stream");
+    cpool__capture_recipe recipe;
+    cpool_status st = cpool__graph_update_check(g, s, &recipe);
+    if (st != CPOOL_OK) return st;
+    if (!body) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_graph_update: body is NULL");
+    /* The new work is instantiated only if it cannot update g in place. */
+    cpool_graph *fresh = NULL;
+    cpool__capture_plan same_graph = {.graph_id = recipe.graph_id};
+    st = cpool__capture_run(s, recipe.pool, recipe.mode, body, ctx, &same_graph, false, &fresh);
+    if (st != CPOOL_OK) return st;
+    return cpool__graph_take_work(g, fresh);
 }

@@ -184,19 +184,16 @@ void *cpool_graph_native(const cpool_graph *handle) {
     return g ? g->dev->be->graph_native(g->impl) : NULL;
 }
 
-cpool_status cpool_graph_update(cpool_graph *g_handle, cpool_stream *s_handle, cpool_capture_fn body, void *ctx) {
-    cpool_graph *g;
-    cpool_stream *s;
-    LAUNCH_RESOLVE(g, s, "cpool_graph_update");
+cpool_status cpool__graph_update_check(cpool_graph *g, cpool_stream *s, cpool__capture_recipe *out) {
     cpool_status st = launch_check("cpool_graph_update", g, s);
     if (st != CPOOL_OK) return st;
-    if (!body) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_graph_update: body is NULL");
-    /* The new work is instantiated only if it cannot update g in place. */
-    cpool_graph *fresh = NULL;
     /* The new capture's footprint is g's own: g's outputs never refuse it. */
-    cpool__capture_plan same_graph = {.graph_id = g->id};
-    st = cpool__capture_run(s, bound_pool(g), g->mode, body, ctx, &same_graph, false, &fresh);
-    if (st != CPOOL_OK) return st;
+    *out = (cpool__capture_recipe){.pool = bound_pool(g), .mode = g->mode, .graph_id = g->id};
+    return CPOOL_OK;
+}
+
+cpool_status cpool__graph_take_work(cpool_graph *g, cpool_graph *fresh) {
+    cpool_status st;
     /* g takes fresh's pool references into an array of its own: made first,
      * so that a failure leaves g as it was. */
     cpool__held_pool *pools = cpool__malloc((fresh->pool_count ? fresh->pool_count : 1) * sizeof *pools);

@@ -151,8 +151,17 @@ static inline cpool__capture *cpool__stream_capture(const cpool_stream *s) { ret
 
 /* ---- capture.c ----------------------------------------------------------- */
 
+/* ---- capture_record.c: the record's data ---------------------------------- */
+
+/* An empty record (the inline slots are left as they are: unused). */
+void cpool__capture_init(cpool__capture *cap, cpool_capture_mode mode);
 /* Moves a capture to `to` (its references go along). */
 void cpool__capture_move(cpool__capture *to, cpool__capture *from);
+/* Frees the record's arrays, touching no reference; not used after. */
+void cpool__capture_forget(cpool__capture *cap);
+/* Notes a pool the capture holds (a reference the caller took); call after
+ * a reserve. */
+void cpool__capture_add_pool(cpool__capture *cap, cpool_pool *pool, uint64_t generation);
 
 /* Begins the backend capture on s, recording the stream's capture fence
  * first (made or renewed as needed), and moves *cap into the stream,
@@ -161,7 +170,9 @@ void cpool__capture_move(cpool__capture *to, cpool__capture *from);
 cpool_status cpool__stream_begin_capture(cpool_stream *s, cpool_capture_mode mode, cpool__capture *cap);
 /* Moves s's capture out to *cap (the owner thread, as the capture ends). */
 void cpool__stream_take_capture(cpool_stream *s, cpool__capture *cap);
-/* Ends a capture begun on s (if any) and discards it with its references. */
+/* ---- stream.c ---- */
+/* Ends a capture begun on s (if any) and discards it with its references;
+ * it makes no graph. */
 void cpool__capture_discard(cpool_stream *s);
 /* What a capture begins with besides its pool: a graphed call's plan of
  * outputs, and the id its graph takes (0: a new one). */
@@ -187,8 +198,7 @@ void cpool__capture_note_range(cpool__capture *cap, cpool_pool *pool, uintptr_t 
 /* What the capture's next allocation is for: a scratch block, or an output
  * when the graphed call's plan says so (or `output`). */
 bool cpool__capture_next_is_output(cpool__capture *cap);
-/* Takes a reference to `pool` (no-op if held); call after a reserve. */
-void cpool__capture_hold(cpool__capture *cap, cpool_pool *pool);
+
 
 /* ---- graph.c ------------------------------------------------------------- */
 
@@ -198,6 +208,19 @@ cpool_status cpool__graph_wrap(cpool_device *dev, cpool__bgraph *impl, const cpo
 
 /* A graph id never used before (ids name graphs in messages). */
 uint64_t cpool__graph_new_id(void);
+/* What an update of g captures with. */
+typedef struct cpool__capture_recipe {
+    cpool_pool *pool; /* bound, or NULL */
+    cpool_capture_mode mode;
+    uint64_t graph_id;
+} cpool__capture_recipe;
+/* Whether g may be updated on s, and with what (CPOOL_ERR_INVALID_ARGUMENT:
+ * a stream of another device, or capturing). */
+cpool_status cpool__graph_update_check(cpool_graph *g, cpool_stream *s, cpool__capture_recipe *out);
+/* Makes g run fresh's work (a capture made for it, not instantiated), in
+ * place where the backend can; fresh is released in every case, and on
+ * failure g keeps its old work. */
+cpool_status cpool__graph_take_work(cpool_graph *g, cpool_graph *fresh);
 
 /* ---- param.c ------------------------------------------------------------- */
 
@@ -215,6 +238,12 @@ struct cpool_param {
 cpool_pool *cpool__pool_retain(cpool_pool *pool);
 void cpool__pool_release(cpool_pool *pool);
 cpool_device *cpool__pool_device(const cpool_pool *pool);
+/* Takes a reference to `pool` for the capture (no-op if it holds one); call
+ * after cpool__capture_reserve. */
+void cpool__pool_hold_in_capture(cpool__capture *cap, cpool_pool *pool);
+/* Drops every reference a capture that made no graph holds, forgetting what
+ * it noted (its outputs are plain blocks); the record is not used after. */
+void cpool__pool_release_capture(cpool__capture *cap);
 uint64_t cpool__pool_generation(const cpool_pool *pool);
 /* Launch bracket: enter fails (and holds nothing) when the pool was cleared
  * since `generation`; a clear waits for every entered launch to exit. */

@@ -469,7 +469,7 @@ static cpool_status pool_alloc(cpool_pool *pool_handle, size_t bytes, cpool_stre
     CHECK_ALLOCATOR(pool);
     cpool__mutex_unlock(&pool->mu);
     if (st != CPOOL_OK) return cpool__fail_in(fn, st);
-    cpool__capture_hold(cap, pool);
+    cpool__pool_hold_in_capture(cap, pool);
     cpool__capture_note_range(cap, pool, (uintptr_t)*ptr_out, info.size, info.serial);
     cap->alloc_index++;
     return st;
@@ -520,7 +520,7 @@ cpool_status cpool_free(cpool_pool *pool_handle, void *ptr, cpool_stream *stream
     cpool__mutex_unlock(&pool->mu);
     if (st != CPOOL_OK) return cpool__fail_in("cpool_free", st);
     if (cap) {
-        cpool__capture_hold(cap, pool);
+        cpool__pool_hold_in_capture(cap, pool);
         cpool__capture_note_range(cap, pool, (uintptr_t)ptr, info.size, 0);
     }
     return st;
@@ -661,6 +661,24 @@ bool cpool__pool_launch_enter(cpool_pool *pool, uint64_t generation) {
 }
 
 void cpool__pool_launch_exit(cpool_pool *pool) { atomic_fetch_sub(&pool->launching, 1); }
+
+/* ---- captures holding the pool ------------------------------------------ */
+
+void cpool__pool_hold_in_capture(cpool__capture *cap, cpool_pool *pool) {
+    if (cpool__capture_holds(cap, pool)) return;
+    cpool__capture_add_pool(cap, cpool__pool_retain(pool), atomic_load(&pool->generation));
+    cpool__pool_capture_attach(pool);
+}
+
+void cpool__pool_release_capture(cpool__capture *cap) {
+    for (size_t i = 0; i < cap->pool_count; i++) {
+        cpool_pool *pool = cap->pools[i].pool;
+        cpool__pool_remove_graph(pool, cap->pools[i].footprint, true);
+        cpool__pool_capture_detach(pool);
+        cpool__pool_release(pool);
+    }
+    cpool__capture_forget(cap);
+}
 
 /* A new holder counts once in each half of `holders`. */
 void cpool__pool_capture_attach(cpool_pool *pool) { atomic_fetch_add(&pool->holders, HOLDER_EPOCH_ONE + 1); }

@@ -67,6 +67,15 @@ void cpool__stream_take_capture(cpool_stream *s, cpool__capture *cap) {
     cpool__order_end_capture(&s->order);
 }
 
+void cpool__capture_discard(cpool_stream *s) {
+    if (!cpool__stream_capture(s)) return;
+    cpool__capture cap;
+    cpool__stream_take_capture(s, &cap);
+    cpool__bgraph *impl = NULL;
+    if (s->dev->be->capture_end(s->impl, false, &impl) == CPOOL_OK) s->dev->be->graph_destroy(impl);
+    cpool__pool_release_capture(&cap); /* it made no graph: what it kept is the caller's, no output */
+}
+
 /* The order keeps the stream listed until its work has finished, so that a
  * teardown or a fence on another thread meanwhile still waits for that work:
  * a stream that is gone has no work left. */

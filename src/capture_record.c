@@ -1,0 +1,104 @@
+/*
+ * The capture record: what a capture begun with cpool_capture_begin keeps
+ * while it runs (internal.h, cpool__capture): the pools it holds, the
+ * graph-reserved ranges it was handed or freed (its footprint to be), a
+ * graphed call's plan of outputs, and what a graphed call's eager run
+ * allocated. Only data: the references it stands for are taken and dropped
+ * by pool.c.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "outputs.h"
+
+bool cpool__capture_holds(const cpool__capture *cap, const cpool_pool *pool) {
+    for (size_t i = 0; i < cap->pool_count; i++)
+        if (cap->pools[i].pool == pool) return true;
+    return false;
+}
+
+/* An empty capture (the inline slots are left as they are: unused). */
+void cpool__capture_init(cpool__capture *cap, cpool_capture_mode mode) {
+    cap->mode = mode;
+    cap->pools = cap->inline_pools;
+    cap->pool_count = 0;
+    cap->pool_cap = CPOOL__CAPTURE_INLINE_POOLS;
+    cap->has_bound_pool = false;
+    cap->host_work = false;
+    cap->ranges = NULL;
+    cap->range_count = cap->range_cap = 0;
+    cap->plan = NULL;
+    cap->plan_bits = cap->alloc_index = 0;
+    cap->graph_id = 0;
+}
+
+void cpool__capture_move(cpool__capture *to, cpool__capture *from) {
+    *to = *from;
+    if (from->pools == from->inline_pools) to->pools = to->inline_pools;
+    cpool__capture_init(from, from->mode);
+}
+
+cpool_status cpool__capture_reserve(cpool__capture *cap) {
+    if (cap->pool_count < cap->pool_cap) return CPOOL_OK;
+    size_t n = 2 * cap->pool_cap;
+    bool on_heap = cap->pools != cap->inline_pools;
+    cpool__held_pool *pools = cpool__realloc(on_heap ? cap->pools : NULL, n * sizeof *pools);
+    if (!pools) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory holding a pool for a capture");
+    if (!on_heap) memcpy(pools, cap->inline_pools, cap->pool_count * sizeof *pools);
+    cap->pools = pools;
+    cap->pool_cap = n;
+    return CPOOL_OK;
+}
+
+void cpool__capture_add_pool(cpool__capture *cap, cpool_pool *pool, uint64_t generation) {
+    cap->pools[cap->pool_count++] = (cpool__held_pool){pool, generation, NULL};
+}
+
+cpool_status cpool__capture_reserve_range(cpool__capture *cap) {
+    if (cap->range_count < cap->range_cap) return CPOOL_OK;
+    size_t n = cap->range_cap ? 2 * cap->range_cap : 16;
+    cpool__capture_range *ranges = cpool__realloc(cap->ranges, n * sizeof *ranges);
+    if (!ranges) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory noting a capture's memory");
+    cap->ranges = ranges;
+    cap->range_cap = n;
+    return CPOOL_OK;
+}
+
+void cpool__capture_note_range(cpool__capture *cap, cpool_pool *pool, uintptr_t addr, size_t size, uint64_t serial) {
+    cap->ranges[cap->range_count++] = (cpool__capture_range){pool, addr, size, serial};
+}
+
+bool cpool__capture_next_is_output(cpool__capture *cap) {
+    size_t i = cap->alloc_index;
+    return cap->plan && i < cap->plan_bits && (cap->plan[i / 64] >> (i % 64) & 1);
+}
+
+void cpool__capture_forget(cpool__capture *cap) {
+    if (cap->pools != cap->inline_pools) free(cap->pools);
+    free(cap->ranges);
+}
+
+void cpool__learn_alloc(cpool__learn *l, void *ptr) {
+    if (l->failed) return;
+    if (l->count == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 16;
+        void **ptrs = cpool__realloc(l->ptrs, cap * sizeof *ptrs);
+        if (!ptrs) {
+            l->failed = true;
+            return;
+        }
+        l->ptrs = ptrs;
+        l->cap = cap;
+    }
+    l->ptrs[l->count++] = ptr;
+}
+
+void cpool__learn_free(cpool__learn *l, void *ptr) {
+    for (size_t i = l->count; i-- > 0;)
+        if (l->ptrs[i] == ptr) {
+            l->ptrs[i] = NULL;
+            return;
+        }
+}
+
