@@ -311,8 +311,10 @@ size_t cpool_pool_buffer_count(const cpool_pool *pool);
  * cpool_alloc is not touched. Called on a thread that runs stream work, the
  * drops are handed to the library's thread (see cpool_pool_release). While
  * another clear of the pool is dropping, the records go to it and this call
- * returns once they are dropped; a clear made by one of those drops (or by
- * the library's thread) returns at once, its records dropped right after. */
+ * returns once they are dropped; a clear made inside a drop (of this pool or
+ * any other) or by the library's thread returns at once, its records dropped
+ * right after by the clear at work, so drops that clear each other's pools
+ * never wait for each other. */
 void cpool_pool_clear_buffers(cpool_pool *pool);
 
 /* Allocates `bytes` bytes (256-byte aligned) from the pool, stream ordered

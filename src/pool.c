@@ -9,9 +9,10 @@
  *   time (the dropper) empties, in order: it takes the list, waits for the
  *   device, runs the drops with no lock held, and looks again. A clear that
  *   finds a dropper at work leaves its records to it and waits until they
- *   are dropped, except on the dropper's own thread (a drop that clears) and
- *   on the library's thread, which return at once: so drops may call the
- *   library, on their own pool too, and still run once each, in order.
+ *   are dropped, except inside a drop (of any pool) and on the library's
+ *   thread, which return at once: a dropper never waits for another, so
+ *   drops may call the library, on their own pool or another, and still run
+ *   once each, in order.
  * - `alloc`: the caching allocator (alloc.c); its segments come from the
  *   device's backend. `front` (front.c, its own lock) keeps recently freed
  *   small blocks for exact-size reuse without `mu`, and the callers'
@@ -71,8 +72,7 @@ struct cpool_pool {
     atomic_size_t record_count;
     record *doomed, **doomed_tail;
     uint64_t doomed_total, dropped_total; /* records ever moved to doomed, ever dropped */
-    bool dropping;                        /* a dropper is at work ... */
-    pthread_t dropper;                    /* ... on this thread */
+    bool dropping;                        /* a dropper is at work */
     pthread_cond_t dropped_cv;            /* dropped_total moved */
     bool clear_queued;
 
@@ -195,14 +195,19 @@ cpool_pool *cpool_pool_retain(cpool_pool *handle) {
     return handle;
 }
 
+/* How many drops this thread is running (nested through the library). */
+static _Thread_local unsigned drop_depth;
+
 /* Runs the drops of a detached list of records, in order, and frees it. */
 static void run_drops(record *r) {
+    drop_depth++;
     while (r) {
         record *next = r->next;
         if (r->drop) r->drop(r->object);
         free(r);
         r = next;
     }
+    drop_depth--;
 }
 
 /* The last reference is gone and the handle dead: a drop that calls the
@@ -318,7 +323,6 @@ static uint64_t doom_records(cpool_pool *pool) {
  * a drop may call the library, and a clear it makes adds to `doomed`. */
 static void drop_doomed(cpool_pool *pool) {
     pool->dropping = true;
-    pool->dropper = pthread_self();
     while (pool->doomed) {
         record *list = pool->doomed;
         pool->doomed = NULL;
@@ -365,9 +369,10 @@ void cpool_pool_clear_buffers(cpool_pool *handle) {
         cpool__mutex_unlock(&pool->mu);
     } else {
         /* Another clear drops: it drops these too. Wait for that, unless
-         * this is a drop of that very clear, or the library's thread, which
-         * the dropper may itself be waiting for. */
-        bool wait = !pthread_equal(pool->dropper, pthread_self()) && !cpool__on_library_thread();
+         * this runs inside a drop (perhaps of that very clear, or of a clear
+         * that the dropper's drops clear in turn) or on the library's
+         * thread, which the dropper may itself be waiting for. */
+        bool wait = drop_depth == 0 && !cpool__on_library_thread();
         while (wait && pool->dropped_total < ticket) cpool__cond_wait(&pool->dropped_cv, &pool->mu);
         cpool__mutex_unlock(&pool->mu);
     }
