@@ -861,6 +861,47 @@ static void graph_released_in_callback_torn_down_later(cpool_device *dev) {
     cpool_stream_destroy(s);
 }
 
+/* Two pools whose drops clear each other's pool, cleared on two threads at
+ * once: each drop waits until the other thread is inside its drop too, so
+ * both clears are at work when the drops call the library. */
+typedef struct cross_drop {
+    cpool_pool *other;
+    int *inside; /* drops running, both threads' */
+    int drops;
+} cross_drop;
+static void cross_drop_fn(void *arg) {
+    cross_drop *c = (cross_drop *)arg;
+    ainc(c->inside);
+    wait_for_int(c->inside, 2, 2000); /* the other clear is dropping too */
+    cpool_pool_clear_buffers(c->other);
+    ainc(&c->drops);
+}
+
+static void drops_clear_each_others_pools(cpool_device *dev) {
+    static int inside;
+    static cross_drop ca, cb;
+    cpool_pool *a = NULL, *b = NULL;
+    job ja, jb;
+    astore(&inside, 0);
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &a));
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &b));
+    ca = (cross_drop){.other = b, .inside = &inside};
+    cb = (cross_drop){.other = a, .inside = &inside};
+    CHECK_OK(cpool_pool_record(a, &ca, cross_drop_fn, NULL));
+    CHECK_OK(cpool_pool_record(b, &cb, cross_drop_fn, NULL));
+    job_start(&ja, JOB_CLEAR, a, NULL);
+    job_start(&jb, JOB_CLEAR, b, NULL);
+    JOB_FINISH(&ja);
+    JOB_FINISH(&jb);
+    CHECK_EQ(aload(&inside), 2);
+    CHECK_EQ(aload(&ca.drops), 1);
+    CHECK_EQ(aload(&cb.drops), 1);
+    CHECK_EQ(cpool_pool_buffer_count(a), 0);
+    CHECK_EQ(cpool_pool_buffer_count(b), 0);
+    cpool_pool_release(a);
+    cpool_pool_release(b);
+}
+
 static const check_case cases[] = {
     CHECK_CASE(destroying_stream_vs_last_release),
     CHECK_CASE(destroying_stream_vs_trim),
@@ -872,6 +913,7 @@ static const check_case cases[] = {
     CHECK_CASE(drop_clears_own_pool_during_last_release),
     CHECK_CASE(drop_waits_deferred_on_library_thread),
     CHECK_CASE(drop_releases_own_pool_during_clear),
+    CHECK_CASE(drops_clear_each_others_pools),
     CHECK_CASE(dead_pool_handle),
     CHECK_CASE(dead_pool_release_while_graph_holds_it),
     CHECK_CASE(dead_graph_handle),
