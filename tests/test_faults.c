@@ -12,7 +12,7 @@
  * nothing leaked. The binary prints how many points it swept.
  */
 #include "check.h"
-#include "fault.h"
+#include "internal.h" /* the fault hooks and cpool__pool_check */
 #include "helpers.h"
 
 enum { OBJECTS = 4 };

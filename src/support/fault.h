@@ -24,12 +24,6 @@ uint64_t cpool__fault_count(void);
 #define cpool__fault_hit() false
 #endif
 
-/* The pool's internal invariants (allocator and records); aborts with a
- * message on the first broken one. For tests and the fuzzer, which link the
- * static library. */
-struct cpool_pool;
-void cpool__pool_check(const struct cpool_pool *pool);
-
 void *cpool__malloc(size_t bytes);
 void *cpool__calloc(size_t count, size_t bytes);
 void *cpool__realloc(void *p, size_t bytes);

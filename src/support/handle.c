@@ -5,7 +5,8 @@
 #include <string.h>
 
 #include "handle.h"
-#include "internal.h"
+#include "fault.h"
+#include "status.h"
 
 #define GENERATION_MAX ((uint32_t)0xFFFF)
 

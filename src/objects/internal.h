@@ -266,6 +266,10 @@ void cpool__pool_remove_graph(cpool_pool *pool, struct cpool__footprint *fp, boo
 /* CPOOL_ERR_OUTPUT_LIVE for a launch of graph fp->graph_id refused by `fn`,
  * naming a live output of another graph that its replay would overwrite. */
 cpool_status cpool__pool_output_conflict(cpool_pool *pool, const struct cpool__footprint *fp, const char *fn);
+/* The pool's internal invariants (allocator and records); aborts with a
+ * message on the first broken one. For tests and the fuzzer, which link the
+ * static library and include this header. */
+void cpool__pool_check(const cpool_pool *pool);
 /* Allocates a block for the pool's whole life (a parameter block) and keeps
  * `param` in the pool's list, freed with the pool. */
 cpool_status cpool__pool_add_param(cpool_pool *pool, cpool_param *param);

@@ -4,7 +4,9 @@
  */
 #include <stdlib.h>
 
-#include "internal.h"
+#include <stdatomic.h>
+
+#include "fault.h"
 
 #ifdef CPOOL_FAULT_INJECTION
 static _Atomic uint64_t fault_nth;   /* 0: no fault armed */

@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "status.h"
 
 #define CPOOL_STATUS_TABLE(X)                                                                      \
     X(CPOOL_OK, "ok")                                                                              \
