@@ -1,4 +1,4 @@
-/* The lock order (src/lock.h) is checked in debug builds: taking a lock
+/* The lock order (src/support/lock.h) is checked in debug builds: taking a lock
  * whose rank is not above every lock the thread holds aborts with both
  * locks' names, in a child process here; the order itself is accepted.
  * Links the static library, whose internal lock functions it calls. */

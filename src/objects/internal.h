@@ -1,11 +1,12 @@
 /*
- * Definitions shared by the library's files (never installed).
+ * The public objects' definitions, shared by the files of src/objects (never
+ * installed): devices, streams, capture records, graphs' pool holds, and what
+ * each file offers the others, file by file.
  *
- * Layering: the public objects (device, stream, pool, graph) live in
- * device.c/stream.c/pool.c/capture.c/graph.c and talk to a platform only
- * through backend.h; the allocator (alloc.h) is pure bookkeeping, and the
- * pool's front cache (front.h) sits between the two for small blocks.
- * Internal-but-shared names carry the cpool__ prefix.
+ * Layering (docs/ARCHITECTURE.md): these files call into src/memory (the
+ * allocator, stream order, footprints), reach a platform only through
+ * backend.h's table, and use src/support. Internal-but-shared names carry
+ * the cpool__ prefix.
  */
 #ifndef CPOOL_INTERNAL_H
 #define CPOOL_INTERNAL_H
@@ -24,11 +25,6 @@
 #include "order.h"
 #include "status.h"
 #include "thread.h"
-
-
-/* ---- status.c: errors ---------------------------------------------------- */
-
-/* cpool__fail and the error marks: status.h. */
 
 /* ---- deferred.c: the library's own thread -------------------------------- */
 
@@ -77,7 +73,7 @@ bool cpool__take_user_ref(atomic_int *user_refs, const char *fn, const char *wha
 cpool_device *cpool__device_retain(cpool_device *dev);
 void cpool__device_release(cpool_device *dev);
 
-/* ---- capture.c: the capture record, which a stream embeds ------------- */
+/* ---- capture_record.c: the capture record, which a stream embeds ------- */
 
 struct cpool__capture_range; /* outputs.h */
 struct cpool__footprint;
@@ -149,7 +145,16 @@ static inline uint64_t cpool__stream_id(const cpool_stream *s) { return s->order
 /* The capture begun on s with cpool_capture_begin, or NULL. */
 static inline cpool__capture *cpool__stream_capture(const cpool_stream *s) { return cpool__order_capture(&s->order); }
 
-/* ---- capture.c ----------------------------------------------------------- */
+/* Begins the backend capture on s, recording the stream's capture fence
+ * first (made or renewed as needed), and moves *cap into the stream,
+ * atomically for other threads' quiesces and fences. On failure *cap is
+ * left as it was. */
+cpool_status cpool__stream_begin_capture(cpool_stream *s, cpool_capture_mode mode, cpool__capture *cap);
+/* Moves s's capture out to *cap (the owner thread, as the capture ends). */
+void cpool__stream_take_capture(cpool_stream *s, cpool__capture *cap);
+/* Ends a capture begun on s (if any) and discards it with its references;
+ * it makes no graph. */
+void cpool__capture_discard(cpool_stream *s);
 
 /* ---- capture_record.c: the record's data ---------------------------------- */
 
@@ -159,21 +164,24 @@ void cpool__capture_init(cpool__capture *cap, cpool_capture_mode mode);
 void cpool__capture_move(cpool__capture *to, cpool__capture *from);
 /* Frees the record's arrays, touching no reference; not used after. */
 void cpool__capture_forget(cpool__capture *cap);
+/* Whether the capture holds `pool`. */
+bool cpool__capture_holds(const cpool__capture *cap, const cpool_pool *pool);
+/* Makes room to hold one more pool (the only step that can fail). */
+cpool_status cpool__capture_reserve(cpool__capture *cap);
 /* Notes a pool the capture holds (a reference the caller took); call after
  * a reserve. */
 void cpool__capture_add_pool(cpool__capture *cap, cpool_pool *pool, uint64_t generation);
+/* Makes room to note one more range. */
+cpool_status cpool__capture_reserve_range(cpool__capture *cap);
+/* Notes a range of `pool` the capture was handed (serial != 0) or freed;
+ * call after a reserve. */
+void cpool__capture_note_range(cpool__capture *cap, cpool_pool *pool, uintptr_t addr, size_t size, uint64_t serial);
+/* Whether the capture's next allocation is an output, by the graphed call's
+ * plan. */
+bool cpool__capture_next_is_output(cpool__capture *cap);
 
-/* Begins the backend capture on s, recording the stream's capture fence
- * first (made or renewed as needed), and moves *cap into the stream,
- * atomically for other threads' quiesces and fences. On failure *cap is
- * left as it was. */
-cpool_status cpool__stream_begin_capture(cpool_stream *s, cpool_capture_mode mode, cpool__capture *cap);
-/* Moves s's capture out to *cap (the owner thread, as the capture ends). */
-void cpool__stream_take_capture(cpool_stream *s, cpool__capture *cap);
-/* ---- stream.c ---- */
-/* Ends a capture begun on s (if any) and discards it with its references;
- * it makes no graph. */
-void cpool__capture_discard(cpool_stream *s);
+/* ---- capture.c ----------------------------------------------------------- */
+
 /* What a capture begins with besides its pool: a graphed call's plan of
  * outputs, and the id its graph takes (0: a new one). */
 typedef struct cpool__capture_plan {
@@ -186,19 +194,6 @@ typedef struct cpool__capture_plan {
  * cpool_graph_update). */
 cpool_status cpool__capture_run(cpool_stream *s, cpool_pool *pool, cpool_capture_mode mode, cpool_capture_fn body,
                                 void *ctx, const cpool__capture_plan *plan, bool instantiate, cpool_graph **graph_out);
-/* Whether the capture holds `pool`. */
-bool cpool__capture_holds(const cpool__capture *cap, const cpool_pool *pool);
-/* Makes room to hold one more pool (the only step that can fail). */
-cpool_status cpool__capture_reserve(cpool__capture *cap);
-/* Makes room to note one more range. */
-cpool_status cpool__capture_reserve_range(cpool__capture *cap);
-/* Notes a range of `pool` the capture was handed (serial != 0) or freed;
- * call after a reserve. */
-void cpool__capture_note_range(cpool__capture *cap, cpool_pool *pool, uintptr_t addr, size_t size, uint64_t serial);
-/* What the capture's next allocation is for: a scratch block, or an output
- * when the graphed call's plan says so (or `output`). */
-bool cpool__capture_next_is_output(cpool__capture *cap);
-
 
 /* ---- graph.c ------------------------------------------------------------- */
 
