@@ -161,53 +161,45 @@ static bool runtime_needed(int driver_result, const cpool__bdevice *dev, device_
     return *err == cudaSuccess;
 }
 
+/* Sets err to the driver's `driver_call` through entry point `entry`, or
+ * to the runtime's `runtime_call` where runtime_needed says so: the one
+ * shape of the five calls below. */
+#define DRIVER_OR_RUNTIME(err, dev, entry, driver_call, runtime_call)                              \
+    do {                                                                                           \
+        device_guard guard_;                                                                       \
+        if (runtime_needed(driver.entry ? (driver_call) : DRIVER_MISSING, (dev), &guard_, &(err))) { \
+            (err) = (runtime_call);                                                                \
+            guard_exit(&guard_);                                                                   \
+        }                                                                                          \
+    } while (0)
+
 static cudaError_t record_event(const cpool__bdevice *dev, cudaEvent_t event, cudaStream_t stream) {
-    device_guard g;
     cudaError_t err;
-    if (runtime_needed(driver.event_record ? driver.event_record(event, stream) : DRIVER_MISSING, dev, &g, &err)) {
-        err = cudaEventRecord(event, stream);
-        guard_exit(&g);
-    }
+    DRIVER_OR_RUNTIME(err, dev, event_record, driver.event_record(event, stream), cudaEventRecord(event, stream));
     return err;
 }
 
 static cudaError_t begin_capture(const cpool__bdevice *dev, cudaStream_t stream, enum cudaStreamCaptureMode mode) {
-    device_guard g;
     cudaError_t err;
-    if (runtime_needed(driver.begin_capture ? driver.begin_capture(stream, mode) : DRIVER_MISSING, dev, &g, &err)) {
-        err = cudaStreamBeginCapture(stream, mode);
-        guard_exit(&g);
-    }
+    DRIVER_OR_RUNTIME(err, dev, begin_capture, driver.begin_capture(stream, mode), cudaStreamBeginCapture(stream, mode));
     return err;
 }
 
 static cudaError_t end_capture(const cpool__bdevice *dev, cudaStream_t stream, cudaGraph_t *graph) {
-    device_guard g;
     cudaError_t err;
-    if (runtime_needed(driver.end_capture ? driver.end_capture(stream, graph) : DRIVER_MISSING, dev, &g, &err)) {
-        err = cudaStreamEndCapture(stream, graph);
-        guard_exit(&g);
-    }
+    DRIVER_OR_RUNTIME(err, dev, end_capture, driver.end_capture(stream, graph), cudaStreamEndCapture(stream, graph));
     return err;
 }
 
 static cudaError_t instantiate_graph(const cpool__bdevice *dev, cudaGraphExec_t *exec, cudaGraph_t graph) {
-    device_guard g;
     cudaError_t err;
-    if (runtime_needed(driver.instantiate ? driver.instantiate(exec, graph, 0) : DRIVER_MISSING, dev, &g, &err)) {
-        err = cudaGraphInstantiate(exec, graph, 0);
-        guard_exit(&g);
-    }
+    DRIVER_OR_RUNTIME(err, dev, instantiate, driver.instantiate(exec, graph, 0), cudaGraphInstantiate(exec, graph, 0));
     return err;
 }
 
 static cudaError_t graph_launch(const cpool__bdevice *dev, cudaGraphExec_t exec, cudaStream_t stream) {
-    device_guard g;
     cudaError_t err;
-    if (runtime_needed(driver.graph_launch ? driver.graph_launch(exec, stream) : DRIVER_MISSING, dev, &g, &err)) {
-        err = cudaGraphLaunch(exec, stream);
-        guard_exit(&g);
-    }
+    DRIVER_OR_RUNTIME(err, dev, graph_launch, driver.graph_launch(exec, stream), cudaGraphLaunch(exec, stream));
     return err;
 }
 
