@@ -130,6 +130,36 @@ static inline int check_status_(cpool_status got, cpool_status want, const char 
         if (!CHECK_STATUS(call, CPOOL_OK)) return;        \
     } while (0)
 
+/* ---- cleanups -------------------------------------------------------------- */
+
+/* What the running case registered to end when it returns, normally or
+ * from a failed REQUIRE: run last first by the runner, so that an abandoned
+ * case leaks nothing into the next one. */
+typedef void (*check_cleanup_fn)(void *arg);
+enum { CHECK_CLEANUPS_MAX = 64 };
+static struct {
+    check_cleanup_fn fn;
+    void *arg;
+} check_cleanups_[CHECK_CLEANUPS_MAX];
+static int check_cleanup_count_;
+
+static inline void check_defer(check_cleanup_fn fn, void *arg) {
+    if (check_cleanup_count_ == CHECK_CLEANUPS_MAX) {
+        fprintf(stderr, "check_defer: more than %d cleanups in one case\n", CHECK_CLEANUPS_MAX);
+        abort();
+    }
+    check_cleanups_[check_cleanup_count_].fn = fn;
+    check_cleanups_[check_cleanup_count_].arg = arg;
+    check_cleanup_count_++;
+}
+
+static inline void check_run_cleanups_(void) {
+    while (check_cleanup_count_ > 0) {
+        check_cleanup_count_--;
+        check_cleanups_[check_cleanup_count_].fn(check_cleanups_[check_cleanup_count_].arg);
+    }
+}
+
 /* ---- runner --------------------------------------------------------------- */
 
 typedef void (*check_case_fn)(cpool_device *dev);
@@ -188,6 +218,7 @@ static inline int check_run_(int argc, char **argv, const check_case *cases, siz
                               cpool_status_string(st), cpool_last_error());
             } else {
                 cases[i].fn(dev);
+                check_run_cleanups_();
                 cpool_device_close(dev);
                 /* Teardown a case handed to the library's thread ends with the case. */
                 cpool_wait_deferred();

@@ -10,7 +10,9 @@
  * - stats helpers: stats_of, CHECK_STATS_EQ (every field), CHECK_STATS_SANE
  *   (the relations that hold between the fields at any time);
  * - device-buffer helpers: read_back and CHECK_BYTES (reads device memory
- *   through the stream and checks every byte).
+ *   through the stream and checks every byte);
+ * - the common fixture: a stream and a pool that end with the case, also
+ *   when a REQUIRE abandons it.
  */
 #ifndef CPOOL_TESTS_HELPERS_H
 #define CPOOL_TESTS_HELPERS_H
@@ -221,6 +223,31 @@ static inline void check_bytes_(cpool_stream *s, const void *src, size_t n, unsi
 static inline int ranges_overlap(const void *a, size_t na, const void *b, size_t nb) {
     uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
     return x < y + nb && y < x + na;
+}
+
+/* ---- the common fixture -------------------------------------------------- */
+
+/* A stream and a pool on dev, which end when the case returns, also from a
+ * failed REQUIRE (the pool first, then the stream: a capture still open on
+ * it is discarded). */
+typedef struct stream_pool {
+    cpool_stream *s;
+    cpool_pool *pool;
+} stream_pool;
+
+static inline void fixture_release_pool_(void *f) { cpool_pool_release(((stream_pool *)f)->pool); }
+static inline void fixture_destroy_stream_(void *f) { cpool_stream_destroy(((stream_pool *)f)->s); }
+
+/* Returns 1, or 0 after a failed check (nothing is left behind). f must
+ * outlive the case, whose cleanups run after it returned: make it static. */
+static inline int fixture_open(cpool_device *dev, const cpool_pool_options *opts, stream_pool *f) {
+    f->s = NULL;
+    f->pool = NULL;
+    if (!CHECK_OK(cpool_stream_create(dev, &f->s))) return 0;
+    check_defer(fixture_destroy_stream_, f);
+    if (!CHECK_OK(cpool_pool_create(dev, opts, &f->pool))) return 0;
+    check_defer(fixture_release_pool_, f);
+    return 1;
 }
 
 #endif /* CPOOL_TESTS_HELPERS_H */

@@ -119,14 +119,16 @@ static int fp_overlaps(const footprint *f, const void *p, size_t size) {
 /* ---- 1. the basic hazard ------------------------------------------------------ */
 
 static void output_in_old_scratch_refuses(cpool_device *dev) {
+    static stream_pool fx; /* outlives the case: its cleanups run after */
     const size_t scratch_n = 64 * KiB, out_n = 4 * KiB;
     cpool_stream *s = NULL;
     cpool_pool *pool = NULL;
     cpool_graph *g1 = NULL, *g2 = NULL;
     void *s1 = NULL, *o1 = NULL, *o2 = NULL;
     uint64_t id2;
-    REQUIRE_OK(cpool_stream_create(dev, &s));
-    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    REQUIRE(fixture_open(dev, NULL, &fx));
+    s = fx.s;
+    pool = fx.pool;
     /* G1 = {scratch S1, fill; output O1 from S1; free S1}. */
     REQUIRE_OK(cpool_capture_begin(s, pool, CPOOL_CAPTURE_GLOBAL));
     CHECK_OK(cpool_alloc(pool, scratch_n, s, &s1));
@@ -171,20 +173,20 @@ static void output_in_old_scratch_refuses(cpool_device *dev) {
     CHECK_BYTES(s, o1, out_n, 0x11);
     cpool_graph_release(g1);
     CHECK_OK(cpool_free(pool, o1, s));
-    cpool_pool_release(pool);
-    cpool_stream_destroy(s);
 }
 
 /* ---- 2. a freed output's memory became another graph's output ------------------- */
 
 static void freed_output_reused_by_next_graph(cpool_device *dev) {
+    static stream_pool fx; /* outlives the case: its cleanups run after */
     const size_t n = 4 * KiB;
     cpool_stream *s = NULL;
     cpool_pool *pool = NULL;
     cpool_graph *g1 = NULL, *g2 = NULL;
     void *o1 = NULL, *o2 = NULL;
-    REQUIRE_OK(cpool_stream_create(dev, &s));
-    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    REQUIRE(fixture_open(dev, NULL, &fx));
+    s = fx.s;
+    pool = fx.pool;
     REQUIRE_OK(cpool_capture_begin(s, pool, CPOOL_CAPTURE_GLOBAL));
     CHECK_OK(cpool_alloc(pool, n, s, &o1));
     CHECK_OK(cpool_memset_async(s, o1, 0x01, n));
@@ -215,21 +217,21 @@ static void freed_output_reused_by_next_graph(cpool_device *dev) {
     CHECK_EQ(cpool_graph_replays(g1), 3);
     cpool_graph_release(g1);
     cpool_graph_release(g2);
-    cpool_pool_release(pool);
-    cpool_stream_destroy(s);
 }
 
 /* ---- 3. self-relaunch --------------------------------------------------------------- */
 
 static void own_outputs_never_refuse(cpool_device *dev) {
+    static stream_pool fx; /* outlives the case: its cleanups run after */
     const size_t big = 64 * KiB, n1 = 8 * KiB, n2 = 4 * KiB;
     cpool_stream *s = NULL;
     cpool_pool *pool = NULL;
     cpool_graph *g = NULL;
     void *scratch = NULL, *o1 = NULL, *o2 = NULL, *o3 = NULL;
     int i;
-    REQUIRE_OK(cpool_stream_create(dev, &s));
-    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    REQUIRE(fixture_open(dev, NULL, &fx));
+    s = fx.s;
+    pool = fx.pool;
     REQUIRE_OK(cpool_capture_begin(s, pool, CPOOL_CAPTURE_GLOBAL));
     CHECK_OK(cpool_alloc(pool, big, s, &scratch));
     CHECK_OK(cpool_memset_async(s, scratch, 0x33, big));
@@ -256,8 +258,6 @@ static void own_outputs_never_refuse(cpool_device *dev) {
     CHECK_OK(cpool_free(pool, o1, s));
     CHECK_OK(cpool_free(pool, o2, s));
     CHECK_OK(cpool_free(pool, o3, s));
-    cpool_pool_release(pool);
-    cpool_stream_destroy(s);
 }
 
 /* ---- 4. randomized: every status predicted ---------------------------------------- */
@@ -272,6 +272,7 @@ typedef struct rg_output {
 } rg_output;
 
 static void randomized_refusals_match_model(cpool_device *dev) {
+    static stream_pool fx; /* outlives the case: its cleanups run after */
     cpool_stream *s = NULL;
     cpool_pool *pool = NULL;
     cpool_graph *g[RG_GRAPHS] = {0};
@@ -281,8 +282,9 @@ static void randomized_refusals_match_model(cpool_device *dev) {
     uint64_t rng = 0x9e3779b97f4a7c15ull;
     int i, step, refused = 0, launched = 0, freed = 0;
     memset(fp, 0, sizeof fp);
-    REQUIRE_OK(cpool_stream_create(dev, &s));
-    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    REQUIRE(fixture_open(dev, NULL, &fx));
+    s = fx.s;
+    pool = fx.pool;
     for (i = 0; i < RG_GRAPHS; i++) {
         void *scratch[16];
         size_t n_scratch = 0;
@@ -371,8 +373,6 @@ static void randomized_refusals_match_model(cpool_device *dev) {
     for (i = 0; i < RG_GRAPHS; i++) cpool_graph_release(g[i]);
     for (k = 0; k < n_out; k++)
         if (out[k].live) CHECK_OK(cpool_free(pool, out[k].p, s));
-    cpool_pool_release(pool);
-    cpool_stream_destroy(s);
 }
 
 /* ---- 5, 6. outputs placed apart: graphed calls and cpool_alloc_output ------------- */
@@ -414,6 +414,7 @@ static cpool_status shared_body_fn(cpool_stream *s, void *ctx) {
  * every ordered pair and random orders, each status predicted from the
  * recorded footprints (never a refusal where placed apart). */
 static void shared_scratch_any_order(cpool_device *dev, int via, size_t big_n) {
+    static stream_pool fx; /* outlives the case: its cleanups run after */
     cpool_stream *s = NULL;
     cpool_pool *pool = NULL;
     cpool_graph *g[SB_GRAPHS] = {0};
@@ -423,8 +424,9 @@ static void shared_scratch_any_order(cpool_device *dev, int via, size_t big_n) {
     int i, j, k, cap = via == VIA_GRAPHED_CALL ? 1 : 0, refused = 0;
     uint64_t rng = 0x2545f4914f6cdd1dull;
     memset(fp, 0, sizeof fp);
-    REQUIRE_OK(cpool_stream_create(dev, &s));
-    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    REQUIRE(fixture_open(dev, NULL, &fx));
+    s = fx.s;
+    pool = fx.pool;
     for (i = 0; i < SB_GRAPHS; i++) {
         memset(&b[i], 0, sizeof b[i]);
         b[i].pool = pool;
@@ -477,8 +479,6 @@ static void shared_scratch_any_order(cpool_device *dev, int via, size_t big_n) {
         cpool_graph_release(g[i]);
         CHECK_OK(cpool_free(pool, b[i].out[cap], s));
     }
-    cpool_pool_release(pool);
-    cpool_stream_destroy(s);
 }
 
 static void graphed_calls_place_outputs_apart(cpool_device *dev) {
@@ -536,13 +536,15 @@ static int fail_a_capture(cpool_device *dev, cpool_pool *pool, int way, fail_bod
 }
 
 static void failed_capture_leaves_no_outputs(cpool_device *dev) {
+    static stream_pool fx; /* outlives the case: its cleanups run after */
     cpool_stream *s = NULL;
     cpool_pool *pool = NULL;
     cpool_graph *g0 = NULL;
     void *t = NULL;
     int way;
-    REQUIRE_OK(cpool_stream_create(dev, &s));
-    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    REQUIRE(fixture_open(dev, NULL, &fx));
+    s = fx.s;
+    pool = fx.pool;
     /* G0 = {scratch T, fill, free}. */
     REQUIRE_OK(cpool_capture_begin(s, pool, CPOOL_CAPTURE_GLOBAL));
     CHECK_OK(cpool_alloc(pool, 64 * KiB, s, &t));
@@ -589,20 +591,20 @@ static void failed_capture_leaves_no_outputs(cpool_device *dev) {
         cpool_graph_release(g3);
     }
     cpool_graph_release(g0);
-    cpool_pool_release(pool);
-    cpool_stream_destroy(s);
 }
 
 /* ---- 8. a block freed under capture is in the footprint ---------------------------- */
 
 static void freed_under_capture_counts(cpool_device *dev) {
+    static stream_pool fx; /* outlives the case: its cleanups run after */
     const size_t n = 64 * KiB;
     cpool_stream *s = NULL;
     cpool_pool *pool = NULL;
     cpool_graph *ga = NULL, *gb = NULL, *gc = NULL;
     void *ob = NULL, *oc = NULL;
-    REQUIRE_OK(cpool_stream_create(dev, &s));
-    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    REQUIRE(fixture_open(dev, NULL, &fx));
+    s = fx.s;
+    pool = fx.pool;
     REQUIRE_OK(cpool_capture_begin(s, pool, CPOOL_CAPTURE_GLOBAL)); /* B = {output OB} */
     CHECK_OK(cpool_alloc(pool, n, s, &ob));
     CHECK_OK(cpool_memset_async(s, ob, 0x0b, n));
@@ -627,8 +629,6 @@ static void freed_under_capture_counts(cpool_device *dev) {
     cpool_graph_release(ga);
     cpool_graph_release(gb);
     cpool_graph_release(gc);
-    cpool_pool_release(pool);
-    cpool_stream_destroy(s);
 }
 
 static const check_case cases[] = {
