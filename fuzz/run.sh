@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer harness (fuzz/fuzz_api.c) with clang, AddressSanitizer,
-# UndefinedBehaviorSanitizer and the library's internal checks in build-fuzz/,
-# then fuzzes the API on a copy of fuzz/corpus for a while.
+# Builds the libFuzzer harness fuzz_api (fuzz/driver.c, ops.c, model.c) with
+# clang, AddressSanitizer, UndefinedBehaviorSanitizer and the library's
+# internal checks in build-fuzz/, then fuzzes the API on a copy of fuzz/corpus
+# for a while.
 #
 #   bash fuzz/run.sh [seconds] [extra libFuzzer arguments...]
 #

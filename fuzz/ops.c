@@ -1,73 +1,26 @@
 /*
- * fuzz_api.c: a libFuzzer harness that drives random sequences of API calls
- * on the host backend and checks the library against a model after every
- * step.
+ * ops.c: the fuzz_api harness's operations, each decoded from the input's
+ * bytes (declared in ops.h; the dispatch by op byte is driver.c's step).
  *
- * The input is a sequence of operations (see `step` for the op codes), each
- * followed by its argument bytes; missing bytes read as 0. The operations
- * work on small fixed tables: pools, graphs, allocations, parameter blocks
- * and recorded objects, and on three streams made once per process (plus one
- * temporary stream an input may create and destroy). After each step:
- * - cpool__pool_check() on every live pool (allocator and record invariants;
- *   the library is built with CPOOL_DEBUG_CHECKS, so the allocator also
- *   checks itself after each operation);
- * - the pool statistics against the model (allocated bytes, alloc/free
- *   counts, graphs holding the pool, seal, buffer count, bounds);
- * - every stream's capture state against the model.
- * Each call's status is checked where the contract determines it. On top:
- * - allocations never overlap; a block freed on stream S goes to another
- *   stream (or to a graph, or a parameter block) only once the work enqueued
- *   on S before the free has finished; memory allocated or freed under
- *   capture never goes to an allocation outside capture until a trim with no
- *   graph and no capture holding the pool;
- * - recorded objects are dropped exactly once, in registration order, never
- *   before the clear or the last release that drops them, never inside a
- *   stream callback, and (when the call was made on this thread) only after
- *   the stream work enqueued before the call has finished;
- * - a graph's captured work runs exactly once per successful launch, never at
- *   capture, never for a discarded capture, and a launch after a clear of a
- *   pool the graph holds returns CPOOL_ERR_STALE_GRAPH;
- * - at the end of each input everything is released; every object must have
- *   been dropped, and the device must hold no reference beyond the harness's
- *   own (a leaked pool, graph or capture keeps one). LeakSanitizer checks the
- *   rest.
- * Any violation prints a message and aborts.
- *
- * Stream work is made deterministic where it matters with "gates": a host
- * callback that blocks its stream until the harness opens the gates, which
- * it does before every call that may wait for stream work. A "timed gate"
- * opens by itself after a few milliseconds: it holds back the temporary
- * stream while that is destroyed with pending work (on this thread, from a
- * callback through the library's thread, or on a thread of the harness), so
- * that calls of this thread race the destroy and nothing can hang.
- *
- * Further checks of the second wave:
- * - a destroyed stream's work still counts: a trim, a clear's drops or a
- *   last release on this thread return only after it ran, and memory freed
- *   on it reaches no other stream, graph or parameter block before;
- * - a block allocated outside capture and freed inside a capture on S goes
- *   to no capture (on any stream) before S's work from before the capture
- *   ran;
- * - a bounded pool under capture: in a fresh pool whose only segment is
- *   idle (or held back by a gate), the allocation under capture must
- *   succeed (or fail) as the model says; any bounded failure must leave no
- *   room for the request's segment;
- * - drops that call the library on their own pool (nested clear, release of
- *   a reference the drop holds, cpool_wait_deferred, a record, calls on the
- *   dead handle in the final teardown), still once each and in order;
- * - dead handles (released pools, released graphs, destroyed streams, also
- *   after their memory went to a new handle) are refused and change
- *   nothing; a release beyond the callers' references is refused;
- * - inside a stream callback, synchronize and trim are refused at once.
- *
- * FUZZ_API_TRACE=1 in the environment prints each operation as it runs.
- * FUZZ_API_CROSS_DROPS=0 turns off op_cross_clear (two clears on two threads
- * whose drops clear each other's pool, watched for a deadlock).
+ * - Host callbacks the operations enqueue: markers, gates and timed gates
+ *   (fn_marker, fn_gate, fn_timed_gate), tasks (fn_task: releases, clears,
+ *   parameter checks, calls refused inside a callback, a stream's destroy),
+ *   captured ticks; the drops of recorded objects (drop_cb and what each
+ *   kind of drop does); the body of scoped captures (body_fn, body_step).
+ * - Stream helpers that bring the model up to date: resolve, do_sync,
+ *   do_wait_deferred.
+ * - The operations (op_*) and what they share (do_alloc_want,
+ *   do_free_valid, do_clear, do_trim, release_pool_ref, ...): pools,
+ *   allocation, parameter blocks, capture and graphs, callbacks, the
+ *   temporary stream and its destroy with pending work, dead handles, the
+ *   cross clear, eager frees under capture, bounded pools under capture,
+ *   miscellaneous calls.
+ * Each operation checks the statuses of its calls; the model and the checks
+ * after every step are model.c's.
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, nanosleep */
 #include <errno.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -78,126 +31,12 @@
 #include <time.h>
 
 #include "capturepool.h"
-#include "fault.h"
-/* Only for the end-of-input reference count of the device (leak check). */
-#include "internal.h"
+#include "model.h"
+#include "ops.h"
 
-/* ---- sanitizer defaults ---------------------------------------------------- */
-
-__attribute__((used, visibility("default"))) const char *__ubsan_default_options(void) {
-    return "print_stacktrace=1:halt_on_error=1";
-}
-
-/* ---- sizes of the tables ------------------------------------------------- */
-
-#define NS 4     /* streams: 0..2 live for the whole process, 3 is temporary */
-#define NFIXED 3
-#define TEMP 3
-#define NPOOL 4
-#define NGRAPH 6
-#define NALLOC 320 /* enough live blocks to grow the allocator's address map */
-#define NPARAM 6 /* per pool */
-#define NOBJ 512
-#define NUID 256 /* pools created per input */
-#define NRANGE 48
-#define NFREED 8
-#define NPENDING 64
-#define MAX_BODY 24
-#define NDEAD 8 /* dead handles of each kind kept for op_dead */
-
-#define MIB ((size_t)1 << 20)
-#define HUGE_LIMIT ((size_t)64 << 20) /* requests above this cannot be served here */
-
-static bool trace;
-#define TRACE(...)                                                                                 \
-    do {                                                                                           \
-        if (trace) fprintf(stderr, __VA_ARGS__);                                                   \
-    } while (0)
-
-__attribute__((noreturn, format(printf, 1, 2))) static void fail(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("fuzz_api: VIOLATION: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\n  (cpool_last_error on this thread: \"%s\")\n", cpool_last_error());
-    abort();
-}
-
-static void check_status(cpool_status got, cpool_status want, const char *what, bool library_failure) {
-    if (!cpool_status_string(got)) fail("%s: cpool_status_string(%d) is NULL", what, (int)got);
-    if (got != want)
-        fail("%s: returned %s (%d), expected %s (%d)", what, cpool_status_string(got), (int)got,
-             cpool_status_string(want), (int)want);
-    if (library_failure && got != CPOOL_OK && !cpool_last_error()[0])
-        fail("%s: failed with %s but cpool_last_error() is empty", what, cpool_status_string(got));
-}
-#define EXPECT(call, want) check_status((call), (want), #call, true)
-/* A successful call leaves cpool_last_error() as it was (header). */
-static void check_error_kept(const char *before, const char *what) {
-    if (strcmp(before, cpool_last_error()) != 0)
-        fail("%s succeeded but changed cpool_last_error() from \"%s\" to \"%s\"", what, before, cpool_last_error());
-}
-#define EXPECT_OK(call)                                                                            \
-    do {                                                                                           \
-        char kept_[512];                                                                           \
-        snprintf(kept_, sizeof kept_, "%s", cpool_last_error());                                   \
-        check_status((call), CPOOL_OK, #call, true);                                               \
-        check_error_kept(kept_, #call);                                                            \
-    } while (0)
-
-static void expect_one_of(cpool_status got, cpool_status a, cpool_status b, const char *what) {
-    if (got != a && got != b)
-        fail("%s: returned %s (%d), expected %s or %s", what, cpool_status_string(got), (int)got,
-             cpool_status_string(a), cpool_status_string(b));
-    if (got != CPOOL_OK && !cpool_last_error()[0])
-        fail("%s: failed with %s but cpool_last_error() is empty", what, cpool_status_string(got));
-}
-
-static size_t round512(size_t n) { return (n + 511) / 512 * 512; }
-
-/* ---- input reader ---------------------------------------------------------- */
-
-typedef struct rd {
-    const uint8_t *p;
-    size_t n;
-} rd;
-
-static uint8_t u8(rd *r) {
-    if (!r->n) return 0;
-    r->n--;
-    return *r->p++;
-}
-
-/* ---- process-wide state: device, streams, gates ---------------------------- */
-
-static cpool_device *dev;
-static cpool_stream *S[NS];
-static pthread_t main_thread;
-
-/* Host tasks the harness enqueued outside capture on each stream (enq) and
- * how many of them finished (done). A drop must not run before the tasks
- * enqueued before the call that drops have finished. */
-static uint64_t enq[NS];
-static _Atomic uint64_t done[NS];
-static uint64_t snap[NS]; /* enq at the last call that may drop or wait */
-
-static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
-static uint64_t gate_closed[NS], gate_opened[NS]; /* under gate_mu */
+/* ---- host callbacks: markers and gates --------------------------------------- */
 
 static _Thread_local int in_host; /* inside one of the harness's host callbacks */
-
-/* The temporary stream after a destroy that may still run (op_temp_dying):
- * its handle is gone from S[TEMP], but its work and the memory freed on it
- * are still tracked until reap_temp() knows the destroy finished. While
- * timed_epoch is set, open_gates() leaves that gate of the temporary stream
- * closed: it opens by itself after a few milliseconds. */
-static bool temp_dying;
-static uint64_t timed_epoch;
-
-/* Streams whose work the model follows: the live ones and a dying one. */
-static bool tracked(int s) { return S[s] || (s == TEMP && temp_dying); }
 
 static void fn_marker(void *arg) {
     in_host++;
@@ -238,36 +77,7 @@ static void fn_timed_gate(void *arg) {
     in_host--;
 }
 
-static void open_gates(void) {
-    pthread_mutex_lock(&gate_mu);
-    bool any = false;
-    for (int s = 0; s < NS; s++) {
-        uint64_t upto = gate_closed[s];
-        if (s == TEMP && timed_epoch) upto = timed_epoch - 1; /* that one opens by itself */
-        if (gate_opened[s] < upto) {
-            gate_opened[s] = upto;
-            any = true;
-        }
-    }
-    if (any) pthread_cond_broadcast(&gate_cv);
-    pthread_mutex_unlock(&gate_mu);
-}
-
-/* Before any call that may wait for stream work (or drop objects). */
-static void before_blocking(void) {
-    open_gates();
-    for (int s = 0; s < NS; s++) snap[s] = enq[s];
-}
-
-/* After a call that waits for the device (a trim, a pool's teardown): the
- * work enqueued before it on every stream, a dying one too, has run. */
-static void check_quiesced(const char *what) {
-    for (int s = 0; s < NS; s++)
-        if (tracked(s) && atomic_load(&done[s]) < snap[s])
-            fail("%s returned while stream %d%s still runs work enqueued before the call (%llu of %llu done)", what, s,
-                 S[s] ? "" : " (destroyed, its work pending)", (unsigned long long)atomic_load(&done[s]),
-                 (unsigned long long)snap[s]);
-}
+/* ---- calls on dead handles: the reason they leave ---------------------------- */
 
 /* Dead-handle calls must leave their reason in cpool_last_error(): the text
  * is set to another failure's first, and must have changed after. */
@@ -286,207 +96,7 @@ static void mark_error(char *buf, size_t n) {
     } while (0)
 #define EXPECT_DEAD(call) EXPECT_REASON(check_status((call), CPOOL_ERR_INVALID_ARGUMENT, #call " (dead handle)", true))
 
-/* ---- the model --------------------------------------------------------------- */
-
-typedef struct range {
-    uintptr_t addr;
-    size_t size;
-} range;
-
-typedef struct freed_range {
-    uintptr_t addr;
-    size_t size;
-    int stream;
-    uint64_t mark; /* enq[stream] at the free */
-} freed_range;
-
-typedef struct mparam {
-    cpool_param *prm;
-    void *ptr;
-    size_t size;
-    int home; /* the stream its checked sets go to; -1: none yet */
-} mparam;
-
-typedef enum { SLOT_FREE = 0, SLOT_LIVE, SLOT_ZOMBIE } slot_state;
-
-typedef struct mpool {
-    slot_state state; /* ZOMBIE: only references of unrun callbacks remain */
-    cpool_pool *p;
-    unsigned uid;
-    int harness, graph_holds, capture_holds, cb_refs;
-    uint64_t gen;       /* clears known to have happened */
-    int pending_clears; /* clears in callbacks not known to have run */
-    bool deferred;      /* drops may be running on the library's thread */
-    bool sealed;
-    size_t records;
-    bool records_unknown;
-    uint64_t max_reserved;
-    uint64_t live_bytes, live_count, allocs, frees, graph_live_rounded;
-    range graph_ranges[NRANGE];
-    int ngr;
-    freed_range freed[NRANGE];
-    int nfreed;
-    mparam params[NPARAM];
-    int nparams;
-    int nesters;          /* objects recorded whose drop clears the pool (a nested clear) */
-    uint64_t nested_seen; /* nested clears counted into gen so far */
-} mpool;
-
-typedef struct malloc_t {
-    bool live;
-    int pool;
-    void *ptr;
-    size_t size;
-    int stream; /* where it was allocated; -1: its stream is gone */
-    bool graph; /* allocated under capture */
-    uint64_t cap_id;
-} malloc_t;
-
-/* A pool held by a capture or graph, with the pool's generation at the hold
- * somewhere in [lo, hi] (a range while a callback's clear may have run). */
-typedef struct held {
-    int pool;
-    uint64_t lo, hi;
-} held;
-
-typedef struct tick {
-    _Atomic uint64_t ran;
-    uint64_t expected;
-    struct tick *next;
-} tick;
-
-typedef struct mcapture {
-    bool active, invalidated;
-    held h[NPOOL];
-    int nh;
-    int bound;
-    uint64_t id;
-    tick *tk;
-    unsigned ticks;
-    cpool_capture_mode mode;
-} mcapture;
-
-typedef struct mgraph {
-    cpool_graph *g; /* NULL: free slot */
-    int refs;
-    held h[NPOOL];
-    int nh;
-    int bound;
-    tick *tk;
-    unsigned ticks;
-    uint64_t replays;
-    bool known_stale;
-    cpool_capture_mode mode;
-    uint64_t cap_id; /* its (latest) capture: allocations of it are its own outputs */
-} mgraph;
-
-/* What a recorded object's drop does besides the checks (op_record). */
-enum {
-    DROP_PLAIN,   /* nothing */
-    DROP_CLEAR,   /* cpool_pool_clear_buffers on its own pool: a nested clear */
-    DROP_RELEASE, /* cpool_pool_release of the reference the harness gave the object */
-    DROP_WAIT,    /* cpool_wait_deferred */
-    DROP_PROBE,   /* calls on its own pool: all refused while the pool is torn down */
-    DROP_RECORD,  /* records a new object on its own pool, then clears it */
-    DROP_CROSS,   /* clears another pool, whose drop clears this one (op_cross_clear) */
-    DROP_KINDS
-};
-
-/* The state of an object's pool when it is dropped, as far as the model
- * knows: in a clear (the handle is live), or in the final teardown (the
- * handle is dead). */
-enum { CTX_UNKNOWN, CTX_ALIVE, CTX_DEAD };
-
-typedef struct obj {
-    bool used;
-    unsigned uid;
-    uint64_t serial;
-    int drops;
-    bool droppable;
-    int kind, ctx;
-    cpool_pool *pool; /* its pool's handle, for the drops that call the library */
-    cpool_pool *other; /* DROP_CROSS: the pool it clears ... */
-    unsigned other_uid; /* ... and its uid */
-} obj;
-
-enum { CB_RELEASE_POOL, CB_CLEAR_RELEASE_POOL, CB_RELEASE_GRAPH, CB_PARAM_CHECK, CB_REFUSE };
-
-typedef struct pending_cb {
-    int stream, kind, pool;
-} pending_cb;
-
-typedef struct freed_ptr {
-    unsigned uid;
-    void *ptr;
-} freed_ptr;
-
-static mpool P[NPOOL];
-static malloc_t A[NALLOC + 1]; /* the last one only for an immediate free */
-static mcapture C[NS];
-static mgraph G[NGRAPH + 1]; /* the last one only for an immediate release */
-static pending_cb pend[NPENDING];
-static int npend;
-static freed_ptr ring[NFREED];
-static unsigned ring_next;
-static tick *ticks;
-static unsigned next_uid;
-static uint64_t cap_serial;
-static int verify_uids[4 * NPOOL];
-static cpool_pool *verify_handles[4 * NPOOL];
-static int nverify;
-
-/* Handles known to be dead (released, destroyed), newest last, for op_dead. */
-static void *dead_pools[NDEAD], *dead_graphs[NDEAD], *dead_streams[NDEAD];
-static unsigned ndead_pools, ndead_graphs, ndead_streams;
-
-/* Counted by drops, read by the harness's thread: nested clears made by
- * drops while their pool was live, and the pool references that objects of
- * kind DROP_RELEASE still hold. */
-static _Atomic uint64_t nested_clears[NUID];
-static atomic_int drop_refs[NUID];
-
-static pthread_mutex_t drop_mu = PTHREAD_MUTEX_INITIALIZER;
-static obj objs[NOBJ]; /* under drop_mu */
-static int nobj;
-static uint64_t next_serial[NUID], last_dropped[NUID];
-
-static bool usable(int pi) { return pi >= 0 && pi < NPOOL && P[pi].state == SLOT_LIVE && P[pi].harness > 0; }
-
-static int pick_pool(uint8_t b) {
-    for (int k = 0; k < NPOOL; k++) {
-        int pi = (b + k) % NPOOL;
-        if (usable(pi)) return pi;
-    }
-    return -1;
-}
-
-static int pick_stream(uint8_t b) { return b % (S[TEMP] ? NS : NFIXED); }
-
-static int pick_alloc(uint8_t b, bool pool_usable) {
-    for (int k = 0; k < NALLOC; k++) {
-        int a = (b + k) % NALLOC;
-        if (A[a].live && (!pool_usable || usable(A[a].pool))) return a;
-    }
-    return -1;
-}
-
-static int pick_graph(uint8_t b) {
-    for (int k = 0; k < NGRAPH; k++) {
-        int g = (b + k) % NGRAPH;
-        if (G[g].g) return g;
-    }
-    return -1;
-}
-
-static tick *new_tick(void) {
-    tick *t = calloc(1, sizeof *t);
-    if (!t) abort();
-    t->next = ticks;
-    ticks = t;
-    return t;
-}
-
-/* ---- recorded objects -------------------------------------------------------- */
+/* ---- recorded objects: the drops ---------------------------------------------- */
 
 static void never_drop(void *o) {
     (void)o;
@@ -631,311 +241,6 @@ static void drop_cb(void *o) {
         drop_action(uid, kind, ctx, pool);
 }
 
-/* The objects of pool `uid` not yet dropped may be dropped from now on;
- * `ctx`: whether that will be in a clear or in the final teardown (for the
- * ones not droppable before). */
-static void mark_droppable(unsigned uid, int ctx) {
-    pthread_mutex_lock(&drop_mu);
-    for (int i = 0; i < nobj; i++)
-        if (objs[i].used && objs[i].uid == uid && !objs[i].drops && !objs[i].droppable) {
-            objs[i].droppable = true;
-            objs[i].ctx = ctx;
-        }
-    pthread_mutex_unlock(&drop_mu);
-}
-
-/* Every object the pool ever recorded has been dropped once. */
-static void verify_dropped(unsigned uid, const char *when) {
-    pthread_mutex_lock(&drop_mu);
-    for (int i = 0; i < nobj; i++)
-        if (objs[i].used && objs[i].uid == uid && objs[i].drops != 1)
-            fail("%s: object %d of pool #%u (serial %llu) was dropped %d times", when, i, uid,
-                 (unsigned long long)objs[i].serial, objs[i].drops);
-    pthread_mutex_unlock(&drop_mu);
-}
-
-static void push_dead(void **ring, unsigned *n, void *h) { ring[(*n)++ % NDEAD] = h; }
-
-/* After a call that dropped the last reference of the pools in verify_uids
- * on this thread: their objects are dropped, their handles dead, and the
- * teardown waited for the device. */
-static void run_verifies(void) {
-    bool any = nverify > 0;
-    for (int i = 0; i < nverify; i++) {
-        verify_dropped((unsigned)verify_uids[i], "after the pool's last reference went");
-        push_dead(dead_pools, &ndead_pools, verify_handles[i]);
-    }
-    nverify = 0;
-    if (any) check_quiesced("the last release of a pool");
-}
-
-/* ---- pool references --------------------------------------------------------- */
-
-/* Called after the model dropped a reference of pool pi. If no reference the
- * harness knows of is left, the pool is gone (or will go when the callbacks
- * holding the rest run). `synchronous`: the call that drops it runs on this
- * thread, so its objects must be dropped when it returns. */
-static void pool_refs_changed(int pi, bool synchronous) {
-    mpool *m = &P[pi];
-    if (m->state != SLOT_LIVE || m->harness + m->graph_holds + m->capture_holds > 0) return;
-    if (atomic_load(&drop_refs[m->uid]) > 0)
-        fail("harness model: pool #%u lost its last reference while objects still hold %d", m->uid,
-             atomic_load(&drop_refs[m->uid]));
-    /* Without a clear that may still run elsewhere, the drops from now on are
-     * the final teardown's, with the handle dead. */
-    mark_droppable(m->uid, !m->deferred && m->pending_clears == 0 ? CTX_DEAD : CTX_UNKNOWN);
-    for (int a = 0; a <= NALLOC; a++)
-        if (A[a].live && A[a].pool == pi) A[a].live = false;
-    if (m->cb_refs == 0) {
-        if (synchronous && !m->deferred && m->pending_clears == 0 && nverify < (int)(sizeof verify_uids / sizeof *verify_uids)) {
-            verify_handles[nverify] = m->p;
-            verify_uids[nverify++] = (int)m->uid;
-        }
-        m->state = SLOT_FREE;
-    } else {
-        m->state = SLOT_ZOMBIE;
-    }
-}
-
-/* Drops of the pool may be running on another thread (a deferred clear)
- * and clear it again (DROP_CLEAR, DROP_RECORD): its generation and record
- * count are then not known until cpool_wait_deferred. */
-static bool nest_risk(const mpool *m) { return m->deferred && m->nesters > 0; }
-
-/* Counts the nested clears that drops made into the pool's generation (at a
- * point where no drop of the pool can still be running). */
-static void absorb_nested(int pi) {
-    mpool *m = &P[pi];
-    uint64_t n = atomic_load(&nested_clears[m->uid]);
-    m->gen += n - m->nested_seen;
-    m->nested_seen = n;
-}
-
-static void hold(held *h, int *nh, int pi) {
-    for (int i = 0; i < *nh; i++)
-        if (h[i].pool == pi) return;
-    mpool *m = &P[pi];
-    uint64_t hi = m->gen + (uint64_t)m->pending_clears;
-    if (nest_risk(m)) hi = UINT64_MAX / 2; /* nested clears may have happened, or happen */
-    h[(*nh)++] = (held){pi, m->gen, hi};
-}
-
-static void capture_hold(int s, int pi) {
-    int before = C[s].nh;
-    hold(C[s].h, &C[s].nh, pi);
-    if (C[s].nh != before) P[pi].capture_holds++;
-}
-
-/* The device's reference count at the end of the last input, and the fixed
- * streams' first captures since (finish). */
-static int dev_refs_prev = -1;
-static bool ever_captured[NFIXED];
-static int first_captures;
-
-static void model_capture_begin(int s, int pi, cpool_capture_mode mode) {
-    mcapture *c = &C[s];
-    if (s < NFIXED && !ever_captured[s]) {
-        ever_captured[s] = true;
-        first_captures++;
-    }
-    memset(c, 0, sizeof *c);
-    c->active = true;
-    c->id = ++cap_serial;
-    c->bound = pi;
-    c->tk = new_tick();
-    c->mode = mode;
-    if (pi >= 0) capture_hold(s, pi);
-}
-
-/* The capture ends without a graph: its references go. */
-static void capture_drop(int s, bool synchronous) {
-    mcapture *c = &C[s];
-    c->active = false;
-    for (int i = 0; i < c->nh; i++) {
-        P[c->h[i].pool].capture_holds--;
-        pool_refs_changed(c->h[i].pool, synchronous);
-    }
-    c->nh = 0;
-}
-
-/* The capture ends with a graph: its references move there. */
-static mgraph graph_from_capture(int s) {
-    mcapture *c = &C[s];
-    mgraph g;
-    memset(&g, 0, sizeof g);
-    g.refs = 1;
-    g.nh = c->nh;
-    memcpy(g.h, c->h, sizeof g.h);
-    g.bound = c->bound;
-    g.tk = c->tk;
-    g.ticks = c->ticks;
-    g.mode = c->mode;
-    g.cap_id = c->id;
-    for (int i = 0; i < c->nh; i++) {
-        P[c->h[i].pool].capture_holds--;
-        P[c->h[i].pool].graph_holds++;
-    }
-    c->active = false;
-    c->nh = 0;
-    return g;
-}
-
-static void graph_release_model(int gi, bool synchronous) {
-    mgraph *g = &G[gi];
-    if (--g->refs > 0) return;
-    for (int i = 0; i < g->nh; i++) {
-        P[g->h[i].pool].graph_holds--;
-        pool_refs_changed(g->h[i].pool, synchronous);
-    }
-    memset(g, 0, sizeof *g);
-}
-
-static int free_graph_slot(void) {
-    for (int i = 0; i < NGRAPH; i++)
-        if (!G[i].g) return i;
-    return NGRAPH;
-}
-
-/* Stores a new graph; with no free slot it is released at once. */
-static void graph_store(const mgraph *m, cpool_graph *g) {
-    int gi = free_graph_slot();
-    G[gi] = *m;
-    G[gi].g = g;
-    if (cpool_graph_replays(g) != 0) fail("a new graph reports %llu replays", (unsigned long long)cpool_graph_replays(g));
-    cpool_pool *bound = m->bound >= 0 ? P[m->bound].p : NULL;
-    if (cpool_graph_pool(g) != bound) fail("cpool_graph_pool is not the capture's pool");
-    if (gi == NGRAPH) {
-        before_blocking();
-        graph_release_model(gi, true);
-        cpool_graph_release(g);
-        push_dead(dead_graphs, &ndead_graphs, g);
-        run_verifies();
-    }
-}
-
-/* ---- model checks -------------------------------------------------------------- */
-
-static cpool_pool_stats stats_of(int pi) {
-    cpool_pool_stats st;
-    memset(&st, 0, sizeof st);
-    st.struct_size = sizeof st;
-    EXPECT_OK(cpool_pool_get_stats(P[pi].p, &st));
-    return st;
-}
-
-static void check_pool(int pi) {
-    mpool *m = &P[pi];
-    cpool__pool_check(m->p);
-    cpool_pool_stats st = stats_of(pi);
-    if (st.allocated_bytes != m->live_bytes)
-        fail("pool #%u: allocated_bytes %llu, the model has %llu", m->uid, (unsigned long long)st.allocated_bytes,
-             (unsigned long long)m->live_bytes);
-    if (st.alloc_count != m->allocs || st.free_count != m->frees)
-        fail("pool #%u: alloc_count %llu free_count %llu, the model has %llu and %llu", m->uid,
-             (unsigned long long)st.alloc_count, (unsigned long long)st.free_count, (unsigned long long)m->allocs,
-             (unsigned long long)m->frees);
-    if (st.graph_count != (uint64_t)m->graph_holds)
-        fail("pool #%u: graph_count %llu, %d graphs hold it", m->uid, (unsigned long long)st.graph_count, m->graph_holds);
-    if (st.reserved_bytes > st.reserved_bytes_peak || st.allocated_bytes > st.allocated_bytes_peak)
-        fail("pool #%u: a counter above its peak", m->uid);
-    if (m->max_reserved && st.reserved_bytes > m->max_reserved)
-        fail("pool #%u: reserved_bytes %llu above max_reserved_bytes %llu", m->uid, (unsigned long long)st.reserved_bytes,
-             (unsigned long long)m->max_reserved);
-    if (st.graph_reserved_bytes > st.reserved_bytes) fail("pool #%u: graph_reserved_bytes above reserved_bytes", m->uid);
-    if (st.cached_bytes > st.reserved_bytes) fail("pool #%u: cached_bytes above reserved_bytes", m->uid);
-    if (st.reserved_bytes - st.cached_bytes < st.allocated_bytes)
-        fail("pool #%u: live blocks (%llu bytes) smaller than the live allocations (%llu)", m->uid,
-             (unsigned long long)(st.reserved_bytes - st.cached_bytes), (unsigned long long)st.allocated_bytes);
-    if (st.graph_reserved_bytes < m->graph_live_rounded)
-        fail("pool #%u: graph_reserved_bytes %llu below the live graph allocations (%llu)", m->uid,
-             (unsigned long long)st.graph_reserved_bytes, (unsigned long long)m->graph_live_rounded);
-    if ((st.segment_count == 0) != (st.reserved_bytes == 0))
-        fail("pool #%u: %llu segments for %llu reserved bytes", m->uid, (unsigned long long)st.segment_count,
-             (unsigned long long)st.reserved_bytes);
-    if (cpool_pool_is_sealed(m->p) != m->sealed) fail("pool #%u: cpool_pool_is_sealed disagrees", m->uid);
-    if (!m->records_unknown && !nest_risk(m) && cpool_pool_buffer_count(m->p) != m->records)
-        fail("pool #%u: buffer count %zu, %zu recorded", m->uid, cpool_pool_buffer_count(m->p), m->records);
-}
-
-static void check_all(void) {
-    for (int pi = 0; pi < NPOOL; pi++)
-        if (P[pi].state == SLOT_LIVE) check_pool(pi);
-    for (int s = 0; s < NS; s++) {
-        if (!S[s]) continue;
-        cpool_capture_state cs = (cpool_capture_state)-1;
-        EXPECT_OK(cpool_capture_status(S[s], &cs));
-        cpool_capture_state want = !C[s].active      ? CPOOL_CAPTURE_NONE
-                                   : C[s].invalidated ? CPOOL_CAPTURE_INVALIDATED
-                                                      : CPOOL_CAPTURE_ACTIVE;
-        if (cs != want) fail("stream %d: capture state %d, expected %d", s, (int)cs, (int)want);
-    }
-}
-
-static bool overlaps(uintptr_t a, size_t an, uintptr_t b, size_t bn) { return a < b + bn && b < a + an; }
-
-/* A new allocation or parameter block [ptr, ptr+size) of pool pi. `stream`:
- * the allocating stream, -1 for a graph or a parameter block (no pending
- * work allowed at all). */
-static void check_new_block(int pi, void *ptr, size_t size, int stream, bool outside_capture, const char *what) {
-    mpool *m = &P[pi];
-    uintptr_t a = (uintptr_t)ptr;
-    if (!ptr) fail("%s: OK with a NULL pointer", what);
-    if (a % 256) fail("%s: %p is not 256-byte aligned", what, ptr);
-    for (int i = 0; i < NALLOC; i++)
-        if (A[i].live && overlaps(a, size, (uintptr_t)A[i].ptr, A[i].size))
-            fail("%s: [%p, +%zu) overlaps live allocation %d [%p, +%zu) of pool #%u", what, ptr, size, i, A[i].ptr,
-                 A[i].size, P[A[i].pool].uid);
-    for (int q = 0; q < NPOOL; q++) {
-        if (P[q].state != SLOT_LIVE) continue;
-        for (int k = 0; k < P[q].nparams; k++)
-            if (overlaps(a, size, (uintptr_t)P[q].params[k].ptr, P[q].params[k].size))
-                fail("%s: [%p, +%zu) overlaps a parameter block of pool #%u", what, ptr, size, P[q].uid);
-    }
-    for (int k = 0; k < m->nfreed;) {
-        freed_range *f = &m->freed[k];
-        if (!overlaps(a, size, f->addr, f->size)) {
-            k++;
-            continue;
-        }
-        if ((stream < 0 || f->stream != stream) && atomic_load(&done[f->stream]) < f->mark)
-            fail("%s on %s%d: [%p, +%zu) reuses memory freed on stream %d whose earlier work has not finished (%llu of "
-                 "%llu tasks done)",
-                 what, stream < 0 ? "graph/param " : "stream ", stream, ptr, size, f->stream,
-                 (unsigned long long)atomic_load(&done[f->stream]), (unsigned long long)f->mark);
-        m->freed[k] = m->freed[--m->nfreed]; /* superseded by this allocation */
-    }
-    if (outside_capture)
-        for (int k = 0; k < m->ngr; k++)
-            if (overlaps(a, size, m->graph_ranges[k].addr, m->graph_ranges[k].size))
-                fail("%s outside capture: [%p, +%zu) overlaps graph-reserved memory [%p, +%zu) of pool #%u", what, ptr,
-                     size, (void *)m->graph_ranges[k].addr, m->graph_ranges[k].size, m->uid);
-}
-
-static void add_graph_range(mpool *m, void *ptr, size_t size) {
-    if (m->ngr == NRANGE) {
-        memmove(m->graph_ranges, m->graph_ranges + 1, (NRANGE - 1) * sizeof *m->graph_ranges);
-        m->ngr--;
-    }
-    m->graph_ranges[m->ngr++] = (range){(uintptr_t)ptr, size};
-}
-
-static void add_freed(mpool *m, void *ptr, size_t size, int s) {
-    if (m->nfreed == NRANGE) {
-        memmove(m->freed, m->freed + 1, (NRANGE - 1) * sizeof *m->freed);
-        m->nfreed--;
-    }
-    m->freed[m->nfreed++] = (freed_range){(uintptr_t)ptr, size, s, enq[s]};
-}
-
-/* Whether ptr is the start of a live allocation or parameter block of pi. */
-static bool live_start(int pi, void *ptr) {
-    for (int i = 0; i <= NALLOC; i++)
-        if (A[i].live && A[i].pool == pi && A[i].ptr == ptr) return true;
-    for (int k = 0; k < P[pi].nparams; k++)
-        if (P[pi].params[k].ptr == ptr) return true;
-    return false;
-}
-
 /* ---- stream helpers ------------------------------------------------------------ */
 
 static void enqueue_marker(int s) {
@@ -1023,7 +328,7 @@ static void resolve(int s) {
     }
 }
 
-static void do_sync(int s) {
+void do_sync(int s) {
     if (C[s].active) {
         EXPECT(cpool_stream_synchronize(S[s]), CPOOL_ERR_CAPTURE_INVALIDATED);
         C[s].invalidated = true;
@@ -1037,7 +342,7 @@ static void do_sync(int s) {
     resolve(s);
 }
 
-static void do_wait_deferred(void) {
+void do_wait_deferred(void) {
     before_blocking();
     cpool_wait_deferred();
     for (int pi = 0; pi < NPOOL; pi++) {
@@ -1078,7 +383,7 @@ static int free_pool_slot(void) {
     return -1;
 }
 
-static void op_pool_create(rd *r) {
+void op_pool_create(rd *r) {
     uint8_t v = u8(r), a = u8(r), b = u8(r);
     int pi = -1;
     for (int i = 0; i < NPOOL; i++)
@@ -1175,7 +480,7 @@ static void op_pool_create(rd *r) {
              past_bound ? ", or at least reserve_bytes and at most max_reserved_bytes" : "");
 }
 
-static void op_pool_retain(rd *r) {
+void op_pool_retain(rd *r) {
     int pi = pick_pool(u8(r));
     if (pi < 0) return;
     TRACE("pool_retain #%u\n", P[pi].uid);
@@ -1189,7 +494,7 @@ static void do_clear(int pi);
  * objects of kind DROP_RELEASE hold references that only their drops give
  * back: before the harness's last one goes, a clear drops them (else the
  * pool would keep itself alive). */
-static void release_pool_ref(int pi) {
+void release_pool_ref(int pi) {
     cpool_pool *p = P[pi].p;
     mpool *m = &P[pi];
     if (m->harness == 1 && atomic_load(&drop_refs[m->uid]) > 0 && (m->uid & 1) && !m->deferred && !m->pending_clears) {
@@ -1228,14 +533,14 @@ static void release_pool_ref(int pi) {
     run_verifies();
 }
 
-static void op_pool_release(rd *r) {
+void op_pool_release(rd *r) {
     int pi = pick_pool(u8(r));
     if (pi < 0) return;
     TRACE("pool_release #%u (harness refs %d)\n", P[pi].uid, P[pi].harness);
     release_pool_ref(pi);
 }
 
-static void op_record(rd *r) {
+void op_record(rd *r) {
     uint8_t b = u8(r), v = u8(r);
     int pi = pick_pool(b);
     if (pi < 0) return;
@@ -1290,14 +595,14 @@ static void do_clear(int pi) {
     }
 }
 
-static void op_clear(rd *r) {
+void op_clear(rd *r) {
     int pi = pick_pool(u8(r));
     if (pi < 0) return;
     TRACE("clear #%u\n", P[pi].uid);
     do_clear(pi);
 }
 
-static void op_seal(rd *r, bool seal) {
+void op_seal(rd *r, bool seal) {
     int pi = pick_pool(u8(r));
     if (pi < 0) return;
     TRACE("%s #%u\n", seal ? "seal" : "unseal", P[pi].uid);
@@ -1324,14 +629,14 @@ static void do_trim(int pi, const char *what) {
              m->uid, (unsigned long long)st.graph_reserved_bytes, (unsigned long long)m->graph_live_rounded);
 }
 
-static void op_trim(rd *r) {
+void op_trim(rd *r) {
     int pi = pick_pool(u8(r));
     if (pi < 0) return;
     TRACE("trim #%u\n", P[pi].uid);
     do_trim(pi, "cpool_pool_trim");
 }
 
-static void op_stats(rd *r) {
+void op_stats(rd *r) {
     uint8_t b = u8(r), v = u8(r);
     int pi = pick_pool(b);
     if (pi < 0) return;
@@ -1394,56 +699,6 @@ static int free_alloc_slot(void) {
 }
 
 static void do_free_valid(int ai, int s);
-
-/* What a failed allocation may change: nothing, except that running out of
- * memory first gives cached, unused segments back (header of cpool_alloc);
- * for more than 2^47 bytes nothing at all. */
-static void check_failed_alloc(int pi, const cpool_pool_stats *before, cpool_status st, bool huge, size_t size,
-                               const char *what) {
-    cpool_pool_stats after = stats_of(pi);
-    const cpool_pool_stats *b = before, *a = &after;
-    if (st != CPOOL_ERR_OUT_OF_MEMORY || huge) {
-        if (memcmp(b, a, sizeof *b))
-            fail("pool #%u: a %s that failed with %s changed the statistics", P[pi].uid, what, cpool_status_string(st));
-        return;
-    }
-    /* Out of memory in a bounded pool: once the idle segments were given
-     * back, even the smallest segment for the request (its size rounded up
-     * to 2 MiB) did not fit under the bound. */
-    uint64_t need = (round512(size) + (2u << 20) - 1) / (2u << 20) * (2u << 20);
-    if (P[pi].max_reserved && a->reserved_bytes + need <= P[pi].max_reserved)
-        fail("pool #%u: a %s of %zu bytes ran out of memory with %llu of max_reserved_bytes %llu reserved: a %llu-byte "
-             "segment fits",
-             P[pi].uid, what, size, (unsigned long long)a->reserved_bytes, (unsigned long long)P[pi].max_reserved,
-             (unsigned long long)need);
-    if (a->allocated_bytes != b->allocated_bytes || a->allocated_bytes_peak != b->allocated_bytes_peak ||
-        a->alloc_count != b->alloc_count || a->free_count != b->free_count ||
-        a->graph_reserved_bytes != b->graph_reserved_bytes || a->reserved_bytes_peak != b->reserved_bytes_peak ||
-        a->graph_count != b->graph_count || a->reserved_bytes > b->reserved_bytes ||
-        a->segment_count > b->segment_count ||
-        a->reserved_bytes - a->cached_bytes != b->reserved_bytes - b->cached_bytes)
-        fail("pool #%u: a %s that ran out of memory changed more than the cached segments", P[pi].uid, what);
-}
-
-/* The status of an allocation: each condition that applies has its status
- * (which one wins when several apply is not specified); with none, OK, or
- * out of memory in a bounded pool. */
-static void expect_alloc_status(cpool_status st, bool zero, bool sealed, bool huge, bool bounded, const char *what) {
-    if (zero || sealed || huge) {
-        if ((zero && st == CPOOL_ERR_INVALID_ARGUMENT) || (sealed && st == CPOOL_ERR_SEALED) ||
-            (huge && st == CPOOL_ERR_OUT_OF_MEMORY)) {
-            if (!cpool_last_error()[0]) fail("%s: failed with %s but cpool_last_error() is empty", what, cpool_status_string(st));
-            return;
-        }
-        fail("%s: returned %s for a request that is%s%s%s", what, cpool_status_string(st), zero ? " of 0 bytes" : "",
-             sealed ? " to a sealed pool" : "", huge ? " beyond any device" : "");
-    }
-    if (bounded)
-        expect_one_of(st, CPOOL_OK, CPOOL_ERR_OUT_OF_MEMORY, what);
-    else
-        check_status(st, CPOOL_OK, what, true);
-}
-
 
 /* An allocation of `size` from pool pi on stream s; `want` is the status the
  * model knows it must have, or -1. Returns its slot, or -1 (failed, or freed
@@ -1514,7 +769,7 @@ static void do_free_valid(int ai, int s) {
     a->live = false;
 }
 
-static void do_free_invalid(rd *r, int s) {
+void do_free_invalid(rd *r, int s) {
     uint8_t v = u8(r), b = u8(r);
     int pi = pick_pool(b);
     if (pi < 0) return;
@@ -1582,7 +837,7 @@ static void do_free_invalid(rd *r, int s) {
 
 /* Many small allocations at once (the allocator's address map grows past
  * 128 live blocks), or many frees in a strided order. */
-static void op_bulk(rd *r, int s) {
+void op_bulk(rd *r, int s) {
     uint8_t b = u8(r), v = u8(r), n = u8(r);
     if (v & 1) {
         int stride = 1 + (v >> 1) % 7, count = 0;
@@ -1603,7 +858,7 @@ static void op_bulk(rd *r, int s) {
     for (int k = 0; k < count; k++) do_alloc(pi, 1 + (size_t)(v * 131u + (unsigned)k * 37u) % 3000, s);
 }
 
-static void op_memset(rd *r, int s) {
+void op_memset(rd *r, int s) {
     uint8_t b = u8(r), v = u8(r), b2 = u8(r);
     int ai = pick_alloc(b, false);
     if (ai < 0) return;
@@ -1640,7 +895,7 @@ static void fn_tick(void *arg) {
     in_host--;
 }
 
-static void op_tick(rd *r, int s) {
+void op_tick(rd *r, int s) {
     uint8_t v = u8(r);
     if (v % 8 == 7) {
         EXPECT(cpool_launch_host(S[s], NULL, NULL), CPOOL_ERR_INVALID_ARGUMENT);
@@ -1656,7 +911,7 @@ static void op_tick(rd *r, int s) {
     enqueue_marker(s);
 }
 
-static void op_gate(int s) {
+void op_gate(int s) {
     if (C[s].active) return;
     pthread_mutex_lock(&gate_mu);
     uint64_t epoch = ++gate_closed[s];
@@ -1668,7 +923,7 @@ static void op_gate(int s) {
 
 /* ---- operations: parameter blocks ------------------------------------------------- */
 
-static void op_param_create(rd *r) {
+void op_param_create(rd *r) {
     uint8_t b = u8(r), c = u8(r);
     int pi = pick_pool(b);
     if (pi < 0) return;
@@ -1700,7 +955,7 @@ static void op_param_create(rd *r) {
     m->allocs++;
 }
 
-static void op_param_set(rd *r, int s) {
+void op_param_set(rd *r, int s) {
     uint8_t b = u8(r), k = u8(r), v = u8(r);
     unsigned char value[64];
     for (int i = 0; i < 64; i++) value[i] = (unsigned char)(v * 31 + i * 7);
@@ -1759,7 +1014,7 @@ static cpool_capture_mode decode_mode(uint8_t v, bool *bad) {
     return *bad ? (cpool_capture_mode)7 : (cpool_capture_mode)(v % 4);
 }
 
-static void op_capture_begin(rd *r, int s) {
+void op_capture_begin(rd *r, int s) {
     uint8_t pv = u8(r), mv = u8(r);
     int pi = pv % 5 == 4 ? -1 : pick_pool(pv);
     bool bad;
@@ -1777,7 +1032,7 @@ static void op_capture_begin(rd *r, int s) {
     if (st == CPOOL_OK) model_capture_begin(s, pi, mode);
 }
 
-static void do_capture_end(int s) {
+void do_capture_end(int s) {
     cpool_graph *g = (cpool_graph *)&G;
     if (!C[s].active) {
         EXPECT(cpool_capture_end(S[s], &g), CPOOL_ERR_NOT_CAPTURING);
@@ -1799,7 +1054,7 @@ static void do_capture_end(int s) {
     graph_store(&m, g);
 }
 
-static void op_capture_end(rd *r, int s) {
+void op_capture_end(rd *r, int s) {
     uint8_t v = u8(r);
     if (v % 8 == 0) { /* NULL graph_out: refused, the capture goes on */
         EXPECT(cpool_capture_end(S[s], NULL), CPOOL_ERR_INVALID_ARGUMENT);
@@ -1888,7 +1143,7 @@ static void read_script(rd *r, body_ctx *c) {
     r->n -= len;
 }
 
-static void op_scoped(rd *r, int s) {
+void op_scoped(rd *r, int s) {
     uint8_t v = u8(r), pv = u8(r), fv = u8(r);
     body_ctx c;
     memset(&c, 0, sizeof c);
@@ -1937,7 +1192,7 @@ static void op_scoped(rd *r, int s) {
     if (st == CPOOL_OK) graph_store(&c.fresh, g);
 }
 
-static void op_update(rd *r, int s) {
+void op_update(rd *r, int s) {
     uint8_t b = u8(r), fv = u8(r);
     body_ctx c;
     memset(&c, 0, sizeof c);
@@ -2008,7 +1263,7 @@ static bool output_conflict_possible(const mgraph *g) {
     return false;
 }
 
-static void op_launch(rd *r, int s) {
+void op_launch(rd *r, int s) {
     uint8_t b = u8(r), v = u8(r);
     int gi = pick_graph(b);
     if (gi < 0) return;
@@ -2051,7 +1306,7 @@ static void op_launch(rd *r, int s) {
              (unsigned long long)g->replays);
 }
 
-static void op_graph_retain(rd *r) {
+void op_graph_retain(rd *r) {
     int gi = pick_graph(u8(r));
     if (gi < 0) return;
     TRACE("graph_retain %d\n", gi);
@@ -2060,7 +1315,7 @@ static void op_graph_retain(rd *r) {
 }
 
 /* Drops one of the harness's references to graph slot gi, model first. */
-static void release_graph_ref(int gi) {
+void release_graph_ref(int gi) {
     cpool_graph *g = G[gi].g;
     bool last = G[gi].refs == 1;
     before_blocking();
@@ -2070,7 +1325,7 @@ static void release_graph_ref(int gi) {
     run_verifies();
 }
 
-static void op_graph_release(rd *r) {
+void op_graph_release(rd *r) {
     int gi = pick_graph(u8(r));
     if (gi < 0) return;
     TRACE("graph_release %d (refs %d)\n", gi, G[gi].refs);
@@ -2079,7 +1334,7 @@ static void op_graph_release(rd *r) {
 
 /* ---- operations: callbacks, streams, misc ------------------------------------------ */
 
-static void op_callback(rd *r, int s) {
+void op_callback(rd *r, int s) {
     uint8_t v = u8(r), b = u8(r);
     if (C[s].active || npend == NPENDING) return;
     int kind = v % 4 == 3 ? CB_REFUSE : v % 4;
@@ -2164,7 +1419,7 @@ static void forget_temp_freed(void) {
     }
 }
 
-static void destroy_temp(void) {
+void destroy_temp(void) {
     TRACE("destroy the temporary stream%s\n", C[TEMP].active ? " (capturing)" : "");
     before_blocking();
     if (C[TEMP].active) capture_drop(TEMP, true);
@@ -2206,7 +1461,7 @@ static void wait_done(int s, uint64_t mark, const char *what) {
 
 /* Once the destroy of a dying temporary stream is known to be over: its
  * work ran, its handle is dead, its memory is free for all. */
-static void reap_temp(void) {
+void reap_temp(void) {
     if (!temp_dying) return;
     TRACE("reap the destroyed temporary stream\n");
     timed_epoch = 0;
@@ -2224,7 +1479,7 @@ static void reap_temp(void) {
     push_dead(dead_streams, &ndead_streams, dying_handle);
 }
 
-static void op_temp_stream(void) {
+void op_temp_stream(void) {
     if (S[TEMP]) {
         destroy_temp();
         return;
@@ -2249,7 +1504,7 @@ static void probe_dead_stream(cpool_stream *h, int s, uint8_t b);
  * allocation on another stream or under capture (must not get the block
  * before that work ran), a cpool_wait_deferred, or calls with dead stream
  * handles. */
-static void op_temp_dying(rd *r) {
+void op_temp_dying(rd *r) {
     uint8_t v = u8(r), b = u8(r), c = u8(r);
     size_t size = decode_size(r);
     if (!S[TEMP] || temp_dying) return;
@@ -2414,7 +1669,7 @@ static void probe_dead_stream(cpool_stream *h, int s, uint8_t b) {
  * perhaps with their memory in a new handle now), or a release of a pool
  * the callers hold no reference to any more while a graph or capture still
  * does: refused, and no statistic or replay count changes. */
-static void op_dead(rd *r, int s) {
+void op_dead(rd *r, int s) {
     uint8_t v = u8(r), b = u8(r);
     cpool_pool_stats before[NPOOL];
     uint64_t replays[NGRAPH];
@@ -2474,7 +1729,7 @@ static void op_dead(rd *r, int s) {
 }
 
 /* On unless FUZZ_API_CROSS_DROPS=0. */
-static bool cross_drops;
+bool cross_drops;
 
 static pthread_mutex_t watch_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t watch_cv = PTHREAD_COND_INITIALIZER;
@@ -2502,7 +1757,7 @@ static void *clear_main(void *pool) {
  * the harness clears one while this thread clears the other, so each drop
  * clears a pool whose clear is dropping on the other thread. Nothing may
  * deadlock; every object of both is dropped once. */
-static void op_cross_clear(rd *r) {
+void op_cross_clear(rd *r) {
     uint8_t b = u8(r), c = u8(r);
     int x = pick_pool(b), y = pick_pool(c);
     if (!cross_drops || x < 0 || y < 0 || x == y) return;
@@ -2566,7 +1821,7 @@ static bool sync_quietly(int t) {
  * freed inside a capture on s: captures on s and on another stream allocate
  * the same size, and must not get it before the gated work ran (the model's
  * freed ranges check it). */
-static void op_eager_free(rd *r, int s) {
+void op_eager_free(rd *r, int s) {
     uint8_t b = u8(r), tb = u8(r), v = u8(r);
     size_t size = decode_size(r);
     int pi = pick_pool(b);
@@ -2604,7 +1859,7 @@ static void op_eager_free(rd *r, int s) {
  * the allocation must succeed (from the idle segment, or after giving it
  * back); held back, it must fail, unless never-used memory of the segment
  * serves it. */
-static void op_bounded_capture(rd *r, int s) {
+void op_bounded_capture(rd *r, int s) {
     uint8_t v = u8(r), tb = u8(r), zb = u8(r);
     int t = pick_stream(tb);
     int pi = free_pool_slot();
@@ -2658,7 +1913,7 @@ static void op_bounded_capture(rd *r, int s) {
     if (v & 64) do_capture_end(s);
 }
 
-static void op_misc(rd *r, int s) {
+void op_misc(rd *r, int s) {
     uint8_t v = u8(r), b = u8(r);
     TRACE("misc %d\n", v % 8);
     switch (v % 8) {
@@ -2794,16 +2049,16 @@ static void op_misc(rd *r, int s) {
     }
 }
 
-/* ---- the interpreter ------------------------------------------------------------------ */
+/* ---- operations: alloc and free; a body's steps ----------------------------------- */
 
-static void op_alloc(rd *r, int s) {
+void op_alloc(rd *r, int s) {
     uint8_t b = u8(r);
     size_t size = decode_size(r);
     int pi = pick_pool(b);
     if (pi >= 0) do_alloc(pi, size, s);
 }
 
-static void op_free(rd *r, int s) {
+void op_free(rd *r, int s) {
     int ai = pick_alloc(u8(r), true);
     if (ai >= 0) do_free_valid(ai, s);
 }
@@ -2841,234 +2096,4 @@ static void body_step(rd *r, int s) {
         op_clear(r);
         break;
     }
-}
-
-static void step(rd *r) {
-    uint8_t op = u8(r);
-    int s = pick_stream(u8(r));
-    switch (op % 37) {
-    case 0:
-        op_pool_create(r);
-        break;
-    case 1:
-        op_pool_retain(r);
-        break;
-    case 2:
-        op_pool_release(r);
-        break;
-    case 3:
-        op_record(r);
-        break;
-    case 4:
-        op_clear(r);
-        break;
-    case 5:
-        op_seal(r, true);
-        break;
-    case 6:
-        op_seal(r, false);
-        break;
-    case 7:
-    case 8:
-        op_alloc(r, s);
-        break;
-    case 9:
-        op_free(r, s);
-        break;
-    case 10:
-        do_free_invalid(r, s);
-        break;
-    case 11:
-        op_capture_begin(r, s);
-        break;
-    case 12:
-        op_capture_end(r, s);
-        break;
-    case 13:
-        op_scoped(r, s);
-        break;
-    case 14:
-        op_launch(r, s);
-        break;
-    case 15:
-        op_graph_retain(r);
-        break;
-    case 16:
-        op_graph_release(r);
-        break;
-    case 17:
-        op_trim(r);
-        break;
-    case 18:
-        op_stats(r);
-        break;
-    case 19:
-        if (u8(r) % 4 == 0) {
-            TRACE("sync all streams\n");
-            for (int i = 0; i < NS; i++)
-                if (S[i]) do_sync(i);
-        } else {
-            TRACE("sync stream %d\n", s);
-            do_sync(s);
-        }
-        break;
-    case 20:
-        op_update(r, s);
-        break;
-    case 21:
-        op_param_create(r);
-        break;
-    case 22:
-        op_param_set(r, s);
-        break;
-    case 23:
-        op_memset(r, s);
-        break;
-    case 24:
-        op_tick(r, s);
-        break;
-    case 25:
-        op_gate(s);
-        break;
-    case 26:
-        TRACE("open gates\n");
-        open_gates();
-        break;
-    case 27:
-        op_callback(r, s);
-        break;
-    case 28:
-        op_temp_stream();
-        break;
-    case 29:
-        op_misc(r, s);
-        break;
-    case 31:
-        op_bulk(r, s);
-        break;
-    case 32:
-        op_temp_dying(r);
-        break;
-    case 33:
-        op_eager_free(r, s);
-        break;
-    case 34:
-        op_bounded_capture(r, s);
-        break;
-    case 35:
-        op_dead(r, s);
-        break;
-    case 36:
-        op_cross_clear(r);
-        break;
-    default:
-        TRACE("wait_deferred\n");
-        do_wait_deferred();
-        break;
-    }
-    check_all();
-}
-
-/* Ends every capture, releases every graph and pool, waits for everything,
- * then checks that nothing is left. */
-static void finish(void) {
-    TRACE("-- end of input --\n");
-    before_blocking();
-    for (int s = 0; s < NS; s++)
-        if (S[s] && C[s].active) do_capture_end(s);
-    reap_temp();
-    if (S[TEMP]) destroy_temp();
-    for (int gi = 0; gi < NGRAPH; gi++)
-        while (G[gi].g) release_graph_ref(gi);
-    for (int pi = 0; pi < NPOOL; pi++)
-        while (P[pi].state == SLOT_LIVE && P[pi].harness > 0) release_pool_ref(pi);
-    for (int s = 0; s < NS; s++)
-        if (S[s]) do_sync(s);
-    before_blocking();
-    cpool_wait_deferred();
-    for (int pi = 0; pi < NPOOL; pi++)
-        if (P[pi].state != SLOT_FREE) fail("harness model: pool slot %d still live at the end", pi);
-    if (npend) fail("harness model: %d callbacks unresolved at the end", npend);
-    for (unsigned uid = 0; uid < next_uid; uid++) verify_dropped(uid, "at the end of the input");
-    while (ticks) {
-        tick *t = ticks;
-        ticks = t->next;
-        if (atomic_load(&t->ran) != t->expected)
-            fail("captured work ran %llu times, expected %llu (once per successful launch)",
-                 (unsigned long long)atomic_load(&t->ran), (unsigned long long)t->expected);
-        free(t);
-    }
-    for (int s = 0; s < NS; s++)
-        if (S[s] && atomic_load(&done[s]) != enq[s]) fail("stream %d did not run all its work", s);
-    /* Every pool, graph and capture holds a device reference: with all of
-     * them gone, only the harness's own are left (the device, its streams,
-     * and each stream's capture fence). */
-    /* Beyond those, a stream may keep state of its own once it captured (a
-     * capture fence): the count may grow in an input where a fixed stream
-     * captured for the first time, and must not grow otherwise. */
-    const cpool_device *d = cpool__handle_object(dev);
-    if (!d) fail("the harness's device handle is dead");
-    int refs = atomic_load(&d->refs);
-    int allowed = (dev_refs_prev < 0 ? 1 + NFIXED : dev_refs_prev) + first_captures;
-    if (refs > allowed || refs < 1 + NFIXED)
-        fail("the device holds %d references after everything was released, expected %d at most (%d first captures "
-             "of a fixed stream in this input) and %d at least",
-             refs, allowed, first_captures, 1 + NFIXED);
-    dev_refs_prev = refs;
-    first_captures = 0;
-    if (atomic_load(&d->user_refs) != 1)
-        fail("the device counts %d callers' opens, the harness holds one", atomic_load(&d->user_refs));
-}
-
-static void reset_model(void) {
-    memset(P, 0, sizeof P);
-    memset(A, 0, sizeof A);
-    memset(C, 0, sizeof C);
-    memset(G, 0, sizeof G);
-    npend = 0;
-    memset(ring, 0, sizeof ring);
-    ring_next = 0;
-    ticks = NULL;
-    next_uid = 0;
-    cap_serial = 0;
-    nverify = 0;
-    memset(dead_pools, 0, sizeof dead_pools);
-    memset(dead_graphs, 0, sizeof dead_graphs);
-    memset(dead_streams, 0, sizeof dead_streams);
-    ndead_pools = ndead_graphs = ndead_streams = 0;
-    for (int u = 0; u < NUID; u++) {
-        atomic_store(&nested_clears[u], 0);
-        atomic_store(&drop_refs[u], 0);
-    }
-    temp_dying = false;
-    timed_epoch = 0;
-    pthread_mutex_lock(&drop_mu);
-    memset(objs, 0, sizeof objs);
-    nobj = 0;
-    memset(next_serial, 0, sizeof next_serial);
-    memset(last_dropped, 0, sizeof last_dropped);
-    pthread_mutex_unlock(&drop_mu);
-}
-
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    (void)argc;
-    (void)argv;
-    const char *t = getenv("FUZZ_API_TRACE");
-    trace = t && *t && strcmp(t, "0") != 0;
-    const char *x = getenv("FUZZ_API_CROSS_DROPS");
-    cross_drops = !x || strcmp(x, "0") != 0;
-    main_thread = pthread_self();
-    EXPECT_OK(cpool_device_open(CPOOL_BACKEND_HOST, 0, &dev));
-    for (int s = 0; s < NFIXED; s++) EXPECT_OK(cpool_stream_create(dev, &S[s]));
-    return 0;
-}
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    if (!dev) LLVMFuzzerInitialize(NULL, NULL);
-    if (!pthread_equal(pthread_self(), main_thread)) fail("the harness runs on one thread only");
-    reset_model();
-    rd r = {data, size};
-    while (r.n) step(&r);
-    finish();
-    return 0;
 }

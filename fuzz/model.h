@@ -1,0 +1,319 @@
+/*
+ * model.h: what the fuzz_api harness knows of the library, shared by its
+ * three files.
+ *
+ * - The sizes of the tables, the byte reader (rd, u8), and the status
+ *   checks every file uses (fail, check_status, EXPECT, EXPECT_OK,
+ *   expect_one_of, TRACE).
+ * - The model's types: pools, allocations, captures, graphs, recorded
+ *   objects, pending callbacks; and its state (model.c): the device and
+ *   streams, the work enqueued and done per stream, the gates, the tables.
+ * - The model's bookkeeping and checks (model.c): slot picks, references
+ *   of pools held by captures and graphs, drop bookkeeping, the checks of
+ *   the library's statistics and blocks against the model.
+ * The operations are in ops.h, the libFuzzer entry points in driver.c.
+ */
+#ifndef FUZZ_MODEL_H
+#define FUZZ_MODEL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "capturepool.h"
+
+/* ---- sizes of the tables ------------------------------------------------- */
+
+#define NS 4     /* streams: 0..2 live for the whole process, 3 is temporary */
+#define NFIXED 3
+#define TEMP 3
+#define NPOOL 4
+#define NGRAPH 6
+#define NALLOC 320 /* enough live blocks to grow the allocator's address map */
+#define NPARAM 6 /* per pool */
+#define NOBJ 512
+#define NUID 256 /* pools created per input */
+#define NRANGE 48
+#define NFREED 8
+#define NPENDING 64
+#define MAX_BODY 24
+#define NDEAD 8 /* dead handles of each kind kept for op_dead */
+
+#define MIB ((size_t)1 << 20)
+#define HUGE_LIMIT ((size_t)64 << 20) /* requests above this cannot be served here */
+
+/* ---- trace and status checks (model.c) --------------------------------------- */
+
+extern bool trace; /* FUZZ_API_TRACE */
+#define TRACE(...)                                                                                 \
+    do {                                                                                           \
+        if (trace) fprintf(stderr, __VA_ARGS__);                                                   \
+    } while (0)
+
+/* Prints "fuzz_api: VIOLATION: ..." and aborts. */
+__attribute__((noreturn, format(printf, 1, 2))) void fail(const char *fmt, ...);
+
+void check_status(cpool_status got, cpool_status want, const char *what, bool library_failure);
+#define EXPECT(call, want) check_status((call), (want), #call, true)
+/* A successful call leaves cpool_last_error() as it was (header). */
+void check_error_kept(const char *before, const char *what);
+#define EXPECT_OK(call)                                                                            \
+    do {                                                                                           \
+        char kept_[512];                                                                           \
+        snprintf(kept_, sizeof kept_, "%s", cpool_last_error());                                   \
+        check_status((call), CPOOL_OK, #call, true);                                               \
+        check_error_kept(kept_, #call);                                                            \
+    } while (0)
+
+void expect_one_of(cpool_status got, cpool_status a, cpool_status b, const char *what);
+
+static inline size_t round512(size_t n) { return (n + 511) / 512 * 512; }
+
+/* ---- input reader ---------------------------------------------------------- */
+
+typedef struct rd {
+    const uint8_t *p;
+    size_t n;
+} rd;
+
+static inline uint8_t u8(rd *r) {
+    if (!r->n) return 0;
+    r->n--;
+    return *r->p++;
+}
+
+/* ---- the model --------------------------------------------------------------- */
+
+typedef struct range {
+    uintptr_t addr;
+    size_t size;
+} range;
+
+typedef struct freed_range {
+    uintptr_t addr;
+    size_t size;
+    int stream;
+    uint64_t mark; /* enq[stream] at the free */
+} freed_range;
+
+typedef struct mparam {
+    cpool_param *prm;
+    void *ptr;
+    size_t size;
+    int home; /* the stream its checked sets go to; -1: none yet */
+} mparam;
+
+typedef enum { SLOT_FREE = 0, SLOT_LIVE, SLOT_ZOMBIE } slot_state;
+
+typedef struct mpool {
+    slot_state state; /* ZOMBIE: only references of unrun callbacks remain */
+    cpool_pool *p;
+    unsigned uid;
+    int harness, graph_holds, capture_holds, cb_refs;
+    uint64_t gen;       /* clears known to have happened */
+    int pending_clears; /* clears in callbacks not known to have run */
+    bool deferred;      /* drops may be running on the library's thread */
+    bool sealed;
+    size_t records;
+    bool records_unknown;
+    uint64_t max_reserved;
+    uint64_t live_bytes, live_count, allocs, frees, graph_live_rounded;
+    range graph_ranges[NRANGE];
+    int ngr;
+    freed_range freed[NRANGE];
+    int nfreed;
+    mparam params[NPARAM];
+    int nparams;
+    int nesters;          /* objects recorded whose drop clears the pool (a nested clear) */
+    uint64_t nested_seen; /* nested clears counted into gen so far */
+} mpool;
+
+typedef struct malloc_t {
+    bool live;
+    int pool;
+    void *ptr;
+    size_t size;
+    int stream; /* where it was allocated; -1: its stream is gone */
+    bool graph; /* allocated under capture */
+    uint64_t cap_id;
+} malloc_t;
+
+/* A pool held by a capture or graph, with the pool's generation at the hold
+ * somewhere in [lo, hi] (a range while a callback's clear may have run). */
+typedef struct held {
+    int pool;
+    uint64_t lo, hi;
+} held;
+
+typedef struct tick {
+    _Atomic uint64_t ran;
+    uint64_t expected;
+    struct tick *next;
+} tick;
+
+typedef struct mcapture {
+    bool active, invalidated;
+    held h[NPOOL];
+    int nh;
+    int bound;
+    uint64_t id;
+    tick *tk;
+    unsigned ticks;
+    cpool_capture_mode mode;
+} mcapture;
+
+typedef struct mgraph {
+    cpool_graph *g; /* NULL: free slot */
+    int refs;
+    held h[NPOOL];
+    int nh;
+    int bound;
+    tick *tk;
+    unsigned ticks;
+    uint64_t replays;
+    bool known_stale;
+    cpool_capture_mode mode;
+    uint64_t cap_id; /* its (latest) capture: allocations of it are its own outputs */
+} mgraph;
+
+/* What a recorded object's drop does besides the checks (op_record). */
+enum {
+    DROP_PLAIN,   /* nothing */
+    DROP_CLEAR,   /* cpool_pool_clear_buffers on its own pool: a nested clear */
+    DROP_RELEASE, /* cpool_pool_release of the reference the harness gave the object */
+    DROP_WAIT,    /* cpool_wait_deferred */
+    DROP_PROBE,   /* calls on its own pool: all refused while the pool is torn down */
+    DROP_RECORD,  /* records a new object on its own pool, then clears it */
+    DROP_CROSS,   /* clears another pool, whose drop clears this one (op_cross_clear) */
+    DROP_KINDS
+};
+
+/* The state of an object's pool when it is dropped, as far as the model
+ * knows: in a clear (the handle is live), or in the final teardown (the
+ * handle is dead). */
+enum { CTX_UNKNOWN, CTX_ALIVE, CTX_DEAD };
+
+typedef struct obj {
+    bool used;
+    unsigned uid;
+    uint64_t serial;
+    int drops;
+    bool droppable;
+    int kind, ctx;
+    cpool_pool *pool; /* its pool's handle, for the drops that call the library */
+    cpool_pool *other; /* DROP_CROSS: the pool it clears ... */
+    unsigned other_uid; /* ... and its uid */
+} obj;
+
+enum { CB_RELEASE_POOL, CB_CLEAR_RELEASE_POOL, CB_RELEASE_GRAPH, CB_PARAM_CHECK, CB_REFUSE };
+
+typedef struct pending_cb {
+    int stream, kind, pool;
+} pending_cb;
+
+typedef struct freed_ptr {
+    unsigned uid;
+    void *ptr;
+} freed_ptr;
+
+/* ---- process-wide state: device, streams, gates (model.c) -------------------- */
+
+extern cpool_device *dev;
+extern cpool_stream *S[NS];
+extern pthread_t main_thread;
+
+/* Host tasks the harness enqueued outside capture on each stream (enq) and
+ * how many of them finished (done). A drop must not run before the tasks
+ * enqueued before the call that drops have finished. */
+extern uint64_t enq[NS];
+extern _Atomic uint64_t done[NS];
+extern uint64_t snap[NS]; /* enq at the last call that may drop or wait */
+
+extern pthread_mutex_t gate_mu;
+extern pthread_cond_t gate_cv;
+extern uint64_t gate_closed[NS], gate_opened[NS]; /* under gate_mu */
+
+/* The temporary stream after a destroy that may still run (op_temp_dying),
+ * and the epoch of its timed gate (see model.c). */
+extern bool temp_dying;
+extern uint64_t timed_epoch;
+
+bool tracked(int s);
+void open_gates(void);
+void before_blocking(void);
+void check_quiesced(const char *what);
+
+/* ---- the model's tables (model.c) ---------------------------------------------- */
+
+extern mpool P[NPOOL];
+extern malloc_t A[NALLOC + 1]; /* the last one only for an immediate free */
+extern mcapture C[NS];
+extern mgraph G[NGRAPH + 1]; /* the last one only for an immediate release */
+extern pending_cb pend[NPENDING];
+extern int npend;
+extern freed_ptr ring[NFREED];
+extern unsigned ring_next;
+extern tick *ticks;
+extern unsigned next_uid;
+extern uint64_t cap_serial;
+extern int nverify;
+
+/* Handles known to be dead (released, destroyed), newest last, for op_dead. */
+extern void *dead_pools[NDEAD], *dead_graphs[NDEAD], *dead_streams[NDEAD];
+extern unsigned ndead_pools, ndead_graphs, ndead_streams;
+
+/* Counted by drops, read by the harness's thread: nested clears made by
+ * drops while their pool was live, and the pool references that objects of
+ * kind DROP_RELEASE still hold. */
+extern _Atomic uint64_t nested_clears[NUID];
+extern atomic_int drop_refs[NUID];
+
+extern pthread_mutex_t drop_mu;
+extern obj objs[NOBJ]; /* under drop_mu */
+extern int nobj;
+extern uint64_t next_serial[NUID], last_dropped[NUID];
+
+/* Fixed streams that captured for the first time in this input (finish). */
+extern int first_captures;
+
+bool usable(int pi);
+int pick_pool(uint8_t b);
+int pick_stream(uint8_t b);
+int pick_alloc(uint8_t b, bool pool_usable);
+int pick_graph(uint8_t b);
+
+/* ---- recorded objects: bookkeeping (model.c) ------------------------------------ */
+
+void mark_droppable(unsigned uid, int ctx);
+void verify_dropped(unsigned uid, const char *when);
+void push_dead(void **ring, unsigned *n, void *h);
+void run_verifies(void);
+
+/* ---- pool references, captures, graphs (model.c) -------------------------------- */
+
+void pool_refs_changed(int pi, bool synchronous);
+bool nest_risk(const mpool *m);
+void absorb_nested(int pi);
+void capture_hold(int s, int pi);
+void model_capture_begin(int s, int pi, cpool_capture_mode mode);
+void capture_drop(int s, bool synchronous);
+mgraph graph_from_capture(int s);
+void graph_release_model(int gi, bool synchronous);
+void graph_store(const mgraph *m, cpool_graph *g);
+
+/* ---- model checks (model.c) ---------------------------------------------------- */
+
+cpool_pool_stats stats_of(int pi);
+void check_all(void);
+void check_new_block(int pi, void *ptr, size_t size, int stream, bool outside_capture, const char *what);
+void add_graph_range(mpool *m, void *ptr, size_t size);
+void add_freed(mpool *m, void *ptr, size_t size, int s);
+bool live_start(int pi, void *ptr);
+void check_failed_alloc(int pi, const cpool_pool_stats *before, cpool_status st, bool huge, size_t size,
+                        const char *what);
+void expect_alloc_status(cpool_status st, bool zero, bool sealed, bool huge, bool bounded, const char *what);
+
+#endif

@@ -1,0 +1,79 @@
+/*
+ * ops.h: the fuzz_api harness's operations (ops.c), for driver.c.
+ *
+ * - op_*: one operation each; `r` holds the input's bytes after the op and
+ *   stream bytes (each reads its own arguments), `s` is the stream picked.
+ * - What the end of an input also needs: ending a capture, syncing,
+ *   destroying and reaping the temporary stream, releasing graphs and pools.
+ * The model these work on, and the checks after each step, are model.h's.
+ */
+#ifndef FUZZ_OPS_H
+#define FUZZ_OPS_H
+
+#include <stdbool.h>
+
+#include "model.h"
+
+/* op_cross_clear runs unless FUZZ_API_CROSS_DROPS=0 (driver.c reads it). */
+extern bool cross_drops;
+
+/* ---- pools ------------------------------------------------------------------- */
+
+void op_pool_create(rd *r);
+void op_pool_retain(rd *r);
+void op_pool_release(rd *r);
+void op_record(rd *r);
+void op_clear(rd *r);
+void op_seal(rd *r, bool seal);
+void op_trim(rd *r);
+void op_stats(rd *r);
+
+/* ---- allocation, stream work, parameter blocks --------------------------------- */
+
+void op_alloc(rd *r, int s);
+void op_free(rd *r, int s);
+void do_free_invalid(rd *r, int s);
+void op_bulk(rd *r, int s);
+void op_memset(rd *r, int s);
+void op_tick(rd *r, int s);
+void op_gate(int s);
+void op_param_create(rd *r);
+void op_param_set(rd *r, int s);
+
+/* ---- capture and graphs --------------------------------------------------------- */
+
+void op_capture_begin(rd *r, int s);
+void op_capture_end(rd *r, int s);
+void op_scoped(rd *r, int s);
+void op_update(rd *r, int s);
+void op_launch(rd *r, int s);
+void op_graph_retain(rd *r);
+void op_graph_release(rd *r);
+
+/* ---- callbacks, streams, misc --------------------------------------------------- */
+
+void op_callback(rd *r, int s);
+void op_temp_stream(void);
+void op_temp_dying(rd *r);
+void op_dead(rd *r, int s);
+void op_cross_clear(rd *r);
+void op_eager_free(rd *r, int s);
+void op_bounded_capture(rd *r, int s);
+void op_misc(rd *r, int s);
+
+/* ---- shared with the end of an input -------------------------------------------- */
+
+/* A stream sync (invalidates a capture on s), and cpool_wait_deferred, with
+ * the model brought up to date. */
+void do_sync(int s);
+void do_wait_deferred(void);
+void do_capture_end(int s);
+/* The temporary stream: destroyed here; or, after op_temp_dying, its
+ * destroy known to be over. */
+void destroy_temp(void);
+void reap_temp(void);
+/* Drop one of the harness's references, model first. */
+void release_pool_ref(int pi);
+void release_graph_ref(int gi);
+
+#endif
