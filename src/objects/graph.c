@@ -106,23 +106,26 @@ static void launch_exit(cpool_graph *g) {
 
 static void graph_release(cpool_graph *g);
 
-/* Resolves a graph and a stream for a launch-like call on them. */
-#define LAUNCH_RESOLVE(g, s, what)                                                                 \
-    CPOOL__RESOLVE(g, g##_handle, what, "graph");                                                  \
-    CPOOL__RESOLVE(s, s##_handle, what, "stream")
-
 static cpool_status launch_check(const char *what, cpool_graph *g, cpool_stream *s) {
     if (s->dev != g->dev) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: the stream is on another device", what);
     if (cpool__stream_capture(s)) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: the stream is capturing", what);
     return CPOOL_OK;
 }
 
+/* The start of a launch or an upload: the handles resolved and checked,
+ * and every pool's launch bracket entered (launch_exit leaves them). */
+static cpool_status launch_begin(const char *fn, cpool_graph *g_handle, cpool_stream *s_handle, cpool_graph **g,
+                                 cpool_stream **s) {
+    CPOOL__RESOLVE(*g, g_handle, fn, "graph");
+    CPOOL__RESOLVE(*s, s_handle, fn, "stream");
+    cpool_status st = launch_check(fn, *g, *s);
+    return st == CPOOL_OK ? launch_enter(*g, fn) : st;
+}
+
 cpool_status cpool_graph_launch(cpool_graph *g_handle, cpool_stream *s_handle) {
     cpool_graph *g;
     cpool_stream *s;
-    LAUNCH_RESOLVE(g, s, "cpool_graph_launch");
-    cpool_status st = launch_check("cpool_graph_launch", g, s);
-    if (st == CPOOL_OK) st = launch_enter(g, "cpool_graph_launch");
+    cpool_status st = launch_begin("cpool_graph_launch", g_handle, s_handle, &g, &s);
     if (st != CPOOL_OK) return st;
     /* A host callback it launches may release the graph's last reference
      * before this call returns: then the launch holds the graph meanwhile.
@@ -139,9 +142,7 @@ cpool_status cpool_graph_launch(cpool_graph *g_handle, cpool_stream *s_handle) {
 cpool_status cpool_graph_upload(cpool_graph *g_handle, cpool_stream *s_handle) {
     cpool_graph *g;
     cpool_stream *s;
-    LAUNCH_RESOLVE(g, s, "cpool_graph_upload");
-    cpool_status st = launch_check("cpool_graph_upload", g, s);
-    if (st == CPOOL_OK) st = launch_enter(g, "cpool_graph_upload");
+    cpool_status st = launch_begin("cpool_graph_upload", g_handle, s_handle, &g, &s);
     if (st != CPOOL_OK) return st;
     st = g->dev->be->graph_upload(g->impl, s->impl);
     launch_exit(g);
