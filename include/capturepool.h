@@ -16,7 +16,7 @@
  *   in words is in cpool_last_error().
  * - Handles are opaque. Each handle names the function that creates it and
  *   the one that ends it; ending functions accept NULL and do nothing.
- * - Handles are checked. A device, stream, pool or graph handle that was
+ * - Handles are checked. A device, stream, event, pool or graph handle that was
  *   already closed, destroyed or released is recognised at every call, also
  *   after its memory went to a new handle of the same type: a call with a
  *   status returns CPOOL_ERR_INVALID_ARGUMENT, a call without one does
@@ -182,6 +182,52 @@ cpool_status cpool_memcpy_async(cpool_stream *s, void *dst, const void *src, siz
 /* Stream-ordered fill of `bytes` bytes at dst with (unsigned char)value.
  * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT, CPOOL_ERR_BACKEND. */
 cpool_status cpool_memset_async(cpool_stream *s, void *dst, int value, size_t bytes);
+
+/* A mark in a stream's order: a CUDA event on the CUDA backend, a position
+ * in the stream's queue on the host backend.
+ * Created by cpool_event_create, ended by cpool_event_destroy. Thread-safe
+ * like a CUDA event: a record and a query or wait may race, the outcome is
+ * one of the two orders. Events in a capture (the fork and join of a
+ * multi-stream capture) are not supported yet: a record or a wait on a
+ * capturing stream returns CPOOL_ERR_UNSUPPORTED and changes nothing. */
+typedef struct cpool_event cpool_event;
+
+/* Creates an event on `dev`; its records are timed (cpool_event_elapsed_ms).
+ * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT, CPOOL_ERR_OUT_OF_MEMORY,
+ * CPOOL_ERR_BACKEND. */
+cpool_status cpool_event_create(cpool_device *dev, cpool_event **out);
+
+/* Ends the event (NULL: no-op). It may still be pending: the work before its
+ * record goes on, and waits already enqueued on it still hold. */
+void cpool_event_destroy(cpool_event *e);
+
+/* Marks the current end of `s`'s work in the event (replacing an earlier
+ * record). Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL, dead, or an
+ * event of another device), CPOOL_ERR_UNSUPPORTED (s is capturing),
+ * CPOOL_ERR_OUT_OF_MEMORY, CPOOL_ERR_BACKEND. */
+cpool_status cpool_event_record(cpool_event *e, cpool_stream *s);
+
+/* Makes the work enqueued on `s` from now on wait until the work before the
+ * event's record has finished, without blocking the caller. An event never
+ * recorded gives nothing to wait for. Returns as cpool_event_record. */
+cpool_status cpool_stream_wait_event(cpool_stream *s, cpool_event *e);
+
+/* CPOOL_OK when the work before the record has finished (or the event was
+ * never recorded), CPOOL_ERR_NOT_READY while it has not;
+ * CPOOL_ERR_INVALID_ARGUMENT for NULL or dead. Never blocks. */
+cpool_status cpool_event_query(cpool_event *e);
+
+/* Waits until the work before the record has finished (at once for an
+ * event never recorded). Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (also
+ * inside a stream callback, where it could wait for itself),
+ * CPOOL_ERR_BACKEND. */
+cpool_status cpool_event_synchronize(cpool_event *e);
+
+/* Milliseconds between the records of `start` and `end`, both completed.
+ * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL, dead, events of two
+ * devices, or one never recorded), CPOOL_ERR_NOT_READY (a record has not
+ * completed), CPOOL_ERR_BACKEND. */
+cpool_status cpool_event_elapsed_ms(cpool_event *start, cpool_event *end, float *ms_out);
 
 /* ------------------------------------------------------------------------ */
 /* Capture pools                                                             */

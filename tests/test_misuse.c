@@ -702,6 +702,43 @@ ROW_FN(graph_upload_stream_of_other_device) {
 }
 ROW_FN(graph_replays_null) { (void)f; CHECK_EQ(cpool_graph_replays(NULL), 0); }
 ROW_FN(graph_id_null) { (void)f; CHECK_EQ(cpool_graph_id(NULL), 0); }
+ROW_FN(event_create_null) {
+    cpool_event *e = (cpool_event *)SENTINEL;
+    CHECK_STATUS(cpool_event_create(NULL, &e), INV);
+    CHECK(e == (cpool_event *)SENTINEL);
+    CHECK_STATUS(cpool_event_create(f->dev, NULL), INV);
+}
+ROW_FN(event_destroy_null) { (void)f; cpool_event_destroy(NULL); }
+ROW_FN(event_record_null) {
+    CHECK_STATUS(cpool_event_record(NULL, f->s), INV);
+    cpool_event *e;
+    REQUIRE_OK(cpool_event_create(f->dev, &e));
+    CHECK_STATUS(cpool_event_record(e, NULL), INV);
+    CHECK_STATUS(cpool_event_record(e, f->s_cap), CPOOL_ERR_UNSUPPORTED); /* not in a capture yet */
+    cpool_event_destroy(e);
+}
+ROW_FN(stream_wait_event_null) {
+    CHECK_STATUS(cpool_stream_wait_event(f->s, NULL), INV);
+    cpool_event *e;
+    REQUIRE_OK(cpool_event_create(f->dev, &e));
+    CHECK_STATUS(cpool_stream_wait_event(NULL, e), INV);
+    CHECK_STATUS(cpool_stream_wait_event(f->s_cap, e), CPOOL_ERR_UNSUPPORTED);
+    cpool_event_destroy(e);
+}
+ROW_FN(event_query_null) { (void)f; CHECK_STATUS(cpool_event_query(NULL), INV); }
+ROW_FN(event_synchronize_null) { (void)f; CHECK_STATUS(cpool_event_synchronize(NULL), INV); }
+ROW_FN(event_elapsed_unrecorded) {
+    cpool_event *a, *b;
+    float ms = -1;
+    REQUIRE_OK(cpool_event_create(f->dev, &a));
+    REQUIRE_OK(cpool_event_create(f->dev, &b));
+    CHECK_STATUS(cpool_event_elapsed_ms(NULL, b, &ms), INV);
+    CHECK_STATUS(cpool_event_elapsed_ms(a, b, NULL), INV);
+    CHECK_STATUS(cpool_event_elapsed_ms(a, b, &ms), INV); /* never recorded */
+    CHECK(ms == -1);
+    cpool_event_destroy(a);
+    cpool_event_destroy(b);
+}
 ROW_FN(graph_pool_null) { (void)f; CHECK(cpool_graph_pool(NULL) == NULL); }
 ROW_FN(graph_pool_buffer_count_null) { (void)f; CHECK_EQ(cpool_graph_pool_buffer_count(NULL), 0); }
 ROW_FN(graph_native_null) { (void)f; CHECK(cpool_graph_native(NULL) == NULL); }
@@ -962,6 +999,13 @@ static const row rows[] = {
     {"cpool_graph_upload", "stale graph", setup_clear, graph_upload_stale, 0},
     {"cpool_graph_replays", "NULL: 0", NULL, graph_replays_null, 0},
     {"cpool_graph_id", "NULL: 0", NULL, graph_id_null, 0},
+    {"cpool_event_create", "NULL device or out", NULL, event_create_null, 0},
+    {"cpool_event_destroy", "NULL: no-op", NULL, event_destroy_null, 0},
+    {"cpool_event_record", "NULL event or stream; a capturing stream", NULL, event_record_null, 0},
+    {"cpool_stream_wait_event", "NULL event or stream; a capturing stream", NULL, stream_wait_event_null, 0},
+    {"cpool_event_query", "NULL event", NULL, event_query_null, 0},
+    {"cpool_event_synchronize", "NULL event", NULL, event_synchronize_null, 0},
+    {"cpool_event_elapsed_ms", "NULL, no out, never recorded", NULL, event_elapsed_unrecorded, 0},
     {"cpool_graph_pool", "NULL: NULL", NULL, graph_pool_null, 0},
     {"cpool_graph_pool_buffer_count", "NULL: 0", NULL, graph_pool_buffer_count_null, 0},
     {"cpool_graph_native", "NULL: NULL", NULL, graph_native_null, 0},

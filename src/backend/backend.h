@@ -69,6 +69,16 @@ typedef struct cpool__backend {
      * never recorded counts as finished). Never blocks. */
     bool (*event_done)(cpool__bevent *ev);
     cpool_status (*event_synchronize)(cpool__bevent *ev);
+    /* An event the user makes (cpool_event_create): its records are timed,
+     * for event_elapsed_ms. */
+    cpool_status (*event_create_timed)(cpool__bdevice *dev, cpool__bevent **out);
+    /* Makes work enqueued on s from now on wait until the work before ev's
+     * record has finished (never recorded: nothing to wait for). s does not
+     * capture. */
+    cpool_status (*stream_wait_event)(cpool__bstream *s, cpool__bevent *ev);
+    /* Milliseconds from start's record to end's, both timed and recorded;
+     * CPOOL_ERR_NOT_READY when either has not completed. */
+    cpool_status (*event_elapsed_ms)(cpool__bevent *start, cpool__bevent *end, float *ms);
 
     /* Begins capturing on s; first records `fence` (when not NULL) at the
      * stream's current end, so that its work from before the capture can be

@@ -393,14 +393,13 @@ static cpool_status cuda_memset_async(cpool__bstream *s, void *dst, int value, s
 
 /* ---- events -------------------------------------------------------------- */
 
-static cpool_status cuda_event_create(cpool__bdevice *dev, cpool__bevent **out) {
+static cpool_status event_create(cpool__bdevice *dev, unsigned flags, cpool__bevent **out) {
     cpool__bevent *ev = cpool__calloc(1, sizeof *ev);
     if (!ev) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating an event");
     device_guard g;
     cpool_status st = guard_enter(&g, dev, true);
     if (st == CPOOL_OK) {
-        cudaError_t err = cpool__fault_hit() ? cudaErrorMemoryAllocation
-                                             : cudaEventCreateWithFlags(&ev->event, cudaEventDisableTiming);
+        cudaError_t err = cpool__fault_hit() ? cudaErrorMemoryAllocation : cudaEventCreateWithFlags(&ev->event, flags);
         guard_exit(&g);
         if (err != cudaSuccess) st = cuda_fail(err, "cudaEventCreateWithFlags");
     }
@@ -411,6 +410,15 @@ static cpool_status cuda_event_create(cpool__bdevice *dev, cpool__bevent **out) 
     ev->dev = dev;
     *out = ev;
     return CPOOL_OK;
+}
+
+/* The library's own events time nothing; a user's time their records. */
+static cpool_status cuda_event_create(cpool__bdevice *dev, cpool__bevent **out) {
+    return event_create(dev, cudaEventDisableTiming, out);
+}
+
+static cpool_status cuda_event_create_timed(cpool__bdevice *dev, cpool__bevent **out) {
+    return event_create(dev, cudaEventDefault, out);
 }
 
 /* Event calls are the library's own bookkeeping: they run in relaxed
@@ -461,6 +469,24 @@ static cpool_status cuda_event_synchronize(cpool__bevent *ev) {
     cudaError_t err = cudaEventSynchronize(ev->event);
     guard_exit(&g);
     if (err != cudaSuccess) return cuda_fail(err, "cudaEventSynchronize");
+    return CPOOL_OK;
+}
+
+static cpool_status cuda_stream_wait_event(cpool__bstream *s, cpool__bevent *ev) {
+    if (!ev->recorded) return CPOOL_OK; /* nothing to wait for */
+    CHECK_CUDA(cudaStreamWaitEvent(s->stream, ev->event, 0));
+    return CPOOL_OK;
+}
+
+static cpool_status cuda_event_elapsed_ms(cpool__bevent *start, cpool__bevent *end, float *ms) {
+    if (!start->recorded || !end->recorded)
+        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_event_elapsed_ms: both events must have been recorded");
+    cudaError_t err = cudaEventElapsedTime(ms, start->event, end->event);
+    if (err == cudaErrorNotReady) {
+        cudaGetLastError();
+        return cpool__fail(CPOOL_ERR_NOT_READY, "cpool_event_elapsed_ms: a record has not completed");
+    }
+    CHECK_CUDA(err);
     return CPOOL_OK;
 }
 
@@ -664,6 +690,9 @@ const cpool__backend cpool__backend_cuda = {
     .event_record = cuda_event_record,
     .event_done = cuda_event_done,
     .event_synchronize = cuda_event_synchronize,
+    .event_create_timed = cuda_event_create_timed,
+    .stream_wait_event = cuda_stream_wait_event,
+    .event_elapsed_ms = cuda_event_elapsed_ms,
     .capture_begin = cuda_capture_begin,
     .capture_end = cuda_capture_end,
     .graph_instantiate = cuda_graph_instantiate,

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include "backend.h"
 #include "fault.h"
@@ -28,7 +29,19 @@
 #include "status.h"
 #include "thread.h"
 
-typedef enum { OP_HOST_FN, OP_COPY, OP_SET, OP_GRAPH } op_kind;
+/* OP_STAMP and OP_WAIT are never captured: a user event's record and a
+ * stream's wait for one. */
+typedef enum { OP_HOST_FN, OP_COPY, OP_SET, OP_GRAPH, OP_STAMP, OP_WAIT } op_kind;
+
+/* When a timed event's record was reached: written by the stream's worker,
+ * shared with the event (which may be destroyed or recorded again first). */
+typedef struct host_stamp {
+    atomic_int refs;
+    atomic_bool set;
+    double ms;
+} host_stamp;
+
+struct host_queue;
 
 typedef struct host_op {
     op_kind kind;
@@ -38,7 +51,10 @@ typedef struct host_op {
     const void *src;
     size_t bytes;
     int value;
-    cpool__bgraph *graph; /* OP_GRAPH: holds a reference */
+    cpool__bgraph *graph;     /* OP_GRAPH: holds a reference */
+    host_stamp *stamp;        /* OP_STAMP: holds a reference */
+    struct host_queue *wait_q; /* OP_WAIT: the queue waited for, a reference, */
+    uint64_t position;        /* and the position in it */
 } host_op;
 
 struct cpool__bgraph {
@@ -81,6 +97,8 @@ struct cpool__bstream {
 struct cpool__bevent {
     host_queue *q; /* NULL until recorded */
     uint64_t position;
+    bool timed;        /* a user's event: each record is stamped */
+    host_stamp *stamp; /* the last record's, a reference */
 };
 
 struct cpool__bdevice {
@@ -96,6 +114,19 @@ static void graph_release(cpool__bgraph *g) {
     free(g);
 }
 
+static void queue_wait(host_queue *q, uint64_t position);
+static void queue_release(host_queue *q);
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void stamp_release(host_stamp *st) {
+    if (st && atomic_fetch_sub(&st->refs, 1) == 1) free(st);
+}
+
 static void run_op(const host_op *op) {
     switch (op->kind) {
     case OP_HOST_FN:
@@ -109,6 +140,13 @@ static void run_op(const host_op *op) {
         break;
     case OP_GRAPH:
         for (size_t i = 0; i < op->graph->count; i++) run_op(&op->graph->ops[i]);
+        break;
+    case OP_STAMP:
+        op->stamp->ms = now_ms();
+        atomic_store(&op->stamp->set, true);
+        break;
+    case OP_WAIT:
+        queue_wait(op->wait_q, op->position);
         break;
     }
 }
@@ -136,6 +174,8 @@ static void *worker_main(void *arg) {
         cpool__mutex_unlock(&q->mu);
         run_op(&t->op);
         if (t->op.kind == OP_GRAPH) graph_release(t->op.graph);
+        if (t->op.kind == OP_STAMP) stamp_release(t->op.stamp);
+        if (t->op.kind == OP_WAIT) queue_release(t->op.wait_q);
         free(t);
         cpool__mutex_lock(&q->mu);
         atomic_fetch_add(&q->completed, 1);
@@ -359,23 +399,102 @@ static cpool_status host_event_create(cpool__bdevice *dev, cpool__bevent **out) 
     return CPOOL_OK;
 }
 
+static cpool_status host_event_create_timed(cpool__bdevice *dev, cpool__bevent **out) {
+    cpool_status st = host_event_create(dev, out);
+    if (st == CPOOL_OK) (*out)->timed = true;
+    return st;
+}
+
 static void host_event_destroy(cpool__bevent *ev) {
     if (!ev) return;
     queue_release(ev->q);
+    stamp_release(ev->stamp);
     free(ev);
+}
+
+/* Appends a task straight to the queue, refusing a capturing stream, under
+ * the queue's lock (so that no capture begins in between); *position gets
+ * the queue's end after it. */
+static cpool_status enqueue_uncaptured(cpool__bstream *s, host_task *t, uint64_t *position) {
+    host_queue *q = s->q;
+    cpool__mutex_lock(&q->mu);
+    if (s->capture) {
+        cpool__mutex_unlock(&q->mu);
+        return cpool__fail(CPOOL_ERR_UNSUPPORTED, "the stream is capturing");
+    }
+    t->next = NULL;
+    if (q->tail)
+        q->tail->next = t;
+    else
+        q->head = t;
+    q->tail = t;
+    *position = ++q->enqueued;
+    pthread_cond_signal(&q->work_cv);
+    cpool__mutex_unlock(&q->mu);
+    return CPOOL_OK;
 }
 
 static cpool_status host_event_record(cpool__bevent *ev, cpool__bstream *s) {
     host_queue *q = s->q;
-    cpool__mutex_lock(&q->mu);
-    bool capturing = s->capture != NULL;
-    uint64_t position = q->enqueued;
-    cpool__mutex_unlock(&q->mu);
-    if (capturing) return cpool__fail(CPOOL_ERR_UNSUPPORTED, "cannot record an event on a capturing stream");
+    uint64_t position;
+    host_stamp *stamp = NULL;
+    if (ev->timed) {
+        /* A task stamps the time when the stream reaches the record. */
+        host_task *t = cpool__malloc(sizeof *t);
+        stamp = cpool__calloc(1, sizeof *stamp);
+        if (!t || !stamp) {
+            free(t);
+            free(stamp);
+            return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory recording an event");
+        }
+        atomic_init(&stamp->refs, 2); /* the event's and the task's */
+        t->op = (host_op){.kind = OP_STAMP, .stamp = stamp};
+        cpool_status st = enqueue_uncaptured(s, t, &position);
+        if (st != CPOOL_OK) {
+            free(t);
+            free(stamp);
+            return cpool__fail(st, "cannot record an event on a capturing stream");
+        }
+    } else {
+        cpool__mutex_lock(&q->mu);
+        bool capturing = s->capture != NULL;
+        position = q->enqueued;
+        cpool__mutex_unlock(&q->mu);
+        if (capturing) return cpool__fail(CPOOL_ERR_UNSUPPORTED, "cannot record an event on a capturing stream");
+    }
     atomic_fetch_add(&q->refs, 1);
     queue_release(ev->q);
     ev->q = q;
     ev->position = position;
+    if (ev->timed) {
+        stamp_release(ev->stamp);
+        ev->stamp = stamp;
+    }
+    return CPOOL_OK;
+}
+
+static cpool_status host_stream_wait_event(cpool__bstream *s, cpool__bevent *ev) {
+    if (!ev->q) return CPOOL_OK; /* never recorded: nothing to wait for */
+    host_task *t = cpool__malloc(sizeof *t);
+    if (!t) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory queueing a wait");
+    atomic_fetch_add(&ev->q->refs, 1);
+    t->op = (host_op){.kind = OP_WAIT, .wait_q = ev->q, .position = ev->position};
+    uint64_t position;
+    cpool_status st = enqueue_uncaptured(s, t, &position);
+    if (st != CPOOL_OK) {
+        queue_release(ev->q);
+        free(t);
+        return cpool__fail(st, "cannot wait for an event on a capturing stream");
+    }
+    return CPOOL_OK;
+}
+
+static cpool_status host_event_elapsed_ms(cpool__bevent *start, cpool__bevent *end, float *ms) {
+    if (!start->stamp || !end->stamp)
+        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_event_elapsed_ms: both events must have been recorded");
+    if (!atomic_load(&start->stamp->set) || !atomic_load(&end->stamp->set))
+        return cpool__fail(CPOOL_ERR_NOT_READY, "cpool_event_elapsed_ms: a record has not completed");
+    *ms = (float)(end->stamp->ms - start->stamp->ms);
     return CPOOL_OK;
 }
 
@@ -483,6 +602,9 @@ static void dot_ops(FILE *f, const cpool__bgraph *g) {
         case OP_GRAPH:
             fprintf(f, "  n%zu [shape=ellipse label=\"child graph (%zu ops)\"];\n", i, op->graph->count);
             break;
+        case OP_STAMP:
+        case OP_WAIT: /* never captured */
+            break;
         }
         if (i > 0) fprintf(f, "  n%zu -> n%zu;\n", i - 1, i);
     }
@@ -518,6 +640,9 @@ const cpool__backend cpool__backend_host = {
     .event_record = host_event_record,
     .event_done = host_event_done,
     .event_synchronize = host_event_synchronize,
+    .event_create_timed = host_event_create_timed,
+    .stream_wait_event = host_stream_wait_event,
+    .event_elapsed_ms = host_event_elapsed_ms,
     .capture_begin = host_capture_begin,
     .capture_end = host_capture_end,
     .graph_instantiate = host_graph_instantiate,

@@ -1,0 +1,204 @@
+/* Events, on every backend: a record marks the stream's end; query and
+ * synchronize see the work before it finish; a wait orders another stream
+ * after it; two completed records give elapsed time; an event never
+ * recorded is complete; a destroyed event is a dead handle, and one
+ * destroyed while pending keeps the waits already enqueued on it; inside a
+ * callback a synchronize is refused; in a capture, records and waits are
+ * refused (not supported yet) and leave the capture usable. */
+#include "check.h"
+#include "helpers.h"
+
+enum { SLOW_MS = 100 };
+
+/* A callback that notes the value of a flag when it runs. */
+typedef struct seen {
+    const int *flag;
+    int value;
+    int ran;
+} seen;
+static void cb_see(void *arg) {
+    seen *x = (seen *)arg;
+    x->value = aload(x->flag);
+    astore(&x->ran, 1);
+}
+
+static void record_query_synchronize(cpool_device *dev) {
+    static int flag;
+    static sleep_set slow;
+    cpool_stream *s = NULL;
+    cpool_event *e = NULL;
+    astore(&flag, 0);
+    slow = (sleep_set){SLOW_MS, &flag, 1};
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    REQUIRE_OK(cpool_event_create(dev, &e));
+    CHECK_OK(cpool_launch_host(s, cb_sleep_set, &slow));
+    CHECK_OK(cpool_event_record(e, s));
+    CHECK_STATUS(cpool_event_query(e), CPOOL_ERR_NOT_READY);
+    CHECK_OK(cpool_event_synchronize(e));
+    CHECK_EQ(aload(&flag), 1);
+    CHECK_OK(cpool_event_query(e));
+    cpool_event_destroy(e);
+    cpool_stream_destroy(s);
+}
+
+static void never_recorded_is_complete(cpool_device *dev) {
+    static int flag;
+    static seen after;
+    cpool_stream *s = NULL;
+    cpool_event *e = NULL;
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    REQUIRE_OK(cpool_event_create(dev, &e));
+    CHECK_OK(cpool_event_query(e));
+    CHECK_OK(cpool_event_synchronize(e));
+    CHECK_OK(cpool_stream_wait_event(s, e)); /* nothing to wait for */
+    astore(&flag, 7);
+    after = (seen){&flag, 0, 0};
+    CHECK_OK(cpool_launch_host(s, cb_see, &after));
+    CHECK_OK(cpool_stream_synchronize(s));
+    CHECK_EQ(aload(&after.ran), 1);
+    cpool_event_destroy(e);
+    cpool_stream_destroy(s);
+}
+
+/* Work on b after a wait for a's record runs after a's work before it. */
+static void wait_orders_another_stream(cpool_device *dev) {
+    static int flag;
+    static sleep_set slow;
+    static seen on_b;
+    cpool_stream *a = NULL, *b = NULL;
+    cpool_event *e = NULL;
+    astore(&flag, 0);
+    slow = (sleep_set){SLOW_MS, &flag, 1};
+    on_b = (seen){&flag, -1, 0};
+    REQUIRE_OK(cpool_stream_create(dev, &a));
+    REQUIRE_OK(cpool_stream_create(dev, &b));
+    REQUIRE_OK(cpool_event_create(dev, &e));
+    CHECK_OK(cpool_launch_host(a, cb_sleep_set, &slow));
+    CHECK_OK(cpool_event_record(e, a));
+    CHECK_OK(cpool_stream_wait_event(b, e));
+    CHECK_OK(cpool_launch_host(b, cb_see, &on_b));
+    CHECK_OK(cpool_stream_synchronize(b));
+    CHECK_EQ(aload(&on_b.ran), 1);
+    CHECK_EQ(on_b.value, 1); /* a's work had finished */
+    cpool_event_destroy(e);
+    cpool_stream_destroy(b);
+    cpool_stream_destroy(a);
+}
+
+/* A wait enqueued before the event is destroyed still holds. */
+static void destroyed_while_pending(cpool_device *dev) {
+    static int flag;
+    static sleep_set slow;
+    static seen on_b;
+    cpool_stream *a = NULL, *b = NULL;
+    cpool_event *e = NULL, *fresh = NULL;
+    astore(&flag, 0);
+    slow = (sleep_set){SLOW_MS, &flag, 1};
+    on_b = (seen){&flag, -1, 0};
+    REQUIRE_OK(cpool_stream_create(dev, &a));
+    REQUIRE_OK(cpool_stream_create(dev, &b));
+    REQUIRE_OK(cpool_event_create(dev, &e));
+    CHECK_OK(cpool_launch_host(a, cb_sleep_set, &slow));
+    CHECK_OK(cpool_event_record(e, a));
+    CHECK_OK(cpool_stream_wait_event(b, e));
+    cpool_event_destroy(e); /* still pending */
+    CHECK_OK(cpool_launch_host(b, cb_see, &on_b));
+    CHECK_OK(cpool_stream_synchronize(b));
+    CHECK_EQ(on_b.value, 1);
+    /* The handle is dead, also once its memory went to a new event. */
+    CHECK_STATUS(cpool_event_query(e), CPOOL_ERR_INVALID_ARGUMENT);
+    REQUIRE_OK(cpool_event_create(dev, &fresh));
+    CHECK(fresh != e);
+    CHECK_STATUS(cpool_event_record(e, a), CPOOL_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(cpool_event_synchronize(e), CPOOL_ERR_INVALID_ARGUMENT);
+    CHECK(cpool_last_error()[0] != '\0');
+    cpool_event_destroy(e); /* a second destroy does nothing */
+    CHECK_OK(cpool_event_query(fresh));
+    cpool_event_destroy(fresh);
+    cpool_stream_destroy(b);
+    cpool_stream_destroy(a);
+}
+
+static void elapsed_between_records(cpool_device *dev) {
+    static int flag;
+    static sleep_set slow;
+    cpool_stream *s = NULL;
+    cpool_event *start = NULL, *end = NULL;
+    float ms = -1;
+    astore(&flag, 0);
+    slow = (sleep_set){SLOW_MS, &flag, 1};
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    REQUIRE_OK(cpool_event_create(dev, &start));
+    REQUIRE_OK(cpool_event_create(dev, &end));
+    CHECK_STATUS(cpool_event_elapsed_ms(start, end, &ms), CPOOL_ERR_INVALID_ARGUMENT); /* never recorded */
+    CHECK_OK(cpool_event_record(start, s));
+    CHECK_OK(cpool_launch_host(s, cb_sleep_set, &slow));
+    CHECK_OK(cpool_event_record(end, s));
+    CHECK_STATUS(cpool_event_elapsed_ms(start, end, &ms), CPOOL_ERR_NOT_READY);
+    CHECK_OK(cpool_event_synchronize(end));
+    CHECK_OK(cpool_event_elapsed_ms(start, end, &ms));
+    /* The records enclose a 100 ms sleep: the time can only be longer. */
+    CHECK(ms >= (float)SLOW_MS * 0.9f);
+    cpool_event_destroy(start);
+    cpool_event_destroy(end);
+    cpool_stream_destroy(s);
+}
+
+typedef struct sync_in_callback {
+    cpool_event *e;
+    cpool_status st;
+    int done;
+} sync_in_callback;
+static void cb_sync_event(void *arg) {
+    sync_in_callback *x = (sync_in_callback *)arg;
+    x->st = cpool_event_synchronize(x->e);
+    astore(&x->done, 1);
+}
+
+/* Inside a callback a synchronize is refused at once: the event may mark
+ * work of this very stream. */
+static void synchronize_in_callback_refused(cpool_device *dev) {
+    static sync_in_callback x;
+    cpool_stream *s = NULL;
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    REQUIRE_OK(cpool_event_create(dev, &x.e));
+    x.st = CPOOL_OK;
+    astore(&x.done, 0);
+    CHECK_OK(cpool_event_record(x.e, s));
+    CHECK_OK(cpool_launch_host(s, cb_sync_event, &x));
+    CHECK_OK(cpool_event_record(x.e, s)); /* now after the callback: it would wait for itself */
+    CHECK(wait_for_int(&x.done, 1, WAIT_TIMEOUT_MS));
+    CHECK_EQ(x.st, CPOOL_ERR_INVALID_ARGUMENT);
+    CHECK_OK(cpool_stream_synchronize(s));
+    cpool_event_destroy(x.e);
+    cpool_stream_destroy(s);
+}
+
+static void refused_in_a_capture(cpool_device *dev) {
+    cpool_stream *s = NULL, *t = NULL;
+    cpool_event *e = NULL;
+    cpool_graph *g = NULL;
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    REQUIRE_OK(cpool_stream_create(dev, &t));
+    REQUIRE_OK(cpool_event_create(dev, &e));
+    CHECK_OK(cpool_event_record(e, t));
+    REQUIRE_OK(cpool_capture_begin(s, NULL, CPOOL_CAPTURE_GLOBAL));
+    CHECK_STATUS(cpool_event_record(e, s), CPOOL_ERR_UNSUPPORTED);
+    CHECK_STATUS(cpool_stream_wait_event(s, e), CPOOL_ERR_UNSUPPORTED);
+    CHECK_OK(cpool_capture_end(s, &g)); /* the capture is intact */
+    CHECK_OK(cpool_graph_launch(g, s));
+    CHECK_OK(cpool_stream_synchronize(s));
+    cpool_graph_release(g);
+    CHECK_OK(cpool_event_query(e));
+    cpool_event_destroy(e);
+    cpool_stream_destroy(t);
+    cpool_stream_destroy(s);
+}
+
+static const check_case cases[] = {
+    CHECK_CASE(record_query_synchronize),  CHECK_CASE(never_recorded_is_complete),
+    CHECK_CASE(wait_orders_another_stream), CHECK_CASE(destroyed_while_pending),
+    CHECK_CASE(elapsed_between_records),   CHECK_CASE(synchronize_in_callback_refused),
+    CHECK_CASE(refused_in_a_capture),
+};
+CHECK_MAIN(cases, CHECK_ON_ALL)
