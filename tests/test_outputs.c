@@ -631,6 +631,115 @@ static void freed_under_capture_counts(cpool_device *dev) {
     cpool_graph_release(gc);
 }
 
+/* ---- 10. an update keeps the graph's id: its old outputs never refuse it ------ */
+
+typedef struct update_body {
+    cpool_pool *pool;
+    size_t bytes;
+    int value;
+    void *out; /* what the body allocated and kept */
+} update_body;
+static cpool_status update_body_fn(cpool_stream *s, void *ctx) {
+    update_body *b = (update_body *)ctx;
+    cpool_status st = cpool_alloc(b->pool, b->bytes, s, &b->out);
+    if (st == CPOOL_OK) st = cpool_memset_async(s, b->out, b->value, b->bytes);
+    return st;
+}
+
+static void update_keeps_outputs_apart(cpool_device *dev) {
+    static stream_pool fx;
+    static update_body first, second, other;
+    cpool_graph *g = NULL, *h = NULL;
+    REQUIRE(fixture_open(dev, NULL, &fx));
+    first = (update_body){fx.pool, 64 << 10, 0x31, NULL};
+    REQUIRE_OK(cpool_capture(fx.s, fx.pool, CPOOL_CAPTURE_GLOBAL, update_body_fn, &first, &g));
+    CHECK_OK(cpool_graph_launch(g, fx.s));
+    second = (update_body){fx.pool, 64 << 10, 0x32, NULL};
+    REQUIRE_OK(cpool_graph_update(g, fx.s, update_body_fn, &second));
+    CHECK(second.out != first.out); /* the first output is still live */
+    uint64_t id = cpool_graph_id(g);
+    /* g's old output is g's: the updated graph relaunches without a refusal. */
+    CHECK_OK(cpool_graph_launch(g, fx.s));
+    CHECK_BYTES(fx.s, first.out, first.bytes, 0x31);
+    CHECK_BYTES(fx.s, second.out, second.bytes, 0x32);
+    CHECK_EQ(cpool_graph_id(g), id);
+    /* Another graph put where g's first output was freed: g's new work does
+     * not write there, so neither refuses the other. */
+    CHECK_OK(cpool_free(fx.pool, first.out, fx.s));
+    CHECK_OK(cpool_pool_trim(fx.pool));
+    other = (update_body){fx.pool, 64 << 10, 0x33, NULL};
+    REQUIRE_OK(cpool_capture(fx.s, fx.pool, CPOOL_CAPTURE_GLOBAL, update_body_fn, &other, &h));
+    CHECK_OK(cpool_graph_launch(h, fx.s));
+    CHECK_OK(cpool_graph_launch(g, fx.s));
+    CHECK_BYTES(fx.s, other.out, other.bytes, 0x33);
+    CHECK_BYTES(fx.s, second.out, second.bytes, 0x32);
+    cpool_graph_release(h);
+    cpool_graph_release(g);
+    CHECK_OK(cpool_free(fx.pool, second.out, fx.s));
+    CHECK_OK(cpool_free(fx.pool, other.out, fx.s));
+}
+
+/* ---- 11. launches on one thread, captures and frees on another ---------------- */
+
+enum { RACE_ROUNDS = 200 };
+
+typedef struct race {
+    cpool_pool *pool;
+    cpool_graph *g;
+    cpool_stream *s;
+    int stop;
+    int launched, refused;
+} race;
+
+static void *launcher(void *arg) {
+    race *r = (race *)arg;
+    while (!aload(&r->stop)) {
+        cpool_status st = cpool_graph_launch(r->g, r->s);
+        if (st == CPOOL_OK)
+            r->launched++;
+        else if (st == CPOOL_ERR_OUTPUT_LIVE)
+            r->refused++;
+        else
+            CHECK_OK(st);
+        CHECK_OK(cpool_stream_synchronize(r->s));
+    }
+    return NULL;
+}
+
+/* The launch's lock-free read of the counts against captures' ends and
+ * outputs' frees on another thread: no crash, no report under TSan, and the
+ * counts right at the end (nothing live: no refusal). */
+static void launches_race_captures_and_frees(cpool_device *dev) {
+    static stream_pool fx;
+    static race r;
+    static update_body body;
+    cpool_stream *t = NULL;
+    cpool_graph *g0 = NULL;
+    pthread_t th;
+    int i;
+    REQUIRE(fixture_open(dev, NULL, &fx));
+    REQUIRE_OK(cpool_stream_create(dev, &t));
+    body = (update_body){fx.pool, 4096, 0x41, NULL};
+    REQUIRE_OK(cpool_capture(fx.s, fx.pool, CPOOL_CAPTURE_GLOBAL, update_body_fn, &body, &g0));
+    CHECK_OK(cpool_free(fx.pool, body.out, fx.s)); /* g0 keeps no output */
+    r = (race){.pool = fx.pool, .g = g0, .s = fx.s};
+    REQUIRE(pthread_create(&th, NULL, launcher, &r) == 0);
+    for (i = 0; i < RACE_ROUNDS; i++) {
+        update_body b = {fx.pool, 4096, 0x42, NULL};
+        cpool_graph *g = NULL;
+        if (!CHECK_OK(cpool_capture(t, fx.pool, CPOOL_CAPTURE_THREAD_LOCAL, update_body_fn, &b, &g))) break;
+        CHECK_OK(cpool_free(fx.pool, b.out, t));
+        cpool_graph_release(g);
+    }
+    astore(&r.stop, 1);
+    pthread_join(th, NULL);
+    CHECK_GT(r.launched, 0);
+    CHECK_OK(cpool_graph_launch(g0, fx.s)); /* no output is live now */
+    CHECK_OK(cpool_stream_synchronize(fx.s));
+    cpool_graph_release(g0);
+    cpool_stream_destroy(t);
+}
+
 static const check_case cases[] = {
     CHECK_CASE(output_in_old_scratch_refuses),
     CHECK_CASE(freed_output_reused_by_next_graph),
@@ -641,6 +750,8 @@ static const check_case cases[] = {
     CHECK_CASE(plain_alloc_outputs_are_refused),
     CHECK_CASE(failed_capture_leaves_no_outputs),
     CHECK_CASE(freed_under_capture_counts),
+    CHECK_CASE(update_keeps_outputs_apart),
+    CHECK_CASE(launches_race_captures_and_frees),
 };
 
 CHECK_MAIN(cases, CHECK_ON_ALL)
