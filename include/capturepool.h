@@ -595,6 +595,9 @@ cpool_status cpool_param_set(cpool_param *p, const void *value, size_t bytes, cp
  * capture's allocations in those places (by their order) are outputs, placed
  * apart from every graph's scratch as cpool_alloc_output does, so graphed
  * calls into one pool replay in any order while their scratch is shared.
+ * With warmup_runs == 0 there is nothing to learn from: every allocation of
+ * the capture is placed apart, so its graph is still never refused, but its
+ * scratch is not shared with other graphs'.
  * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL argument, warmup_runs
  * < 0), the body's first failing status (eagerly or under capture), or any
  * status of cpool_capture. On failure *out is NULL. */

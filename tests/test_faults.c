@@ -182,6 +182,59 @@ static void sweep_capture_launch(cpool_device *dev) { sweep(dev, scenario_captur
 static void sweep_clear_params_callback(cpool_device *dev) {
     sweep(dev, scenario_clear_params_callback, "clear, stale launch, params, release in a callback");
 }
+
+/* An update that fails at any acquisition leaves the graph as it was: its
+ * output, which lies in another graph's old scratch, still refuses that
+ * graph's launch (a failed update once dropped the graph's outputs). */
+typedef struct kb {
+    cpool_pool *pool;
+    int value;
+    void *kept; /* allocated and kept (an output), or NULL: freed again */
+} kb;
+static cpool_status kb_body(cpool_stream *s, void *arg) {
+    kb *b = (kb *)arg;
+    void *p = NULL;
+    cpool_status st = cpool_alloc(b->pool, 1024, s, &p);
+    if (st == CPOOL_OK) st = cpool_memset_async(s, p, b->value, 1024);
+    if (st == CPOOL_OK && b->kept == NULL) st = cpool_free(b->pool, p, s);
+    if (st == CPOOL_OK && b->kept != NULL) b->kept = p;
+    return st;
+}
+
+static void update_failure_keeps_outputs(cpool_device *dev) {
+    uint64_t count = 0;
+    for (uint64_t n = 0;; n++) {
+        cpool_stream *s = NULL;
+        cpool_pool *pool = NULL;
+        cpool_graph *b = NULL, *g = NULL;
+        REQUIRE_OK(cpool_stream_create(dev, &s));
+        REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+        kb scratch = {pool, 0xBB, NULL}, output = {pool, 0xAA, (void *)1}, again = {pool, 0xCC, NULL};
+        REQUIRE_OK(cpool_capture(s, pool, CPOOL_CAPTURE_GLOBAL, kb_body, &scratch, &b));
+        REQUIRE_OK(cpool_capture(s, pool, CPOOL_CAPTURE_GLOBAL, kb_body, &output, &g));
+        CHECK_STATUS(cpool_graph_launch(b, s), CPOOL_ERR_OUTPUT_LIVE); /* g's output is in b's scratch */
+        cpool__fault_arm(n);
+        cpool_status st = cpool_graph_update(g, s, kb_body, &again);
+        uint64_t used = cpool__fault_count();
+        cpool__fault_arm(0);
+        if (n == 0) {
+            CHECK_OK(st);
+            count = used;
+        }
+        CHECK_STATUS(cpool_graph_launch(b, s), CPOOL_ERR_OUTPUT_LIVE);
+        CHECK_OK(cpool_free(pool, output.kept, s));
+        CHECK_OK(cpool_graph_launch(b, s));
+        CHECK_OK(cpool_stream_synchronize(s));
+        cpool_graph_release(g);
+        cpool_graph_release(b);
+        cpool_pool_release(pool);
+        cpool_stream_destroy(s);
+        if (n >= count) break;
+    }
+    printf("  update failures keep outputs: %llu acquisition points swept\n", (unsigned long long)count);
+    swept_points += count;
+}
+
 static void report_total(cpool_device *dev) {
     (void)dev;
     printf("  fault injection: %llu points swept in all\n", (unsigned long long)swept_points);
@@ -192,6 +245,7 @@ static const check_case cases[] = {
     CHECK_CASE(sweep_pool_life),
     CHECK_CASE(sweep_capture_launch),
     CHECK_CASE(sweep_clear_params_callback),
+    CHECK_CASE(update_failure_keeps_outputs),
     CHECK_CASE(report_total),
 };
 CHECK_MAIN(cases, CHECK_ON_HOST)

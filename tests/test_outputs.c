@@ -696,9 +696,9 @@ static void *launcher(void *arg) {
     while (!aload(&r->stop)) {
         cpool_status st = cpool_graph_launch(r->g, r->s);
         if (st == CPOOL_OK)
-            r->launched++;
+            ainc(&r->launched);
         else if (st == CPOOL_ERR_OUTPUT_LIVE)
-            r->refused++;
+            ainc(&r->refused);
         else
             CHECK_OK(st);
         CHECK_OK(cpool_stream_synchronize(r->s));
@@ -724,7 +724,8 @@ static void launches_race_captures_and_frees(cpool_device *dev) {
     CHECK_OK(cpool_free(fx.pool, body.out, fx.s)); /* g0 keeps no output */
     r = (race){.pool = fx.pool, .g = g0, .s = fx.s};
     REQUIRE(pthread_create(&th, NULL, launcher, &r) == 0);
-    for (i = 0; i < RACE_ROUNDS; i++) {
+    /* At least RACE_ROUNDS captures, and on until the launcher ran a while. */
+    for (i = 0; i < RACE_ROUNDS || (aload(&r.launched) < 20 && i < 100 * RACE_ROUNDS); i++) {
         update_body b = {fx.pool, 4096, 0x42, NULL};
         cpool_graph *g = NULL;
         if (!CHECK_OK(cpool_capture(t, fx.pool, CPOOL_CAPTURE_THREAD_LOCAL, update_body_fn, &b, &g))) break;
@@ -733,7 +734,7 @@ static void launches_race_captures_and_frees(cpool_device *dev) {
     }
     astore(&r.stop, 1);
     pthread_join(th, NULL);
-    CHECK_GT(r.launched, 0);
+    CHECK_GT(aload(&r.launched), 0);
     CHECK_OK(cpool_graph_launch(g0, fx.s)); /* no output is live now */
     CHECK_OK(cpool_stream_synchronize(fx.s));
     cpool_graph_release(g0);

@@ -902,6 +902,77 @@ static void drops_clear_each_others_pools(cpool_device *dev) {
     cpool_pool_release(b);
 }
 
+/* Two threads destroy the same stream at once, many times: one tears it
+ * down, the other finds a dead handle (a plain check-then-kill let both
+ * tear it down: a double free or a hang). */
+typedef struct racing_destroy {
+    cpool_stream *s;
+    int *go;
+} racing_destroy;
+static void *destroy_when_go(void *arg) {
+    racing_destroy *r = (racing_destroy *)arg;
+    while (!aload(r->go)) {
+    }
+    cpool_stream_destroy(r->s);
+    return NULL;
+}
+
+static void racing_destroys_of_one_stream(cpool_device *dev) {
+    enum { ROUNDS = 3000 };
+    int i;
+    for (i = 0; i < ROUNDS; i++) {
+        static int go;
+        cpool_stream *s = NULL;
+        pthread_t th;
+        racing_destroy r;
+        REQUIRE_OK(cpool_stream_create(dev, &s));
+        astore(&go, 0);
+        r = (racing_destroy){s, &go};
+        REQUIRE(pthread_create(&th, NULL, destroy_when_go, &r) == 0);
+        astore(&go, 1);
+        cpool_stream_destroy(s);
+        pthread_join(th, NULL);
+        CHECK_STATUS(cpool_stream_synchronize(s), CPOOL_ERR_INVALID_ARGUMENT);
+    }
+    /* The device's stream list is intact: a pool teardown walks it. */
+    cpool_pool *pool = NULL;
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    cpool_pool_release(pool);
+}
+
+/* A callback of a graph's own replay releases it twice: the second release
+ * is refused (the caller held one reference), so it cannot take the one the
+ * launch holds while it is under way. */
+typedef struct twice {
+    cpool_graph *g;
+    char reason[256];
+    int done;
+} twice;
+static void cb_release_twice(void *arg) {
+    twice *t = (twice *)arg;
+    cpool_graph_release(t->g);
+    cpool_graph_release(t->g);
+    snprintf(t->reason, sizeof t->reason, "%s", cpool_last_error());
+    astore(&t->done, 1);
+}
+static cpool_status body_release_twice(cpool_stream *s, void *ctx) { return cpool_launch_host(s, cb_release_twice, ctx); }
+
+static void graph_released_twice_in_its_replay(cpool_device *dev) {
+    static twice t;
+    cpool_stream *s = NULL;
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    astore(&t.done, 0);
+    t.reason[0] = '\0';
+    REQUIRE_OK(cpool_capture(s, NULL, CPOOL_CAPTURE_GLOBAL, body_release_twice, &t, &t.g));
+    CHECK_OK(cpool_graph_launch(t.g, s));
+    CHECK(wait_for_int(&t.done, 1, WAIT_TIMEOUT_MS));
+    CHECK_OK(cpool_stream_synchronize(s));
+    cpool_wait_deferred();
+    CHECK(t.reason[0] != '\0'); /* the second release said why it did nothing */
+    CHECK_STATUS(cpool_graph_launch(t.g, s), CPOOL_ERR_INVALID_ARGUMENT);
+    cpool_stream_destroy(s);
+}
+
 static const check_case cases[] = {
     CHECK_CASE(destroying_stream_vs_last_release),
     CHECK_CASE(destroying_stream_vs_trim),
@@ -919,6 +990,8 @@ static const check_case cases[] = {
     CHECK_CASE(dead_graph_handle),
     CHECK_CASE(dead_stream_handle),
     CHECK_CASE(dead_device_handle),
+    CHECK_CASE(racing_destroys_of_one_stream),
+    CHECK_CASE(graph_released_twice_in_its_replay),
     CHECK_CASE(callback_sync_of_own_stream_refused),
     CHECK_CASE(callback_trim_refused),
     CHECK_CASE(env_unknown_backend_refused),

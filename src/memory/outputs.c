@@ -74,7 +74,7 @@ cpool_status cpool__outputs_add_graph(cpool__outputs *o, cpool__allocator *a, ui
             info.serial != sorted[i].serial || info.output)
             continue;
         cpool__allocator_set_output(a, (void *)sorted[i].addr, true);
-        o->live[o->live_count++] = (cpool__live_output){sorted[i].addr, info.size, graph_id};
+        o->live[o->live_count++] = (cpool__live_output){sorted[i].addr, info.size, graph_id, fp};
         for (cpool__footprint *f = o->footprints; f; f = f->next)
             if (f->graph_id != graph_id && overlaps(f, sorted[i].addr, info.size)) atomic_fetch_add(&f->conflicts, 1);
     }
@@ -95,14 +95,16 @@ void cpool__outputs_remove_graph(cpool__outputs *o, cpool__allocator *a, cpool__
             *p = fp->next;
             break;
         }
-    for (size_t i = 0; drop_outputs && i < o->live_count;) {
-        if (o->live[i].graph_id != fp->graph_id) {
+    for (size_t i = 0; i < o->live_count;) {
+        if (o->live[i].from != fp) {
             i++;
-            continue;
+        } else if (!drop_outputs) {
+            o->live[i++].from = NULL; /* live on, past its graph */
+        } else {
+            uintptr_t addr = o->live[i].addr;
+            cpool__allocator_set_output(a, (void *)addr, false);
+            cpool__outputs_freed(o, addr); /* moves another output into slot i */
         }
-        uintptr_t addr = o->live[i].addr;
-        cpool__allocator_set_output(a, (void *)addr, false);
-        cpool__outputs_freed(o, addr); /* moves another output into slot i */
     }
     free(fp);
 }

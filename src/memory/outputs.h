@@ -46,6 +46,7 @@ typedef struct cpool__live_output {
     uintptr_t addr;
     size_t size;
     uint64_t graph_id;
+    const cpool__footprint *from; /* the footprint whose capture made it, while registered */
 } cpool__live_output;
 
 typedef struct cpool__outputs {
@@ -61,7 +62,8 @@ typedef struct cpool__outputs {
 cpool_status cpool__outputs_add_graph(cpool__outputs *o, cpool__allocator *a, uint64_t graph_id,
                                       const cpool__capture_range *ranges, size_t n, cpool__footprint **out);
 /* Forgets a released graph's footprint (its outputs stay live, unless
- * drop_outputs: its capture failed, and they are plain blocks again). */
+ * drop_outputs: its capture failed, and the outputs it made are plain
+ * blocks again; outputs of an earlier capture of the same graph stay). */
 void cpool__outputs_remove_graph(cpool__outputs *o, cpool__allocator *a, cpool__footprint *fp, bool drop_outputs);
 /* The live output at addr was freed. */
 void cpool__outputs_freed(cpool__outputs *o, uintptr_t addr);

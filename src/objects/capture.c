@@ -48,6 +48,7 @@ static cpool_status capture_begin(cpool_stream *s, cpool_pool *pool, cpool_captu
     if (plan) {
         cap.plan = plan->outputs;
         cap.plan_bits = plan->bits;
+        cap.all_outputs = plan->all_outputs;
         cap.graph_id = plan->graph_id;
     }
     if (pool) cpool__pool_hold_in_capture(&cap, pool); /* fits inline */
@@ -154,9 +155,7 @@ cpool_status cpool_capture(cpool_stream *s_handle, cpool_pool *pool_handle, cpoo
 /* The plan of a graphed call from what its last eager run left allocated;
  * false (no plan) when there is nothing to learn or no memory for it. */
 static bool plan_from(const cpool__learn *l, cpool__capture_plan *plan) {
-    plan->bits = l->count;
-    plan->graph_id = 0;
-    plan->outputs = NULL;
+    *plan = (cpool__capture_plan){.bits = l->count};
     if (l->failed || !l->count) return false;
     uint64_t *bits = cpool__calloc((l->count + 63) / 64, sizeof *bits);
     if (!bits) return false;
@@ -192,6 +191,12 @@ cpool_status cpool_graphed_call(cpool_stream *s_handle, cpool_pool *pool_handle,
     cpool__capture_plan plan;
     bool planned = plan_from(&learn, &plan);
     free(learn.ptrs);
+    if (warmup_runs == 0) {
+        /* Nothing to learn from: every allocation is placed apart, so no
+         * launch is refused, though the scratch is not shared either. */
+        plan = (cpool__capture_plan){.all_outputs = true};
+        planned = true;
+    }
     cpool_status st = cpool__capture_run(s, pool, mode, body, ctx, planned ? &plan : NULL, true, out);
     free((void *)plan.outputs);
     if (st == CPOOL_OK) *out = cpool__handle_of(*out);

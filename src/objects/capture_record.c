@@ -30,6 +30,7 @@ void cpool__capture_init(cpool__capture *cap, cpool_capture_mode mode) {
     cap->range_count = cap->range_cap = 0;
     cap->plan = NULL;
     cap->plan_bits = cap->alloc_index = 0;
+    cap->all_outputs = false;
     cap->graph_id = 0;
 }
 
@@ -71,7 +72,7 @@ void cpool__capture_note_range(cpool__capture *cap, cpool_pool *pool, uintptr_t 
 
 bool cpool__capture_next_is_output(cpool__capture *cap) {
     size_t i = cap->alloc_index;
-    return cap->plan && i < cap->plan_bits && (cap->plan[i / 64] >> (i % 64) & 1);
+    return cap->all_outputs || (cap->plan && i < cap->plan_bits && (cap->plan[i / 64] >> (i % 64) & 1));
 }
 
 void cpool__capture_forget(cpool__capture *cap) {

@@ -60,8 +60,15 @@ static cpool_status device_get(const cpool__backend *be, int ordinal, cpool_devi
             return CPOOL_OK;
         }
     }
+    /* Teardown that a stream callback hands to the library's thread needs
+     * the thread: start it while a failure can still be reported. */
+    cpool_status st = cpool__deferred_start();
+    if (st != CPOOL_OK) {
+        cpool__mutex_unlock(&registry_mu);
+        return st;
+    }
     cpool__bdevice *impl = NULL;
-    cpool_status st = be->device_open(ordinal, &impl);
+    st = be->device_open(ordinal, &impl);
     cpool_device *dev = NULL;
     if (st == CPOOL_OK) {
         dev = cpool__slab_take(&device_slab);

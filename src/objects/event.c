@@ -53,9 +53,11 @@ static void run_deferred_destroy(cpool__deferred *task) {
 }
 
 void cpool_event_destroy(cpool_event *handle) {
-    cpool_event *e;
-    CPOOL__RESOLVE_VOID(e, handle, "cpool_event_destroy", "event");
-    cpool__handle_kill(e);
+    cpool_event *e = cpool__handle_end(handle); /* of two racing destroys, one ends it */
+    if (!e) {
+        if (handle) cpool__handle_fail(handle, "cpool_event_destroy", "event");
+        return;
+    }
     if (cpool__on_stream_thread()) { /* CUDA refuses CUDA calls there */
         e->deferred_destroy.run = run_deferred_destroy;
         cpool__defer(&e->deferred_destroy);

@@ -20,7 +20,8 @@
 
 struct cpool_graph {
     cpool__handle_header handle;
-    atomic_int refs;
+    atomic_int refs;      /* the callers' and a launch's that holds the graph */
+    atomic_int user_refs; /* the callers': a release beyond them is refused */
     uint64_t id;
     cpool_device *dev;
     cpool__bgraph *impl;
@@ -55,6 +56,7 @@ cpool_status cpool__graph_wrap(cpool_device *dev, cpool__bgraph *impl, const cpo
     }
     if (!pools) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory ending a capture");
     atomic_init(&g->refs, 1);
+    atomic_init(&g->user_refs, 1);
     atomic_init(&g->replays, 0);
     g->dev = cpool__device_retain(dev);
     g->impl = impl;
@@ -241,6 +243,7 @@ cpool_status cpool_graph_dump_dot(const cpool_graph *handle, const char *path) {
 cpool_graph *cpool_graph_retain(cpool_graph *handle) {
     cpool_graph *g = graph_or_null(handle, "cpool_graph_retain");
     if (!g) return NULL;
+    atomic_fetch_add(&g->user_refs, 1);
     atomic_fetch_add(&g->refs, 1);
     return handle;
 }
@@ -271,5 +274,5 @@ static void graph_release(cpool_graph *g) {
 void cpool_graph_release(cpool_graph *handle) {
     cpool_graph *g;
     CPOOL__RESOLVE_VOID(g, handle, "cpool_graph_release", "graph");
-    graph_release(g);
+    if (cpool__take_user_ref(&g->user_refs, "cpool_graph_release", "graph")) graph_release(g);
 }

@@ -108,6 +108,7 @@ typedef struct cpool__capture {
      * an output, to be placed apart from every graph's scratch. */
     const uint64_t *plan;
     size_t plan_bits, alloc_index;
+    bool all_outputs;
     uint64_t graph_id; /* the id its graph takes (an update: the graph's own) */
     cpool__held_pool inline_pools[CPOOL__CAPTURE_INLINE_POOLS];
 } cpool__capture;
@@ -187,6 +188,7 @@ bool cpool__capture_next_is_output(cpool__capture *cap);
 typedef struct cpool__capture_plan {
     const uint64_t *outputs;
     size_t bits;
+    bool all_outputs; /* nothing was learned: every allocation is placed apart */
     uint64_t graph_id;
 } cpool__capture_plan;
 /* cpool_capture on objects, with a plan (may be NULL), and without

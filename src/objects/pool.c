@@ -504,10 +504,10 @@ cpool_status cpool_free(cpool_pool *pool_handle, void *ptr, cpool_stream *stream
         if (st == CPOOL_OK) st = cpool__capture_reserve_range(cap);
         if (st != CPOOL_OK) return st;
     } else {
-        if (s->learn) cpool__learn_free(s->learn, ptr);
         switch (cpool__front_free(&pool->front, ptr, cpool__stream_id(s))) {
         case CPOOL__FRONT_DONE:
             CHECK_ALLOCATOR_LOCKING(pool);
+            if (s->learn) cpool__learn_free(s->learn, ptr);
             return CPOOL_OK;
         case CPOOL__FRONT_FREED: /* a double free: the front said so in cpool_last_error() */
             return cpool__fail_in("cpool_free", CPOOL_ERR_INVALID_ARGUMENT);
@@ -527,6 +527,8 @@ cpool_status cpool_free(cpool_pool *pool_handle, void *ptr, cpool_stream *stream
     if (cap) {
         cpool__pool_hold_in_capture(cap, pool);
         cpool__capture_note_range(cap, pool, (uintptr_t)ptr, info.size, 0);
+    } else if (s->learn) {
+        cpool__learn_free(s->learn, ptr);
     }
     return st;
 }

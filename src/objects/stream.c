@@ -93,9 +93,13 @@ static void run_deferred_destroy(cpool__deferred *task) {
 }
 
 void cpool_stream_destroy(cpool_stream *handle) {
-    cpool_stream *s;
-    CPOOL__RESOLVE_VOID(s, handle, "cpool_stream_destroy", "stream");
-    cpool__handle_kill(s); /* dead from now on, also while its work drains */
+    /* Dead from now on, also while its work drains; of two racing destroys
+     * one ends it, the other finds it dead. */
+    cpool_stream *s = cpool__handle_end(handle);
+    if (!s) {
+        if (handle) cpool__handle_fail(handle, "cpool_stream_destroy", "stream");
+        return;
+    }
     if (cpool__on_stream_thread()) {
         /* Inside a callback, perhaps of this very stream: waiting for its
          * work here would wait for itself. */

@@ -44,10 +44,22 @@ void *cpool__slab_take(cpool__slab *slab) {
     return object;
 }
 
+static uint32_t next_generation(uint32_t gen) { return gen >= GENERATION_MAX ? 0 : gen + 1; }
+
 void cpool__handle_kill(void *object) {
     _Atomic uint32_t *g = &((cpool__handle_header *)object)->generation;
-    uint32_t gen = atomic_load_explicit(g, memory_order_relaxed);
-    atomic_store_explicit(g, gen >= GENERATION_MAX ? 0 : gen + 1, memory_order_release);
+    atomic_store_explicit(g, next_generation(atomic_load_explicit(g, memory_order_relaxed)), memory_order_release);
+}
+
+void *cpool__handle_end(const void *handle) {
+    uintptr_t v = (uintptr_t)handle;
+    cpool__handle_header *h = (cpool__handle_header *)(v & CPOOL__HANDLE_ADDR_MASK);
+    uint32_t gen = (uint32_t)(v >> CPOOL__HANDLE_SHIFT);
+    if (!h || gen == 0) return NULL;
+    return atomic_compare_exchange_strong_explicit(&h->generation, &gen, next_generation(gen), memory_order_acq_rel,
+                                                   memory_order_relaxed)
+               ? h
+               : NULL;
 }
 
 void cpool__slab_give(cpool__slab *slab, void *object) {

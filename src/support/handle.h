@@ -89,8 +89,14 @@ typedef struct cpool__slab {
 /* A zeroed object whose header names a fresh generation, or NULL (out of
  * host memory). */
 void *cpool__slab_take(cpool__slab *slab);
-/* Makes every handle of the object dead; its memory stays the caller's. */
+/* Makes every handle of the object dead; its memory stays the caller's.
+ * For objects whose end is decided elsewhere (a reference count at zero). */
 void cpool__handle_kill(void *object);
+/* Ends the live handle: its generation moves on, once, atomically. Returns
+ * the object, or NULL when the handle is NULL or dead, also when another
+ * thread ended it first: for the functions that end a handle directly
+ * (a stream's or an event's destroy), so that two racing ends tear down once. */
+void *cpool__handle_end(const void *handle);
 /* Returns a killed object's memory to its slab. */
 void cpool__slab_give(cpool__slab *slab, void *object);
 
