@@ -48,8 +48,11 @@ void cpool__mutex_lock(cpool__mutex *m) {
 }
 
 void cpool__mutex_unlock(cpool__mutex *m) {
+    /* Read before the unlock: once unlocked, another thread may end the
+     * mutex's owner (a stream's queue) and free it. */
+    cpool__rank rank = m->rank;
     pthread_mutex_unlock(&m->mu);
-    cpool__rank_release(m->rank);
+    cpool__rank_release(rank);
 }
 
 void cpool__cond_wait(pthread_cond_t *cv, cpool__mutex *m) { pthread_cond_wait(cv, &m->mu); }
