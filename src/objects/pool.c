@@ -425,40 +425,27 @@ static cpool_status alloc_slow(cpool_pool *pool, size_t bytes, cpool_stream *s, 
     return st;
 }
 
-/* cpool_alloc and cpool_alloc_output; `output` asks for a block placed
- * apart from every graph's scratch when under capture. */
-static cpool_status pool_alloc(cpool_pool *pool_handle, size_t bytes, cpool_stream *stream_handle, void **ptr_out,
-                               bool output, const char *fn) {
-    cpool_pool *pool;
-    cpool_stream *s;
-    CPOOL__RESOLVE(pool, pool_handle, fn, "pool");
-    CPOOL__RESOLVE(s, stream_handle, fn, "stream");
-    if (!ptr_out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: NULL argument", fn);
-    if (bytes == 0) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: size 0", fn);
-    if (bytes > CPOOL__MAX_REQUEST)
-        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "%s: %zu bytes is more than any device holds", fn, bytes);
-    if (cpool__stream_device(s) != pool->dev) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: the stream is on another device", fn);
-    if (atomic_load(&pool->sealed)) return cpool__fail(CPOOL_ERR_SEALED, "%s: the pool is sealed", fn);
-    cpool__capture *cap = cpool__stream_capture(s);
-    if (!cap) {
-        cpool_status st = CPOOL_OK;
-        if (cpool__front_alloc(&pool->front, bytes, cpool__stream_id(s), ptr_out)) {
-            CHECK_ALLOCATOR_LOCKING(pool);
-        } else {
-            cpool__mutex_lock(&pool->mu);
-            if (!cpool__allocator_alloc_cached(&pool->alloc, bytes, cpool__stream_id(s), CPOOL__USE_STREAM, ptr_out))
-                st = alloc_slow(pool, bytes, s, CPOOL__USE_STREAM, ptr_out);
-            if (st == CPOOL_OK) cpool__front_count_alloc(&pool->front, bytes);
-            CHECK_ALLOCATOR(pool);
-            cpool__mutex_unlock(&pool->mu);
-        }
-        if (st != CPOOL_OK) return cpool__fail_in(fn, st);
-        if (s->learn) cpool__learn_alloc(s->learn, *ptr_out);
-        return st;
-    }
-    /* Under capture the graph will need a reference to this pool and the
-     * block in its footprint: make room for both first, take them only once
-     * the allocation succeeded. */
+/* An allocation outside capture that the front cache could not serve. */
+static __attribute__((noinline)) cpool_status alloc_locked(cpool_pool *pool, size_t bytes, cpool_stream *s,
+                                                           void **ptr_out, const char *fn) {
+    cpool_status st = CPOOL_OK;
+    cpool__mutex_lock(&pool->mu);
+    if (!cpool__allocator_alloc_cached(&pool->alloc, bytes, cpool__stream_id(s), CPOOL__USE_STREAM, ptr_out))
+        st = alloc_slow(pool, bytes, s, CPOOL__USE_STREAM, ptr_out);
+    if (st == CPOOL_OK) cpool__front_count_alloc(&pool->front, bytes);
+    CHECK_ALLOCATOR(pool);
+    cpool__mutex_unlock(&pool->mu);
+    if (st != CPOOL_OK) return cpool__fail_in(fn, st);
+    if (s->learn) cpool__learn_alloc(s->learn, *ptr_out);
+    return st;
+}
+
+/* An allocation under the capture `cap` running on s. The graph will need a
+ * reference to this pool and the block in its footprint: room for both is
+ * made first, and they are taken only once the allocation succeeded. */
+static __attribute__((noinline)) cpool_status alloc_in_capture(cpool_pool *pool, size_t bytes, cpool_stream *s,
+                                                               cpool__capture *cap, void **ptr_out, bool output,
+                                                               const char *fn) {
     cpool_status st = cpool__capture_holds(cap, pool) ? CPOOL_OK : cpool__capture_reserve(cap);
     if (st == CPOOL_OK) st = cpool__capture_reserve_range(cap);
     if (st != CPOOL_OK) return st;
@@ -480,6 +467,42 @@ static cpool_status pool_alloc(cpool_pool *pool_handle, size_t bytes, cpool_stre
     return st;
 }
 
+/* Why an allocation's arguments are refused (out of the fast path). */
+static __attribute__((noinline, cold)) cpool_status alloc_refused(const cpool_pool *pool, size_t bytes,
+                                                                  const cpool_stream *s, void **ptr_out,
+                                                                  const char *fn) {
+    if (!ptr_out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: NULL argument", fn);
+    if (bytes == 0) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: size 0", fn);
+    if (bytes > CPOOL__MAX_REQUEST)
+        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "%s: %zu bytes is more than any device holds", fn, bytes);
+    if (cpool__stream_device(s) != pool->dev)
+        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: the stream is on another device", fn);
+    return cpool__fail(CPOOL_ERR_SEALED, "%s: the pool is sealed", fn);
+}
+
+/* cpool_alloc and cpool_alloc_output; `output` asks for a block placed
+ * apart from every graph's scratch when under capture. The fast path (the
+ * front cache, outside capture) stays in the caller. */
+static inline __attribute__((always_inline)) cpool_status pool_alloc(cpool_pool *pool_handle, size_t bytes,
+                                                                      cpool_stream *stream_handle, void **ptr_out,
+                                                                      bool output, const char *fn) {
+    cpool_pool *pool;
+    cpool_stream *s;
+    CPOOL__RESOLVE(pool, pool_handle, fn, "pool");
+    CPOOL__RESOLVE(s, stream_handle, fn, "stream");
+    if (__builtin_expect(!ptr_out || bytes - 1 >= CPOOL__MAX_REQUEST || cpool__stream_device(s) != pool->dev ||
+                             atomic_load(&pool->sealed),
+                         0))
+        return alloc_refused(pool, bytes, s, ptr_out, fn);
+    cpool__capture *cap = cpool__stream_capture(s);
+    if (cap) return alloc_in_capture(pool, bytes, s, cap, ptr_out, output, fn);
+    if (!cpool__front_alloc(&pool->front, bytes, cpool__stream_id(s), ptr_out))
+        return alloc_locked(pool, bytes, s, ptr_out, fn);
+    CHECK_ALLOCATOR_LOCKING(pool);
+    if (s->learn) cpool__learn_alloc(s->learn, *ptr_out);
+    return CPOOL_OK;
+}
+
 cpool_status cpool_alloc(cpool_pool *pool, size_t bytes, cpool_stream *s, void **ptr_out) {
     return pool_alloc(pool, bytes, s, ptr_out, false, "cpool_alloc");
 }
@@ -488,32 +511,16 @@ cpool_status cpool_alloc_output(cpool_pool *pool, size_t bytes, cpool_stream *s,
     return pool_alloc(pool, bytes, s, ptr_out, true, "cpool_alloc_output");
 }
 
-cpool_status cpool_free(cpool_pool *pool_handle, void *ptr, cpool_stream *stream_handle) {
-    cpool_pool *pool;
-    cpool_stream *s;
-    CPOOL__RESOLVE(pool, pool_handle, "cpool_free", "pool");
-    CPOOL__RESOLVE(s, stream_handle, "cpool_free", "stream");
-    if (!ptr) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_free: NULL argument");
-    if (cpool__stream_device(s) != pool->dev) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_free: the stream is on another device");
-    /* A block freed under capture is the graph's on every replay: the graph
-     * will need a reference to this pool, and the block is in its
-     * footprint. */
-    cpool__capture *cap = cpool__stream_capture(s);
+/* A free the front cache did not serve: under capture (`cap`), or of a
+ * block the front does not keep. Under capture the block is the graph's on
+ * every replay: the graph will need a reference to this pool, and the block
+ * is in its footprint (room for both is made first). */
+static __attribute__((noinline)) cpool_status free_locked(cpool_pool *pool, void *ptr, cpool_stream *s,
+                                                          cpool__capture *cap) {
     if (cap) {
         cpool_status st = cpool__capture_holds(cap, pool) ? CPOOL_OK : cpool__capture_reserve(cap);
         if (st == CPOOL_OK) st = cpool__capture_reserve_range(cap);
         if (st != CPOOL_OK) return st;
-    } else {
-        switch (cpool__front_free(&pool->front, ptr, cpool__stream_id(s))) {
-        case CPOOL__FRONT_DONE:
-            CHECK_ALLOCATOR_LOCKING(pool);
-            if (s->learn) cpool__learn_free(s->learn, ptr);
-            return CPOOL_OK;
-        case CPOOL__FRONT_FREED: /* a double free: the front said so in cpool_last_error() */
-            return cpool__fail_in("cpool_free", CPOOL_ERR_INVALID_ARGUMENT);
-        case CPOOL__FRONT_MISS:
-            break;
-        }
     }
     cpool__mutex_lock(&pool->mu);
     /* Only a pool with live outputs, or a capture, asks what the block is. */
@@ -531,6 +538,28 @@ cpool_status cpool_free(cpool_pool *pool_handle, void *ptr, cpool_stream *stream
         cpool__learn_free(s->learn, ptr);
     }
     return st;
+}
+
+cpool_status cpool_free(cpool_pool *pool_handle, void *ptr, cpool_stream *stream_handle) {
+    cpool_pool *pool;
+    cpool_stream *s;
+    CPOOL__RESOLVE(pool, pool_handle, "cpool_free", "pool");
+    CPOOL__RESOLVE(s, stream_handle, "cpool_free", "stream");
+    if (!ptr) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_free: NULL argument");
+    if (cpool__stream_device(s) != pool->dev) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_free: the stream is on another device");
+    cpool__capture *cap = cpool__stream_capture(s);
+    if (cap) return free_locked(pool, ptr, s, cap);
+    switch (cpool__front_free(&pool->front, ptr, cpool__stream_id(s))) {
+    case CPOOL__FRONT_DONE:
+        CHECK_ALLOCATOR_LOCKING(pool);
+        if (s->learn) cpool__learn_free(s->learn, ptr);
+        return CPOOL_OK;
+    case CPOOL__FRONT_FREED: /* a double free: the front said so in cpool_last_error() */
+        return cpool__fail_in("cpool_free", CPOOL_ERR_INVALID_ARGUMENT);
+    case CPOOL__FRONT_MISS:
+        break;
+    }
+    return free_locked(pool, ptr, s, NULL);
 }
 
 /* ---- graphs' footprints -------------------------------------------------- */

@@ -9,6 +9,8 @@
 #include "status.h"
 
 #define GENERATION_MAX ((uint32_t)0xFFFF)
+/* A retired slot's generation: no handle's 16 bits can name it. */
+#define GENERATION_RETIRED ((uint32_t)0xFFFFFFFF)
 
 cpool_status cpool__handle_fail(const void *handle, const char *fn, const char *what) {
     if (!handle) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, what);
@@ -44,7 +46,7 @@ void *cpool__slab_take(cpool__slab *slab) {
     return object;
 }
 
-static uint32_t next_generation(uint32_t gen) { return gen >= GENERATION_MAX ? 0 : gen + 1; }
+static uint32_t next_generation(uint32_t gen) { return gen >= GENERATION_MAX ? GENERATION_RETIRED : gen + 1; }
 
 void cpool__handle_kill(void *object) {
     _Atomic uint32_t *g = &((cpool__handle_header *)object)->generation;
@@ -63,7 +65,8 @@ void *cpool__handle_end(const void *handle) {
 }
 
 void cpool__slab_give(cpool__slab *slab, void *object) {
-    bool spent = atomic_load_explicit(&((cpool__handle_header *)object)->generation, memory_order_relaxed) == 0;
+    bool spent =
+        atomic_load_explicit(&((cpool__handle_header *)object)->generation, memory_order_relaxed) == GENERATION_RETIRED;
     cpool__mutex_lock(&slab->mu);
     void **list = spent ? &slab->retired : &slab->free_list;
     *slot_link(object) = *list;

@@ -32,7 +32,7 @@ _Static_assert(sizeof(void *) == 8, "checked handles need 64-bit pointers");
 #define CPOOL__HANDLE_ADDR_MASK (((uintptr_t)1 << CPOOL__HANDLE_SHIFT) - 1)
 
 typedef struct cpool__handle_header {
-    _Atomic uint32_t generation; /* of the live handle; 0 never names one */
+    _Atomic uint32_t generation; /* of the live handle: 1 to 0xFFFF; a retired slot's names none */
 } cpool__handle_header;
 
 /* The public handle of a live object. */
@@ -42,12 +42,15 @@ static inline void *cpool__handle_of(const void *object) {
     return (void *)((uintptr_t)object | (uintptr_t)(gen << CPOOL__HANDLE_SHIFT));
 }
 
-/* The object behind a handle, or NULL when the handle is NULL or dead. */
+/* The object behind a handle, or NULL when the handle is NULL or dead. No
+ * object's generation is 0, so a bare address (generation 0) is refused by
+ * the compare too. */
 static inline void *cpool__handle_object(const void *handle) {
     uintptr_t v = (uintptr_t)handle;
     cpool__handle_header *h = (cpool__handle_header *)(v & CPOOL__HANDLE_ADDR_MASK);
+    if (__builtin_expect(!h, 0)) return NULL;
     uint32_t gen = (uint32_t)(v >> CPOOL__HANDLE_SHIFT);
-    if (!h || gen == 0 || atomic_load_explicit(&h->generation, memory_order_acquire) != gen) return NULL;
+    if (__builtin_expect(atomic_load_explicit(&h->generation, memory_order_acquire) != gen, 0)) return NULL;
     return h;
 }
 

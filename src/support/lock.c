@@ -41,18 +41,3 @@ void cpool__mutex_init(cpool__mutex *m, cpool__rank rank) {
 }
 
 void cpool__mutex_destroy(cpool__mutex *m) { pthread_mutex_destroy(&m->mu); }
-
-void cpool__mutex_lock(cpool__mutex *m) {
-    cpool__rank_acquire(m->rank);
-    pthread_mutex_lock(&m->mu);
-}
-
-void cpool__mutex_unlock(cpool__mutex *m) {
-    /* Read before the unlock: once unlocked, another thread may end the
-     * mutex's owner (a stream's queue) and free it. */
-    cpool__rank rank = m->rank;
-    pthread_mutex_unlock(&m->mu);
-    cpool__rank_release(rank);
-}
-
-void cpool__cond_wait(pthread_cond_t *cv, cpool__mutex *m) { pthread_cond_wait(cv, &m->mu); }

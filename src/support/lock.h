@@ -37,14 +37,9 @@ typedef struct cpool__mutex {
 
 void cpool__mutex_init(cpool__mutex *m, cpool__rank rank);
 void cpool__mutex_destroy(cpool__mutex *m);
-void cpool__mutex_lock(cpool__mutex *m);
-void cpool__mutex_unlock(cpool__mutex *m);
-/* pthread_cond_wait on m (m stays counted as held: the thread takes nothing
- * else while it waits). */
-void cpool__cond_wait(pthread_cond_t *cv, cpool__mutex *m);
 
-/* For locks that are not a cpool__mutex (the front's spin lock): count an
- * acquisition and a release of `rank`. No-ops without CPOOL_DEBUG_CHECKS. */
+/* Count an acquisition and a release of `rank` (also for locks that are not
+ * a cpool__mutex: the front's spin lock). No-ops without CPOOL_DEBUG_CHECKS. */
 #ifdef CPOOL_DEBUG_CHECKS
 void cpool__rank_acquire(cpool__rank rank);
 void cpool__rank_release(cpool__rank rank);
@@ -52,5 +47,23 @@ void cpool__rank_release(cpool__rank rank);
 static inline void cpool__rank_acquire(cpool__rank rank) { (void)rank; }
 static inline void cpool__rank_release(cpool__rank rank) { (void)rank; }
 #endif
+
+/* Inline: the allocator's slow path takes a pool's lock on every call. */
+static inline void cpool__mutex_lock(cpool__mutex *m) {
+    cpool__rank_acquire(m->rank);
+    pthread_mutex_lock(&m->mu);
+}
+
+static inline void cpool__mutex_unlock(cpool__mutex *m) {
+    /* Read before the unlock: once unlocked, another thread may end the
+     * mutex's owner (a stream's queue) and free it. */
+    cpool__rank rank = m->rank;
+    pthread_mutex_unlock(&m->mu);
+    cpool__rank_release(rank);
+}
+
+/* pthread_cond_wait on m (m stays counted as held: the thread takes nothing
+ * else while it waits). */
+static inline void cpool__cond_wait(pthread_cond_t *cv, cpool__mutex *m) { pthread_cond_wait(cv, &m->mu); }
 
 #endif /* CPOOL_LOCK_H */
