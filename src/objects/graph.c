@@ -116,8 +116,9 @@ static cpool_status launch_check(const char *what, cpool_graph *g, cpool_stream 
 
 /* The start of a launch or an upload: the handles resolved and checked,
  * and every pool's launch bracket entered (launch_exit leaves them). */
-static cpool_status launch_begin(const char *fn, cpool_graph *g_handle, cpool_stream *s_handle, cpool_graph **g,
-                                 cpool_stream **s) {
+static inline __attribute__((always_inline)) cpool_status launch_begin(const char *fn, cpool_graph *g_handle,
+                                                                        cpool_stream *s_handle, cpool_graph **g,
+                                                                        cpool_stream **s) {
     CPOOL__RESOLVE(*g, g_handle, fn, "graph");
     CPOOL__RESOLVE(*s, s_handle, fn, "stream");
     cpool_status st = launch_check(fn, *g, *s);
