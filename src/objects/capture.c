@@ -1,10 +1,13 @@
 /*
- * Capture: begin / end / status and the scoped form.
+ * Capture: begin / end / status, the scoped form, graphed calls (which learn
+ * their outputs from an eager run) and graph updates (which capture again).
  *
- * A capture begun here is a cpool__capture kept in its stream. It holds a
- * reference to every pool it uses (the bound one first), so the pools
- * outlive the capture; at a successful end the references move into the
- * graph, and on every failure they are dropped, leaving nothing behind.
+ * A capture begun here is a cpool__capture record kept in its stream
+ * (capture_record.c). It holds a reference to every pool it uses (the bound
+ * one first), so the pools outlive the capture; at a successful end the
+ * graph's footprint is registered in each pool and the references move into
+ * the graph (graph.c); on every failure they are dropped, leaving nothing
+ * behind.
  */
 #include <stdlib.h>
 #include <string.h>
