@@ -196,10 +196,74 @@ static void refused_in_a_capture(cpool_device *dev) {
     cpool_stream_destroy(s);
 }
 
+/* One event recorded again and again on short-lived streams by two threads
+ * while a third queries, synchronizes, waits for it and times it: the record
+ * a reader uses is never freed under it (a record replaced the last one with
+ * no lock: a use after free under ASan). */
+enum { EVENT_RACE_ROUNDS = 300 };
+typedef struct event_race {
+    cpool_device *dev;
+    cpool_event *e;
+    int *stop;
+} event_race;
+static void *recorder(void *arg) {
+    event_race *r = (event_race *)arg;
+    for (int i = 0; i < EVENT_RACE_ROUNDS; i++) {
+        cpool_stream *t = NULL;
+        if (!CHECK_OK(cpool_stream_create(r->dev, &t))) break;
+        CHECK_OK(cpool_event_record(r->e, t));
+        cpool_stream_destroy(t); /* the event's record outlives its stream */
+    }
+    return NULL;
+}
+static void *reader(void *arg) {
+    event_race *r = (event_race *)arg;
+    cpool_stream *w = NULL;
+    float ms;
+    if (!CHECK_OK(cpool_stream_create(r->dev, &w))) return NULL;
+    while (!aload(r->stop)) {
+        cpool_status st = cpool_event_query(r->e);
+        CHECK(st == CPOOL_OK || st == CPOOL_ERR_NOT_READY);
+        CHECK_OK(cpool_event_synchronize(r->e));
+        CHECK_OK(cpool_stream_wait_event(w, r->e));
+        st = cpool_event_elapsed_ms(r->e, r->e, &ms);
+        CHECK(st == CPOOL_OK || st == CPOOL_ERR_NOT_READY);
+    }
+    CHECK_OK(cpool_stream_synchronize(w));
+    cpool_stream_destroy(w);
+    return NULL;
+}
+
+static void records_race_readers(cpool_device *dev) {
+    static int stop;
+    static event_race r;
+    pthread_t ta, tb, tr;
+    astore(&stop, 0);
+    r.dev = dev;
+    r.stop = &stop;
+    REQUIRE_OK(cpool_event_create(dev, &r.e));
+    {
+        cpool_stream *first = NULL; /* recorded once: elapsed time has records to read */
+        REQUIRE_OK(cpool_stream_create(dev, &first));
+        CHECK_OK(cpool_event_record(r.e, first));
+        cpool_stream_destroy(first);
+    }
+    REQUIRE(pthread_create(&tr, NULL, reader, &r) == 0);
+    REQUIRE(pthread_create(&ta, NULL, recorder, &r) == 0);
+    REQUIRE(pthread_create(&tb, NULL, recorder, &r) == 0);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    astore(&stop, 1);
+    pthread_join(tr, NULL);
+    CHECK_OK(cpool_event_synchronize(r.e));
+    CHECK_OK(cpool_event_query(r.e));
+    cpool_event_destroy(r.e);
+}
+
 static const check_case cases[] = {
     CHECK_CASE(record_query_synchronize),  CHECK_CASE(never_recorded_is_complete),
     CHECK_CASE(wait_orders_another_stream), CHECK_CASE(destroyed_while_pending),
     CHECK_CASE(elapsed_between_records),   CHECK_CASE(synchronize_in_callback_refused),
-    CHECK_CASE(refused_in_a_capture),
+    CHECK_CASE(refused_in_a_capture),   CHECK_CASE(records_race_readers),
 };
 CHECK_MAIN(cases, CHECK_ON_ALL)

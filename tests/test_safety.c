@@ -973,6 +973,71 @@ static void graph_released_twice_in_its_replay(cpool_device *dev) {
     cpool_stream_destroy(s);
 }
 
+/* Two threads begin a capture on one stream at once, many times: one wins
+ * and ends its capture into a graph that holds the pool; the other is told
+ * the stream captures, and takes nothing (the loser once emptied the
+ * winner's record, leaking a pool reference and making graphs without one). */
+typedef struct begin_race {
+    cpool_stream *s;
+    cpool_pool *pool;
+    int *go;
+    cpool_status begun;
+    cpool_graph *g;
+} begin_race;
+static void *begin_when_go(void *arg) {
+    begin_race *r = (begin_race *)arg;
+    void *p = NULL;
+    while (!aload(r->go)) {
+    }
+    r->begun = cpool_capture_begin(r->s, r->pool, CPOOL_CAPTURE_THREAD_LOCAL);
+    if (r->begun != CPOOL_OK) return NULL;
+    if (CHECK_OK(cpool_alloc(r->pool, 4096, r->s, &p))) CHECK_OK(cpool_free(r->pool, p, r->s));
+    CHECK_OK(cpool_capture_end(r->s, &r->g));
+    return NULL;
+}
+
+static void racing_capture_begins(cpool_device *dev) {
+    enum { ROUNDS = 400 };
+    static drop_log log;
+    static tracked obj;
+    static int go;
+    cpool_stream *s = NULL;
+    cpool_pool *pool = NULL;
+    int i, wins = 0;
+    drop_log_init(&log);
+    tracked_init(&obj, &log, 0, NULL);
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    CHECK_OK(cpool_pool_record(pool, &obj, tracked_drop, NULL));
+    for (i = 0; i < ROUNDS; i++) {
+        begin_race a = {s, pool, &go, CPOOL_OK, NULL}, b = {s, pool, &go, CPOOL_OK, NULL};
+        pthread_t ta, tb;
+        astore(&go, 0);
+        REQUIRE(pthread_create(&ta, NULL, begin_when_go, &a) == 0);
+        REQUIRE(pthread_create(&tb, NULL, begin_when_go, &b) == 0);
+        astore(&go, 1);
+        pthread_join(ta, NULL);
+        pthread_join(tb, NULL);
+        CHECK(a.begun == CPOOL_OK || b.begun == CPOOL_OK); /* both, when one ended before the other began */
+        begin_race *w[2] = {&a, &b};
+        for (int k = 0; k < 2; k++) {
+            if (w[k]->begun != CPOOL_OK) {
+                CHECK_EQ(w[k]->begun, CPOOL_ERR_ALREADY_CAPTURING);
+                continue;
+            }
+            wins++;
+            CHECK(cpool_graph_pool(w[k]->g) == pool); /* the graph holds the pool */
+            cpool_graph_release(w[k]->g);
+        }
+    }
+    CHECK_GE(wins, ROUNDS);
+    CHECK_EQ(stats_of(pool).graph_count, 0);
+    cpool_pool_release(pool);
+    cpool_wait_deferred();
+    CHECK_EQ(aload(&obj.drops), 1); /* no reference was left behind */
+    cpool_stream_destroy(s);
+}
+
 static const check_case cases[] = {
     CHECK_CASE(destroying_stream_vs_last_release),
     CHECK_CASE(destroying_stream_vs_trim),
@@ -991,6 +1056,7 @@ static const check_case cases[] = {
     CHECK_CASE(dead_stream_handle),
     CHECK_CASE(dead_device_handle),
     CHECK_CASE(racing_destroys_of_one_stream),
+    CHECK_CASE(racing_capture_begins),
     CHECK_CASE(graph_released_twice_in_its_replay),
     CHECK_CASE(callback_sync_of_own_stream_refused),
     CHECK_CASE(callback_trim_refused),

@@ -60,7 +60,7 @@ struct cpool__bstream {
 struct cpool__bevent {
     cpool__bdevice *dev;
     cudaEvent_t event;
-    bool recorded;
+    atomic_bool recorded; /* read by waits and queries on other threads */
 };
 
 struct cpool__bgraph {

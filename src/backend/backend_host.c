@@ -95,11 +95,21 @@ struct cpool__bstream {
 };
 
 struct cpool__bevent {
-    host_queue *q; /* NULL until recorded */
+    /* The last record (q, position, stamp), which a record replaces while
+     * other threads may read it: under mu. */
+    cpool__mutex mu;
+    host_queue *q; /* NULL until recorded; a reference */
     uint64_t position;
     bool timed;        /* a user's event: each record is stamped */
     host_stamp *stamp; /* the last record's, a reference */
 };
+
+/* The last record of an event, with references of its own. */
+typedef struct host_mark {
+    host_queue *q;
+    uint64_t position;
+    host_stamp *stamp;
+} host_mark;
 
 struct cpool__bdevice {
     int unused;
@@ -395,8 +405,23 @@ static cpool_status host_event_create(cpool__bdevice *dev, cpool__bevent **out) 
     CPOOL_UNUSED(dev);
     cpool__bevent *ev = cpool__calloc(1, sizeof *ev);
     if (!ev) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating an event");
+    cpool__mutex_init(&ev->mu, CPOOL__RANK_HOST_EVENT);
     *out = ev;
     return CPOOL_OK;
+}
+
+static host_mark mark_take(cpool__bevent *ev) {
+    cpool__mutex_lock(&ev->mu);
+    host_mark m = {ev->q, ev->position, ev->stamp};
+    if (m.q) atomic_fetch_add(&m.q->refs, 1);
+    if (m.stamp) atomic_fetch_add(&m.stamp->refs, 1);
+    cpool__mutex_unlock(&ev->mu);
+    return m;
+}
+
+static void mark_release(host_mark *m) {
+    queue_release(m->q);
+    stamp_release(m->stamp);
 }
 
 static cpool_status host_event_create_timed(cpool__bdevice *dev, cpool__bevent **out) {
@@ -409,6 +434,7 @@ static void host_event_destroy(cpool__bevent *ev) {
     if (!ev) return;
     queue_release(ev->q);
     stamp_release(ev->stamp);
+    cpool__mutex_destroy(&ev->mu);
     free(ev);
 }
 
@@ -463,26 +489,30 @@ static cpool_status host_event_record(cpool__bevent *ev, cpool__bstream *s) {
         if (capturing) return cpool__fail(CPOOL_ERR_UNSUPPORTED, "cannot record an event on a capturing stream");
     }
     atomic_fetch_add(&q->refs, 1);
-    queue_release(ev->q);
+    cpool__mutex_lock(&ev->mu);
+    host_mark old = {ev->q, 0, ev->timed ? ev->stamp : NULL};
     ev->q = q;
     ev->position = position;
-    if (ev->timed) {
-        stamp_release(ev->stamp);
-        ev->stamp = stamp;
-    }
+    if (ev->timed) ev->stamp = stamp;
+    cpool__mutex_unlock(&ev->mu);
+    mark_release(&old);
     return CPOOL_OK;
 }
 
 static cpool_status host_stream_wait_event(cpool__bstream *s, cpool__bevent *ev) {
-    if (!ev->q) return CPOOL_OK; /* never recorded: nothing to wait for */
+    host_mark m = mark_take(ev);
+    if (!m.q) return CPOOL_OK; /* never recorded: nothing to wait for */
+    stamp_release(m.stamp);
     host_task *t = cpool__malloc(sizeof *t);
-    if (!t) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory queueing a wait");
-    atomic_fetch_add(&ev->q->refs, 1);
-    t->op = (host_op){.kind = OP_WAIT, .wait_q = ev->q, .position = ev->position};
+    if (!t) {
+        queue_release(m.q);
+        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory queueing a wait");
+    }
+    t->op = (host_op){.kind = OP_WAIT, .wait_q = m.q, .position = m.position}; /* the task takes m's reference */
     uint64_t position;
     cpool_status st = enqueue_uncaptured(s, t, &position);
     if (st != CPOOL_OK) {
-        queue_release(ev->q);
+        queue_release(m.q);
         free(t);
         return cpool__fail(st, "cannot wait for an event on a capturing stream");
     }
@@ -490,18 +520,30 @@ static cpool_status host_stream_wait_event(cpool__bstream *s, cpool__bevent *ev)
 }
 
 static cpool_status host_event_elapsed_ms(cpool__bevent *start, cpool__bevent *end, float *ms) {
-    if (!start->stamp || !end->stamp)
-        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_event_elapsed_ms: both events must have been recorded");
-    if (!atomic_load(&start->stamp->set) || !atomic_load(&end->stamp->set))
-        return cpool__fail(CPOOL_ERR_NOT_READY, "cpool_event_elapsed_ms: a record has not completed");
-    *ms = (float)(end->stamp->ms - start->stamp->ms);
-    return CPOOL_OK;
+    host_mark a = mark_take(start), b = mark_take(end);
+    cpool_status st = CPOOL_OK;
+    if (!a.stamp || !b.stamp)
+        st = cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_event_elapsed_ms: both events must have been recorded");
+    else if (!atomic_load(&a.stamp->set) || !atomic_load(&b.stamp->set))
+        st = cpool__fail(CPOOL_ERR_NOT_READY, "cpool_event_elapsed_ms: a record has not completed");
+    else
+        *ms = (float)(b.stamp->ms - a.stamp->ms);
+    mark_release(&a);
+    mark_release(&b);
+    return st;
 }
 
-static bool host_event_done(cpool__bevent *ev) { return !ev->q || atomic_load(&ev->q->completed) >= ev->position; }
+static bool host_event_done(cpool__bevent *ev) {
+    cpool__mutex_lock(&ev->mu);
+    bool done = !ev->q || atomic_load(&ev->q->completed) >= ev->position;
+    cpool__mutex_unlock(&ev->mu);
+    return done;
+}
 
 static cpool_status host_event_synchronize(cpool__bevent *ev) {
-    if (ev->q) queue_wait(ev->q, ev->position);
+    host_mark m = mark_take(ev);
+    if (m.q) queue_wait(m.q, m.position);
+    mark_release(&m);
     return CPOOL_OK;
 }
 

@@ -171,16 +171,18 @@ static cpool_status unshared_fence(cpool__order *o, cpool__order_stream *s, cpoo
     return CPOOL_OK;
 }
 
-cpool_status cpool__order_begin_capture(cpool__order *o, cpool__order_stream *s, cpool_capture_mode mode, void *record) {
+cpool_status cpool__order_begin_capture(cpool__order *o, cpool__order_stream *s, cpool_capture_mode mode,
+                                        void *(*install)(void *arg), void *arg) {
     /* Under the lock: a quiesce or a fence on another thread checks whether
      * a stream captures and records an event on it under that lock, and
-     * must not see the capture begin in between. */
+     * must not see the capture begin in between; and of two begins racing
+     * on one stream, only the one that finds none installs its record. */
     cpool__shared_event *old = NULL;
     cpool__mutex_lock(&o->mu);
     cpool_status st = cpool__order_capture(s) ? cpool__fail(CPOOL_ERR_ALREADY_CAPTURING, "the stream is already capturing")
                                               : unshared_fence(o, s, &old);
     if (st == CPOOL_OK) st = o->be->capture_begin(s->impl, mode, s->capture_fence->event);
-    if (st == CPOOL_OK) atomic_store_explicit(&s->capture, record, memory_order_release);
+    if (st == CPOOL_OK) atomic_store_explicit(&s->capture, install(arg), memory_order_release);
     cpool__mutex_unlock(&o->mu);
     cpool__shared_event_release(old);
     return st;

@@ -75,9 +75,12 @@ void cpool__order_remove(cpool__order *o, cpool__order_stream *s);
 cpool_status cpool__order_quiesce(cpool__order *o);
 
 /* Records the capture fence (made or renewed as needed), begins the backend
- * capture and publishes `record` as the stream's capture, atomically for
- * other threads' quiesces and fences. On failure nothing changed. */
-cpool_status cpool__order_begin_capture(cpool__order *o, cpool__order_stream *s, cpool_capture_mode mode, void *record);
+ * capture and publishes the record install(arg) returns as the stream's
+ * capture, all under the order's lock: atomically for other threads'
+ * quiesces and fences, and for a begin racing on the same stream. install
+ * runs only on success; on failure nothing changed. */
+cpool_status cpool__order_begin_capture(cpool__order *o, cpool__order_stream *s, cpool_capture_mode mode,
+                                        void *(*install)(void *arg), void *arg);
 /* The stream's owner ends its capture: no capture is published any more. */
 void cpool__order_end_capture(cpool__order_stream *s);
 /* The capture running on s, or NULL. */

@@ -52,14 +52,22 @@ cpool_status cpool_stream_synchronize(cpool_stream *handle) {
     return s->dev->be->stream_synchronize(s->impl);
 }
 
+typedef struct capture_install {
+    cpool_stream *s;
+    cpool__capture *cap;
+} capture_install;
+
+/* Under the order's lock, once the backend capture began: the record moves
+ * into the stream's storage, which no other capture uses now. */
+static void *install_capture(void *arg) {
+    capture_install *ci = arg;
+    cpool__capture_move(&ci->s->capture_storage, ci->cap);
+    return &ci->s->capture_storage;
+}
+
 cpool_status cpool__stream_begin_capture(cpool_stream *s, cpool_capture_mode mode, cpool__capture *cap) {
-    /* The storage is the owner's while no capture runs: fill it, then let
-     * the order publish it once the backend capture began. */
-    if (cpool__stream_capture(s)) return cpool__fail(CPOOL_ERR_ALREADY_CAPTURING, "the stream is already capturing");
-    cpool__capture_move(&s->capture_storage, cap);
-    cpool_status st = cpool__order_begin_capture(&s->dev->order, &s->order, mode, &s->capture_storage);
-    if (st != CPOOL_OK) cpool__capture_move(cap, &s->capture_storage);
-    return st;
+    capture_install ci = {s, cap};
+    return cpool__order_begin_capture(&s->dev->order, &s->order, mode, install_capture, &ci);
 }
 
 void cpool__stream_take_capture(cpool_stream *s, cpool__capture *cap) {

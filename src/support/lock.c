@@ -16,6 +16,7 @@ static const char *const rank_names[CPOOL__RANK_COUNT] = {
     [CPOOL__RANK_STREAMS] = "device streams",
     [CPOOL__RANK_CAPTURE_GRAPHS] = "CUDA capture graphs",
     [CPOOL__RANK_HOST_QUEUE] = "host stream queue",
+    [CPOOL__RANK_HOST_EVENT] = "host event",
     [CPOOL__RANK_DEFERRED] = "deferred queue",
     [CPOOL__RANK_SLAB] = "handle slab",
 };

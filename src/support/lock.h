@@ -23,6 +23,7 @@ typedef enum cpool__rank {
     CPOOL__RANK_STREAMS,      /* device.c: a device's live streams, capture begin */
     CPOOL__RANK_CAPTURE_GRAPHS, /* backend_cuda.c: graphs being captured */
     CPOOL__RANK_HOST_QUEUE,   /* backend_host.c: one stream's queue */
+    CPOOL__RANK_HOST_EVENT,   /* backend_host.c: one event's last record */
     CPOOL__RANK_DEFERRED,     /* deferred.c: the library thread's queue */
     CPOOL__RANK_SLAB,         /* handle.c: recycled handle memory */
     CPOOL__RANK_COUNT
