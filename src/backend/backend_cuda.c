@@ -54,7 +54,7 @@ struct cpool__bstream {
     cudaStream_t stream;
     bool owned;
     bool legacy;    /* the legacy default stream, wrapped */
-    bool capturing; /* a capture begun here by capturepool is running */
+    atomic_bool capturing; /* a capture begun here by capturepool is running */
 };
 
 struct cpool__bevent {

@@ -549,15 +549,32 @@ static cpool_status host_event_synchronize(cpool__bevent *ev) {
 
 /* ---- capture and graphs -------------------------------------------------- */
 
-static cpool_status host_event_record(cpool__bevent *ev, cpool__bstream *s);
-
+/* The check, the fence's position and the capture's start are one step
+ * under the queue's lock: an end of a capture on another thread (which
+ * changes s->capture under that lock) cannot fall in between. */
 static cpool_status host_capture_begin(cpool__bstream *s, cpool_capture_mode mode, cpool__bevent *fence) {
-    if (s->capture) return cpool__fail(CPOOL_ERR_ALREADY_CAPTURING, "the stream is already capturing");
     host_capture *c = cpool__calloc(1, sizeof *c);
     if (!c) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory beginning a capture");
-    if (fence) host_event_record(fence, s);
     c->mode = mode;
-    set_capture(s, c);
+    host_queue *q = s->q;
+    cpool__mutex_lock(&q->mu);
+    bool capturing = s->capture != NULL;
+    uint64_t position = q->enqueued;
+    if (!capturing) s->capture = c;
+    cpool__mutex_unlock(&q->mu);
+    if (capturing) {
+        free(c);
+        return cpool__fail(CPOOL_ERR_ALREADY_CAPTURING, "the stream is already capturing");
+    }
+    if (fence) { /* marks the work enqueued before the capture */
+        atomic_fetch_add(&q->refs, 1);
+        cpool__mutex_lock(&fence->mu);
+        host_queue *old = fence->q;
+        fence->q = q;
+        fence->position = position;
+        cpool__mutex_unlock(&fence->mu);
+        queue_release(old);
+    }
     return CPOOL_OK;
 }
 
