@@ -741,6 +741,44 @@ static void launches_race_captures_and_frees(cpool_device *dev) {
     cpool_stream_destroy(t);
 }
 
+/* ---- 12. a graphed call with no eager run places everything apart ------------- */
+
+typedef struct out_then_scratch {
+    cpool_pool *pool;
+    int value;
+    void *out;
+} out_then_scratch;
+static cpool_status out_then_scratch_fn(cpool_stream *s, void *ctx) {
+    out_then_scratch *b = (out_then_scratch *)ctx;
+    void *scratch = NULL;
+    cpool_status st = cpool_alloc(b->pool, 1024, s, &b->out);
+    if (st == CPOOL_OK) st = cpool_alloc(b->pool, 1024, s, &scratch);
+    if (st == CPOOL_OK) st = cpool_memset_async(s, scratch, b->value, 1024);
+    if (st == CPOOL_OK) st = cpool_memcpy_async(s, b->out, scratch, 1024);
+    if (st == CPOOL_OK) st = cpool_free(b->pool, scratch, s);
+    return st;
+}
+
+static void graphed_calls_without_warmup_never_refused(cpool_device *dev) {
+    static stream_pool fx;
+    static out_then_scratch a, b;
+    cpool_graph *ga = NULL, *gb = NULL;
+    REQUIRE(fixture_open(dev, NULL, &fx));
+    a = (out_then_scratch){fx.pool, 0x51, NULL};
+    b = (out_then_scratch){fx.pool, 0x52, NULL};
+    REQUIRE_OK(cpool_graphed_call(fx.s, fx.pool, CPOOL_CAPTURE_GLOBAL, 0, out_then_scratch_fn, &a, &ga));
+    REQUIRE_OK(cpool_graphed_call(fx.s, fx.pool, CPOOL_CAPTURE_GLOBAL, 0, out_then_scratch_fn, &b, &gb));
+    CHECK_OK(cpool_graph_launch(ga, fx.s));
+    CHECK_OK(cpool_graph_launch(gb, fx.s));
+    CHECK_OK(cpool_graph_launch(ga, fx.s)); /* A's footprint meets no output of B's */
+    CHECK_BYTES(fx.s, a.out, 1024, 0x51);
+    CHECK_BYTES(fx.s, b.out, 1024, 0x52);
+    cpool_graph_release(ga);
+    cpool_graph_release(gb);
+    CHECK_OK(cpool_free(fx.pool, a.out, fx.s));
+    CHECK_OK(cpool_free(fx.pool, b.out, fx.s));
+}
+
 static const check_case cases[] = {
     CHECK_CASE(output_in_old_scratch_refuses),
     CHECK_CASE(freed_output_reused_by_next_graph),
@@ -753,6 +791,7 @@ static const check_case cases[] = {
     CHECK_CASE(freed_under_capture_counts),
     CHECK_CASE(update_keeps_outputs_apart),
     CHECK_CASE(launches_race_captures_and_frees),
+    CHECK_CASE(graphed_calls_without_warmup_never_refused),
 };
 
 CHECK_MAIN(cases, CHECK_ON_ALL)
