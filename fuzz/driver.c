@@ -64,6 +64,12 @@
  *   after their memory went to a new handle) are refused and change
  *   nothing; a release beyond the callers' references is refused;
  * - inside a stream callback, synchronize and trim are refused at once.
+ * Third wave (ops 37-43): events. A query is NOT_READY while a closed gate
+ * holds back the work before the record (also through event waits), OK once
+ * the record is known complete, and OK only after that work ran; work after
+ * cpool_stream_wait_event runs after the work before the event's record;
+ * records and waits on a capturing stream are UNSUPPORTED and change
+ * nothing; elapsed, synchronize and dead events are checked as documented.
  *
  * FUZZ_API_TRACE=1 in the environment prints each operation as it runs.
  * FUZZ_API_CROSS_DROPS=0 turns off op_cross_clear (two clears on two threads
@@ -98,7 +104,7 @@ static int dev_refs_prev = -1;
 static void step(rd *r) {
     uint8_t op = u8(r);
     int s = pick_stream(u8(r));
-    switch (op % 37) {
+    switch (op % 44) {
     case 0:
         op_pool_create(r);
         break;
@@ -213,6 +219,27 @@ static void step(rd *r) {
     case 36:
         op_cross_clear(r);
         break;
+    case 37:
+        op_event_create(r);
+        break;
+    case 38:
+        op_event_destroy(r);
+        break;
+    case 39:
+        op_event_record(r, s);
+        break;
+    case 40:
+        op_event_wait(r, s);
+        break;
+    case 41:
+        op_event_query(r);
+        break;
+    case 42:
+        op_event_sync(r);
+        break;
+    case 43:
+        op_event_elapsed(r);
+        break;
     default:
         TRACE("wait_deferred\n");
         do_wait_deferred();
@@ -230,6 +257,7 @@ static void finish(void) {
     before_blocking();
     for (int s = 0; s < NS; s++)
         if (S[s] && C[s].active) do_capture_end(s);
+    destroy_events(); /* some may still be pending: waits on them still hold */
     reap_temp();
     if (S[TEMP]) destroy_temp();
     for (int gi = 0; gi < NGRAPH; gi++)
@@ -290,6 +318,11 @@ static void reset_model(void) {
     memset(dead_graphs, 0, sizeof dead_graphs);
     memset(dead_streams, 0, sizeof dead_streams);
     ndead_pools = ndead_graphs = ndead_streams = 0;
+    memset(E, 0, sizeof E);
+    memset(dep_gate, 0, sizeof dep_gate);
+    memset(dep_mark, 0, sizeof dep_mark);
+    memset(dead_events, 0, sizeof dead_events);
+    ndead_events = 0;
     for (int u = 0; u < NUID; u++) {
         atomic_store(&nested_clears[u], 0);
         atomic_store(&drop_refs[u], 0);

@@ -114,6 +114,36 @@ void open_gates(void) {
     pthread_mutex_unlock(&gate_mu);
 }
 
+bool stream_held(int s) {
+    bool held = false;
+    pthread_mutex_lock(&gate_mu);
+    for (int x = 0; x < NS && !held; x++) {
+        uint64_t g = x == s ? gate_closed[s] : dep_gate[s][x];
+        if (gate_opened[x] < g) held = true;
+    }
+    pthread_mutex_unlock(&gate_mu);
+    return held;
+}
+
+mevent E[NEVENT];
+uint64_t dep_gate[NS][NS], dep_mark[NS][NS];
+void *dead_events[NDEAD];
+unsigned ndead_events;
+
+void events_synced(int s) {
+    for (int i = 0; i < NEVENT; i++)
+        if (E[i].e && E[i].recorded && E[i].stream == s) E[i].complete = true;
+}
+
+void events_temp_gone(void) {
+    events_synced(TEMP);
+    for (int i = 0; i < NEVENT; i++) E[i].gates[TEMP] = E[i].marks[TEMP] = 0;
+    for (int x = 0; x < NS; x++) {
+        dep_gate[x][TEMP] = dep_mark[x][TEMP] = 0;
+        dep_gate[TEMP][x] = dep_mark[TEMP][x] = 0;
+    }
+}
+
 /* Before any call that may wait for stream work (or drop objects). */
 void before_blocking(void) {
     open_gates();

@@ -41,6 +41,7 @@
 #define NPENDING 64
 #define MAX_BODY 24
 #define NDEAD 8 /* dead handles of each kind kept for op_dead */
+#define NEVENT 4
 
 #define MIB ((size_t)1 << 20)
 #define HUGE_LIMIT ((size_t)64 << 20) /* requests above this cannot be served here */
@@ -243,6 +244,9 @@ extern uint64_t timed_epoch;
 
 bool tracked(int s);
 void open_gates(void);
+/* A closed gate holds stream s's enqueued work back: one of its own, or one
+ * that an event it waits for waits for (through cpool_stream_wait_event). */
+bool stream_held(int s);
 void before_blocking(void);
 void check_quiesced(const char *what);
 
@@ -275,6 +279,27 @@ extern pthread_mutex_t drop_mu;
 extern obj objs[NOBJ]; /* under drop_mu */
 extern int nobj;
 extern uint64_t next_serial[NUID], last_dropped[NUID];
+
+/* Events (op_event_*): a table of NEVENT, and what each stream's work waits
+ * for on the others through cpool_stream_wait_event. For each stream x,
+ * gates[x] is the newest gate of x that the record waits for (0: none) and
+ * marks[x] how many of x's tasks (enq[x]) must have run first. */
+typedef struct mevent {
+    cpool_event *e; /* NULL: free slot */
+    bool recorded;  /* a record succeeded */
+    bool complete;  /* known complete: never recorded, or synchronized since */
+    int stream;     /* where it was recorded */
+    uint64_t gates[NS], marks[NS];
+} mevent;
+extern mevent E[NEVENT];
+extern uint64_t dep_gate[NS][NS], dep_mark[NS][NS]; /* [waiting stream][other stream] */
+extern void *dead_events[NDEAD];
+extern unsigned ndead_events;
+/* Stream s's work enqueued so far ran (a sync, a destroy): its events are
+ * complete. events_temp_gone also forgets what waits for the temporary
+ * stream's tasks (its counters start again with the next one). */
+void events_synced(int s);
+void events_temp_gone(void);
 
 /* Fixed streams that captured for the first time in this input (finish). */
 extern int first_captures;

@@ -61,6 +61,16 @@ void op_eager_free(rd *r, int s);
 void op_bounded_capture(rd *r, int s);
 void op_misc(rd *r, int s);
 
+/* ---- events ------------------------------------------------------------------------ */
+
+void op_event_create(rd *r);
+void op_event_destroy(rd *r);
+void op_event_record(rd *r, int s);
+void op_event_wait(rd *r, int s);
+void op_event_query(rd *r);
+void op_event_sync(rd *r);
+void op_event_elapsed(rd *r);
+
 /* ---- shared with the end of an input -------------------------------------------- */
 
 /* A stream sync (invalidates a capture on s), and cpool_wait_deferred, with
@@ -75,5 +85,7 @@ void reap_temp(void);
 /* Drop one of the harness's references, model first. */
 void release_pool_ref(int pi);
 void release_graph_ref(int gi);
+/* Destroys every event of the table (the end of an input). */
+void destroy_events(void);
 
 #endif
