@@ -25,9 +25,7 @@ static cpool_status capture_check(const char *what, cpool_stream *s, cpool_pool 
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: unknown capture mode %d", what, (int)mode);
     if (pool && cpool__pool_device(pool) != s->dev)
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: the pool is on another device", what);
-    cpool_capture_state state = CPOOL_CAPTURE_NONE;
-    if (cpool__stream_capture(s) ||
-        (ask_backend && s->dev->be->capture_status(s->impl, &state) == CPOOL_OK && state != CPOOL_CAPTURE_NONE))
+    if (ask_backend ? cpool__stream_captures(s) : cpool__stream_capture(s) != NULL)
         return cpool__fail(CPOOL_ERR_ALREADY_CAPTURING, "%s: the stream is already capturing", what);
     return CPOOL_OK;
 }

@@ -66,20 +66,13 @@ void cpool_event_destroy(cpool_event *handle) {
     }
 }
 
-/* Whether s captures, by capturepool or by the runtime directly. */
-static bool stream_captures(cpool_stream *s) {
-    cpool_capture_state state = CPOOL_CAPTURE_NONE;
-    return cpool__stream_capture(s) ||
-           (s->dev->be->capture_status(s->impl, &state) == CPOOL_OK && state != CPOOL_CAPTURE_NONE);
-}
-
 /* Resolves an event and a stream of one device for `fn`. */
 static cpool_status event_and_stream(const char *fn, cpool_event *e_handle, cpool_stream *s_handle, cpool_event **e,
                                      cpool_stream **s) {
     CPOOL__RESOLVE(*e, e_handle, fn, "event");
     CPOOL__RESOLVE(*s, s_handle, fn, "stream");
     if ((*e)->dev != (*s)->dev) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: the event is of another device", fn);
-    if (stream_captures(*s))
+    if (cpool__stream_captures(*s))
         return cpool__fail(CPOOL_ERR_UNSUPPORTED, "%s: events in a capture (a multi-stream capture) are not supported", fn);
     return CPOOL_OK;
 }

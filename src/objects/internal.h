@@ -140,7 +140,6 @@ struct cpool_stream {
 };
 
 static inline cpool_device *cpool__stream_device(const cpool_stream *s) { return s->dev; }
-static inline cpool__bstream *cpool__stream_backend(const cpool_stream *s) { return s->impl; }
 /* Unique for the process's life: freed blocks carry it. */
 static inline uint64_t cpool__stream_id(const cpool_stream *s) { return s->order.id; }
 /* The capture begun on s with cpool_capture_begin, or NULL. */
@@ -156,6 +155,9 @@ void cpool__stream_take_capture(cpool_stream *s, cpool__capture *cap);
 /* Ends a capture begun on s (if any) and discards it with its references;
  * it makes no graph. */
 void cpool__capture_discard(cpool_stream *s);
+/* Whether s captures: a capture of capturepool's, or one begun with the
+ * runtime directly (the backend is asked). */
+bool cpool__stream_captures(cpool_stream *s);
 
 /* ---- capture_record.c: the record's data ---------------------------------- */
 

@@ -35,8 +35,7 @@ cpool_status cpool_param_set(cpool_param *p, const void *value, size_t bytes, cp
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_param_set: %zu bytes for a %zu-byte block", bytes, p->bytes);
     if (s->dev != cpool__pool_device(p->pool))
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_param_set: the stream is on another device");
-    cpool_capture_state state = CPOOL_CAPTURE_NONE;
-    if (cpool__stream_capture(s) || (s->dev->be->capture_status(s->impl, &state) == CPOOL_OK && state != CPOOL_CAPTURE_NONE))
+    if (cpool__stream_captures(s))
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_param_set: the stream is capturing");
     return s->dev->be->upload_async(s->impl, p->ptr, value, bytes);
 }

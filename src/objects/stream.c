@@ -75,6 +75,12 @@ void cpool__stream_take_capture(cpool_stream *s, cpool__capture *cap) {
     cpool__order_end_capture(&s->order);
 }
 
+bool cpool__stream_captures(cpool_stream *s) {
+    cpool_capture_state state = CPOOL_CAPTURE_NONE;
+    return cpool__stream_capture(s) ||
+           (s->dev->be->capture_status(s->impl, &state) == CPOOL_OK && state != CPOOL_CAPTURE_NONE);
+}
+
 void cpool__capture_discard(cpool_stream *s) {
     if (!cpool__stream_capture(s)) return;
     cpool__capture cap;
