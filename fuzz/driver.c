@@ -68,8 +68,13 @@
  * holds back the work before the record (also through event waits), OK once
  * the record is known complete, and OK only after that work ran; work after
  * cpool_stream_wait_event runs after the work before the event's record;
- * records and waits on a capturing stream are UNSUPPORTED and change
- * nothing; elapsed, synchronize and dead events are checked as documented.
+ * a record on a capturing stream goes into the capture (queries refuse it),
+ * a capturing stream waits only for its own capture's records, and waits
+ * for another capture's or an ended one's are refused; elapsed, synchronize
+ * and dead events are checked as documented.
+ * Fourth wave (op 44): forks. A fixed stream joins a capture through an
+ * event, allocates and frees as its branch, and is joined back (the graph
+ * then ends as usual) or left unjoined (the end fails, its work never runs).
  *
  * FUZZ_API_TRACE=1 in the environment prints each operation as it runs.
  * FUZZ_API_CROSS_DROPS=0 turns off op_cross_clear (two clears on two threads
@@ -104,7 +109,8 @@ static int dev_refs_prev = -1;
 static void step(rd *r) {
     uint8_t op = u8(r);
     int s = pick_stream(u8(r));
-    switch (op % 44) {
+    if (fork_of[s] >= 0) s = fork_of[s]; /* a fork's own work is op_fork's */
+    switch (op % 45) {
     case 0:
         op_pool_create(r);
         break;
@@ -164,7 +170,7 @@ static void step(rd *r) {
         if (u8(r) % 4 == 0) {
             TRACE("sync all streams\n");
             for (int i = 0; i < NS; i++)
-                if (S[i]) do_sync(i);
+                if (S[i] && fork_of[i] < 0) do_sync(i);
         } else {
             TRACE("sync stream %d\n", s);
             do_sync(s);
@@ -240,6 +246,9 @@ static void step(rd *r) {
     case 43:
         op_event_elapsed(r);
         break;
+    case 44:
+        op_fork(r, s);
+        break;
     default:
         TRACE("wait_deferred\n");
         do_wait_deferred();
@@ -306,6 +315,7 @@ static void reset_model(void) {
     memset(P, 0, sizeof P);
     memset(A, 0, sizeof A);
     memset(C, 0, sizeof C);
+    for (int x = 0; x < NS; x++) fork_of[x] = -1;
     memset(G, 0, sizeof G);
     npend = 0;
     memset(ring, 0, sizeof ring);

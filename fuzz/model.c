@@ -338,6 +338,7 @@ void model_capture_begin(int s, int pi, cpool_capture_mode mode) {
     }
     memset(c, 0, sizeof *c);
     c->active = true;
+    c->unjoined = false;
     c->id = ++cap_serial;
     c->bound = pi;
     c->tk = new_tick();
@@ -345,10 +346,18 @@ void model_capture_begin(int s, int pi, cpool_capture_mode mode) {
     if (pi >= 0) capture_hold(s, pi);
 }
 
+int fork_of[NS] = {-1, -1, -1, -1};
+
+void forks_end(int s) {
+    for (int x = 0; x < NS; x++)
+        if (fork_of[x] == s) fork_of[x] = -1;
+}
+
 /* The capture ends without a graph: its references go. */
 void capture_drop(int s, bool synchronous) {
     mcapture *c = &C[s];
     c->active = false;
+    forks_end(s);
     for (int i = 0; i < c->nh; i++) {
         P[c->h[i].pool].capture_holds--;
         pool_refs_changed(c->h[i].pool, synchronous);
@@ -374,6 +383,7 @@ mgraph graph_from_capture(int s) {
         P[c->h[i].pool].graph_holds++;
     }
     c->active = false;
+    forks_end(s);
     c->nh = 0;
     return g;
 }
@@ -462,9 +472,10 @@ void check_all(void) {
         if (!S[s]) continue;
         cpool_capture_state cs = (cpool_capture_state)-1;
         EXPECT_OK(cpool_capture_status(S[s], &cs));
-        cpool_capture_state want = !C[s].active      ? CPOOL_CAPTURE_NONE
-                                   : C[s].invalidated ? CPOOL_CAPTURE_INVALIDATED
-                                                      : CPOOL_CAPTURE_ACTIVE;
+        const mcapture *c = fork_of[s] >= 0 ? &C[fork_of[s]] : &C[s]; /* a fork reports its origin's capture */
+        cpool_capture_state want = !c->active      ? CPOOL_CAPTURE_NONE
+                                   : c->invalidated ? CPOOL_CAPTURE_INVALIDATED
+                                                    : CPOOL_CAPTURE_ACTIVE;
         if (cs != want) fail("stream %d: capture state %d, expected %d", s, (int)cs, (int)want);
     }
 }

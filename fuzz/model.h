@@ -157,6 +157,7 @@ typedef struct tick {
 
 typedef struct mcapture {
     bool active, invalidated;
+    bool unjoined; /* a fork was left unjoined: the end fails, the state stays active */
     held h[NPOOL];
     int nh;
     int bound;
@@ -255,6 +256,12 @@ void check_quiesced(const char *what);
 extern mpool P[NPOOL];
 extern malloc_t A[NALLOC + 1]; /* the last one only for an immediate free */
 extern mcapture C[NS];
+/* fork_of[x]: the stream whose capture stream x was forked into (-1: none).
+ * A fork takes part until its origin's capture ends; the driver sends the
+ * operations it picks for a fork to the origin. */
+extern int fork_of[NS];
+/* Capture s ended (with a graph or without): its forks take part no more. */
+void forks_end(int s);
 extern mgraph G[NGRAPH + 1]; /* the last one only for an immediate release */
 extern pending_cb pend[NPENDING];
 extern int npend;
@@ -287,6 +294,7 @@ extern uint64_t next_serial[NUID], last_dropped[NUID];
 typedef struct mevent {
     cpool_event *e; /* NULL: free slot */
     bool recorded;  /* a record succeeded */
+    uint64_t cap_id; /* its last record was made in this capture (0: none) */
     bool complete;  /* known complete: never recorded, or synchronized since */
     int stream;     /* where it was recorded */
     uint64_t gates[NS], marks[NS];

@@ -699,12 +699,13 @@ static int free_alloc_slot(void) {
     return NALLOC;
 }
 
-static void do_free_valid(int ai, int s);
+static void do_free_on(int ai, int s, int on);
 
-/* An allocation of `size` from pool pi on stream s; `want` is the status the
- * model knows it must have, or -1. Returns its slot, or -1 (failed, or freed
- * at once for want of a slot). */
-static int do_alloc_want(int pi, size_t size, int s, int want) {
+/* An allocation of `size` from pool pi on stream `on`, in the model stream
+ * s's capture or eager (on == s, or `on` forked into s's capture); `want`
+ * is the status the model knows it must have, or -1. Returns its slot, or
+ * -1 (failed, or freed at once for want of a slot). */
+static int do_alloc_on(int pi, size_t size, int s, int on, int want) {
     mpool *m = &P[pi];
     bool cap = C[s].active;
     bool huge = size > HUGE_LIMIT;
@@ -716,7 +717,7 @@ static int do_alloc_want(int pi, size_t size, int s, int want) {
     void *ptr = NULL;
     char kept[512];
     snprintf(kept, sizeof kept, "%s", cpool_last_error());
-    cpool_status st = cpool_alloc(m->p, size, S[s], &ptr);
+    cpool_status st = cpool_alloc(m->p, size, S[on], &ptr);
     if (st == CPOOL_OK) check_error_kept(kept, "cpool_alloc");
     if (want >= 0)
         check_status(st, (cpool_status)want, "cpool_alloc (the model knows its status)", true);
@@ -728,7 +729,7 @@ static int do_alloc_want(int pi, size_t size, int s, int want) {
     }
     check_new_block(pi, ptr, size, cap ? -1 : s, !cap, "cpool_alloc");
     int ai = free_alloc_slot();
-    A[ai] = (malloc_t){true, pi, ptr, size, s, cap, cap ? C[s].id : 0};
+    A[ai] = (malloc_t){true, pi, ptr, size, on, cap, cap ? C[s].id : 0};
     m->live_bytes += size;
     m->live_count++;
     m->allocs++;
@@ -738,20 +739,24 @@ static int do_alloc_want(int pi, size_t size, int s, int want) {
         m->graph_live_rounded += round512(size);
     }
     if (ai == NALLOC) {
-        do_free_valid(ai, s);
+        do_free_on(ai, s, on);
         return -1;
     }
     return ai;
 }
 
+static int do_alloc_want(int pi, size_t size, int s, int want) { return do_alloc_on(pi, size, s, s, want); }
+
 static void do_alloc(int pi, size_t size, int s) { (void)do_alloc_want(pi, size, s, -1); }
 
-static void do_free_valid(int ai, int s) {
+/* A free on stream `on`, in the model stream s's capture or eager (as
+ * do_alloc_on). */
+static void do_free_on(int ai, int s, int on) {
     malloc_t *a = &A[ai];
     mpool *m = &P[a->pool];
     bool cap = C[s].active;
-    TRACE("free #%u %p (%zu bytes) on stream %d%s\n", m->uid, a->ptr, a->size, s, cap ? " (capture)" : "");
-    EXPECT_OK(cpool_free(m->p, a->ptr, S[s]));
+    TRACE("free #%u %p (%zu bytes) on stream %d%s\n", m->uid, a->ptr, a->size, on, cap ? " (capture)" : "");
+    EXPECT_OK(cpool_free(m->p, a->ptr, S[on]));
     m->live_bytes -= a->size;
     m->live_count--;
     m->frees++;
@@ -759,16 +764,19 @@ static void do_free_valid(int ai, int s) {
     if (cap) {
         capture_hold(s, a->pool);
         add_graph_range(m, a->ptr, a->size); /* freed under capture: the graph's now */
-        /* A block from outside capture may still be used by s's work from
-         * before the capture (enq[s] counts only that): no capture, on any
-         * stream, may have it before that work ran. */
-        if (!a->graph) add_freed(m, a->ptr, a->size, s);
+        /* A block from outside capture may still be used by the freeing
+         * stream's work from before the capture or its fork (enq counts
+         * only that): no capture, on any stream, may have it before that
+         * work ran. */
+        if (!a->graph) add_freed(m, a->ptr, a->size, on);
     } else if (!a->graph) {
-        add_freed(m, a->ptr, a->size, s);
+        add_freed(m, a->ptr, a->size, on);
     }
     ring[ring_next++ % NFREED] = (freed_ptr){m->uid, a->ptr};
     a->live = false;
 }
+
+static void do_free_valid(int ai, int s) { do_free_on(ai, s, s); }
 
 void do_free_invalid(rd *r, int s) {
     uint8_t v = u8(r), b = u8(r);
@@ -1035,14 +1043,19 @@ void op_capture_begin(rd *r, int s) {
 
 void do_capture_end(int s) {
     cpool_graph *g = (cpool_graph *)&G;
+    if (fork_of[s] >= 0) { /* ends only on its origin */
+        EXPECT(cpool_capture_end(S[s], &g), CPOOL_ERR_INVALID_ARGUMENT);
+        if (g) fail("cpool_capture_end on a fork left *graph_out set");
+        return;
+    }
     if (!C[s].active) {
         EXPECT(cpool_capture_end(S[s], &g), CPOOL_ERR_NOT_CAPTURING);
         if (g) fail("cpool_capture_end failed and left *graph_out set");
         return;
     }
-    TRACE("capture_end stream %d%s\n", s, C[s].invalidated ? " (invalidated)" : "");
+    TRACE("capture_end stream %d%s\n", s, C[s].invalidated ? " (invalidated)" : C[s].unjoined ? " (a fork unjoined)" : "");
     before_blocking();
-    if (C[s].invalidated) {
+    if (C[s].invalidated || C[s].unjoined) {
         capture_drop(s, true);
         EXPECT(cpool_capture_end(S[s], &g), CPOOL_ERR_CAPTURE_INVALIDATED);
         if (g) fail("cpool_capture_end failed and left *graph_out set");
@@ -1105,8 +1118,8 @@ static cpool_status body_fn(cpool_stream *str, void *vctx) {
     /* What happens once the body returns (may drop pools). */
     before_blocking();
     c->captured_failed = ret != CPOOL_OK;
-    c->invalidated = C[s].invalidated;
-    if (ret != CPOOL_OK || C[s].invalidated) {
+    c->invalidated = C[s].invalidated || C[s].unjoined;
+    if (ret != CPOOL_OK || c->invalidated) {
         capture_drop(s, true);
     } else if (c->update_graph < 0) {
         c->fresh = graph_from_capture(s);
@@ -2151,6 +2164,10 @@ static void check_event_work_ran(int ei, const char *what) {
  * only once that work ran). */
 static void query_event(int ei, const char *what) {
     cpool_status st = cpool_event_query(E[ei].e);
+    if (E[ei].cap_id) { /* a captured record marks no stream work */
+        check_status(st, CPOOL_ERR_INVALID_ARGUMENT, what, true);
+        return;
+    }
     if (!E[ei].recorded || E[ei].complete)
         check_status(st, CPOOL_OK, what, true);
     else if (event_held(ei))
@@ -2227,13 +2244,23 @@ void op_event_record(rd *r, int s) {
     if (ei < 0) return;
     mevent *m = &E[ei];
     if (C[s].active) {
-        TRACE("event record %d on capturing stream %d (unsupported)\n", ei, s);
-        EXPECT(cpool_event_record(m->e, S[s]), CPOOL_ERR_UNSUPPORTED);
-        query_event(ei, "cpool_event_query after a record on a capturing stream was refused");
+        TRACE("event record %d on capturing stream %d (into the capture)\n", ei, s);
+        cpool_status st = cpool_event_record(m->e, S[s]);
+        if (C[s].invalidated)
+            expect_one_of(st, CPOOL_OK, CPOOL_ERR_CAPTURE_INVALIDATED, "cpool_event_record in an invalidated capture");
+        else
+            check_status(st, CPOOL_OK, "cpool_event_record on a capturing stream", true);
+        if (st == CPOOL_OK) {
+            m->recorded = true;
+            m->cap_id = C[s].id;
+            m->stream = s;
+        }
+        query_event(ei, "cpool_event_query after a record on a capturing stream");
         return;
     }
     TRACE("event record %d on stream %d\n", ei, s);
     EXPECT_OK(cpool_event_record(m->e, S[s]));
+    m->cap_id = 0;
     m->recorded = true;
     m->complete = false;
     m->stream = s;
@@ -2283,9 +2310,25 @@ void op_event_wait(rd *r, int s) {
     int ei = pick_event(b);
     if (ei < 0) return;
     mevent *m = &E[ei];
+    if (m->cap_id) {
+        const mcapture *c = &C[m->stream];
+        bool live = c->active && c->id == m->cap_id;
+        if (live && !C[s].active) return; /* it would fork s: op_fork does that, with the model told */
+        TRACE("stream %d waits for event %d, recorded in a capture on %d%s\n", s, ei, m->stream,
+              live ? "" : " (ended)");
+        cpool_status st = cpool_stream_wait_event(S[s], m->e);
+        if (live && s == m->stream && c->invalidated)
+            expect_one_of(st, CPOOL_OK, CPOOL_ERR_CAPTURE_INVALIDATED, "cpool_stream_wait_event in an invalidated capture");
+        else if (live && s == m->stream)
+            check_status(st, CPOOL_OK, "cpool_stream_wait_event for its own capture's record", true);
+        else /* another capture's record, or one of a capture that ended */
+            check_status(st, CPOOL_ERR_INVALID_ARGUMENT, "cpool_stream_wait_event for another capture's record", true);
+        return;
+    }
     if (C[s].active) {
-        TRACE("stream %d (capturing) waits for event %d (unsupported)\n", s, ei);
-        EXPECT(cpool_stream_wait_event(S[s], m->e), CPOOL_ERR_UNSUPPORTED);
+        TRACE("stream %d (capturing) waits for event %d, recorded outside any capture\n", s, ei);
+        check_status(cpool_stream_wait_event(S[s], m->e), m->recorded ? CPOOL_ERR_INVALID_ARGUMENT : CPOOL_OK,
+                     "cpool_stream_wait_event on a capturing stream for an event recorded outside it", true);
         return;
     }
     TRACE("stream %d waits for event %d (recorded on %d)\n", s, ei, m->recorded ? m->stream : -1);
@@ -2332,6 +2375,10 @@ void op_event_sync(rd *r) {
     int ei = pick_event(b);
     if (ei < 0) return;
     TRACE("event synchronize %d\n", ei);
+    if (E[ei].cap_id) {
+        EXPECT(cpool_event_synchronize(E[ei].e), CPOOL_ERR_INVALID_ARGUMENT);
+        return;
+    }
     before_blocking();
     EXPECT_OK(cpool_event_synchronize(E[ei].e));
     check_event_work_ran(ei, "cpool_event_synchronize");
@@ -2355,7 +2402,9 @@ void op_event_elapsed(rd *r) {
     TRACE("event elapsed %d -> %d\n", a, z);
     cpool_status st = cpool_event_elapsed_ms(E[a].e, E[z].e, &ms);
     const char *what = "cpool_event_elapsed_ms";
-    if (!E[a].recorded || !E[z].recorded)
+    if (E[a].cap_id || E[z].cap_id)
+        check_status(st, CPOOL_ERR_INVALID_ARGUMENT, "cpool_event_elapsed_ms with a captured record", true);
+    else if (!E[a].recorded || !E[z].recorded)
         check_status(st, CPOOL_ERR_INVALID_ARGUMENT, "cpool_event_elapsed_ms with an event never recorded", true);
     else if (E[a].complete && E[z].complete)
         check_status(st, CPOOL_OK, "cpool_event_elapsed_ms of two complete records", true);
@@ -2369,6 +2418,62 @@ void op_event_elapsed(rd *r) {
         if (ms != ms) fail("cpool_event_elapsed_ms returned NaN");
         if (a == z && ms != 0.0f) fail("cpool_event_elapsed_ms of an event to itself is %f ms, not 0", (double)ms);
     }
+}
+
+/* Work of a fork left unjoined: its capture fails, so it never runs. */
+static void fn_unjoined(void *arg) {
+    (void)arg;
+    fail("work captured on a fork that was never joined back ran");
+}
+
+/* A fork and a join of a multi-stream capture: a fixed stream x, not
+ * capturing, joins s's capture through a record on s (then reports it as
+ * its own, refuses to end or begin one), allocates and frees as a branch of
+ * it, and is joined back through a record on x, or, one time in four, is
+ * left unjoined (s's end must then fail). x takes part until s's capture
+ * ends. */
+void op_fork(rd *r, int s) {
+    uint8_t v = u8(r), xb = u8(r), pb = u8(r);
+    if (!C[s].active || C[s].invalidated) return;
+    int x = -1;
+    for (int k = 0; k < NFIXED && x < 0; k++) {
+        int c = (xb + k) % NFIXED;
+        if (c != s && S[c] && !C[c].active && fork_of[c] < 0) x = c;
+    }
+    if (x < 0) return;
+    cpool_event *fork = NULL, *join = NULL;
+    EXPECT_OK(cpool_event_create(dev, &fork));
+    EXPECT_OK(cpool_event_create(dev, &join));
+    TRACE("fork stream %d into stream %d's capture\n", x, s);
+    EXPECT_OK(cpool_event_record(fork, S[s]));
+    EXPECT(cpool_event_query(fork), CPOOL_ERR_INVALID_ARGUMENT);
+    EXPECT_OK(cpool_stream_wait_event(S[x], fork));
+    fork_of[x] = s;
+    cpool_graph *g = NULL;
+    EXPECT(cpool_capture_end(S[x], &g), CPOOL_ERR_INVALID_ARGUMENT);
+    if (g) fail("cpool_capture_end on a fork left *graph_out set");
+    EXPECT(cpool_capture_begin(S[x], NULL, CPOOL_CAPTURE_GLOBAL), CPOOL_ERR_ALREADY_CAPTURING);
+    check_all();
+    int pi = pick_pool(pb);
+    for (int i = 0; i < (int)(v % 4); i++) {
+        uint8_t o = u8(r);
+        int ai = pick_alloc(o, true);
+        if ((o & 1) && pi >= 0)
+            (void)do_alloc_on(pi, decode_size(r), s, x, -1);
+        else if (ai >= 0)
+            do_free_on(ai, s, x);
+    }
+    if (v % 16 < 12) {
+        TRACE("join stream %d back into stream %d\n", x, s);
+        EXPECT_OK(cpool_event_record(join, S[x]));
+        EXPECT_OK(cpool_stream_wait_event(S[s], join));
+    } else {
+        TRACE("stream %d left unjoined in stream %d's capture\n", x, s);
+        EXPECT_OK(cpool_launch_host(S[x], fn_unjoined, NULL));
+        C[s].unjoined = true;
+    }
+    cpool_event_destroy(fork);
+    cpool_event_destroy(join);
 }
 
 /* The end of an input: every event destroyed, some perhaps still pending. */

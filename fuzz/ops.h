@@ -70,6 +70,7 @@ void op_event_wait(rd *r, int s);
 void op_event_query(rd *r);
 void op_event_sync(rd *r);
 void op_event_elapsed(rd *r);
+void op_fork(rd *r, int s);
 
 /* ---- shared with the end of an input -------------------------------------------- */
 

@@ -155,7 +155,8 @@ cpool_status cpool_stream_synchronize(cpool_stream *s);
 
 /* Waits for the stream's work to finish, then ends it (a wrapped CUDA stream
  * is only forgotten). NULL: no-op. Destroying a stream that is capturing ends
- * the capture first and discards it. The handle is dead at once; the
+ * the capture first and discards it; destroying a stream forked into a
+ * capture invalidates that capture (its end then fails). The handle is dead at once; the
  * stream's work still counts until it has finished: a pool teardown or trim
  * on another thread waits for it, and memory freed on the stream goes to no
  * other stream or graph before it ran. Called inside a stream callback, the
@@ -187,9 +188,30 @@ cpool_status cpool_memset_async(cpool_stream *s, void *dst, int value, size_t by
  * in the stream's queue on the host backend.
  * Created by cpool_event_create, ended by cpool_event_destroy. Thread-safe
  * like a CUDA event: a record and a query or wait may race, the outcome is
- * one of the two orders. Events in a capture (the fork and join of a
- * multi-stream capture) are not supported yet: a record or a wait on a
- * capturing stream returns CPOOL_ERR_UNSUPPORTED and changes nothing. */
+ * one of the two orders.
+ *
+ * Multi-stream capture, CUDA's rules on both backends. A record on a stream
+ * that captures marks its captured work. Another stream that is not
+ * capturing and waits for that record joins the capture (a fork): its work,
+ * cpool_alloc and cpool_free are captured into the same graph and served
+ * by the capture's pools as on the stream it began on (its origin), and
+ * cpool_capture_status reports it as capturing; it may be used from any
+ * thread. A stream in the capture that waits for such a record depends on
+ * the recorded work (a join). cpool_capture_end on the origin needs every
+ * fork joined back (its last work recorded and waited for by the origin,
+ * directly or through other forks); then every fork stops capturing with
+ * it. A replay keeps the captured order between streams and nothing more:
+ * on the host backend independent branches run at the same time, one
+ * worker per stream of the capture.
+ * Memory between branches: a block freed on one stream of a capture is
+ * never handed to a stream whose work may run at the same time as its last
+ * user. It is reused by the same stream, by a stream that joined it after
+ * the free (a wait for a record made after the free), and by any stream
+ * once the capture ended. Frees on the origin before its first fork serve
+ * every branch.
+ * Forks must be made with these events: a stream the runtime forks with a
+ * raw cudaStreamWaitEvent is not known to be capturing (its allocations
+ * would be served as outside capture). */
 typedef struct cpool_event cpool_event;
 
 /* Creates an event on `dev`; its records are timed (cpool_event_elapsed_ms).
@@ -202,31 +224,39 @@ cpool_status cpool_event_create(cpool_device *dev, cpool_event **out);
 void cpool_event_destroy(cpool_event *e);
 
 /* Marks the current end of `s`'s work in the event (replacing an earlier
- * record). Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL, dead, or an
- * event of another device), CPOOL_ERR_UNSUPPORTED (s is capturing),
- * CPOOL_ERR_OUT_OF_MEMORY, CPOOL_ERR_BACKEND. */
+ * record); on a stream that captures, its captured work (see cpool_event).
+ * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL, dead, or an event of
+ * another device), CPOOL_ERR_OUT_OF_MEMORY, CPOOL_ERR_CAPTURE_INVALIDATED
+ * (CUDA: s's capture was broken), CPOOL_ERR_BACKEND. */
 cpool_status cpool_event_record(cpool_event *e, cpool_stream *s);
 
 /* Makes the work enqueued on `s` from now on wait until the work before the
  * event's record has finished, without blocking the caller. An event never
- * recorded gives nothing to wait for. Returns as cpool_event_record. */
+ * recorded gives nothing to wait for. A record made in a capture forks `s`
+ * into it, or, when `s` takes part in it, joins (see cpool_event).
+ * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL, dead, an event of
+ * another device; a record made in another capture than s's, or in one that
+ * has ended; s capturing and the record made outside its capture: nothing
+ * changed), CPOOL_ERR_OUT_OF_MEMORY, CPOOL_ERR_BACKEND. */
 cpool_status cpool_stream_wait_event(cpool_stream *s, cpool_event *e);
 
 /* CPOOL_OK when the work before the record has finished (or the event was
  * never recorded), CPOOL_ERR_NOT_READY while it has not;
- * CPOOL_ERR_INVALID_ARGUMENT for NULL or dead. Never blocks. */
+ * CPOOL_ERR_INVALID_ARGUMENT for NULL or dead, or when the last record was
+ * made in a capture (it marks a place in a graph, not stream work). Never
+ * blocks. */
 cpool_status cpool_event_query(cpool_event *e);
 
 /* Waits until the work before the record has finished (at once for an
  * event never recorded). Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (also
- * inside a stream callback, where it could wait for itself),
- * CPOOL_ERR_BACKEND. */
+ * inside a stream callback, where it could wait for itself, and for a
+ * record made in a capture), CPOOL_ERR_BACKEND. */
 cpool_status cpool_event_synchronize(cpool_event *e);
 
 /* Milliseconds between the records of `start` and `end`, both completed.
  * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL, dead, events of two
- * devices, or one never recorded), CPOOL_ERR_NOT_READY (a record has not
- * completed), CPOOL_ERR_BACKEND. */
+ * devices, one never recorded, or one recorded in a capture),
+ * CPOOL_ERR_NOT_READY (a record has not completed), CPOOL_ERR_BACKEND. */
 cpool_status cpool_event_elapsed_ms(cpool_event *start, cpool_event *end, float *ms_out);
 
 /* ------------------------------------------------------------------------ */
@@ -366,9 +396,10 @@ void cpool_pool_clear_buffers(cpool_pool *pool);
 /* Allocates `bytes` bytes (256-byte aligned) from the pool, stream ordered
  * like cudaMallocAsync: the memory may be used by work enqueued on `s` after
  * the call. Served from the pool's cache without a device call when it can
- * be. Under a capture on `s` begun with cpool_capture_begin, the memory comes
- * from blocks reserved for the pool's graphs: the same address on every
- * replay, never handed to work outside graphs while a graph holds the pool.
+ * be. Under a capture on `s` begun with cpool_capture_begin, or one `s` was
+ * forked into (cpool_event), the memory comes from blocks reserved for the
+ * pool's graphs: the same address on every replay, never handed to work
+ * outside graphs while a graph holds the pool.
  * A pool other than the capture's own may be used too: the graph then holds
  * a reference to it as well.
  * When the device (or max_reserved_bytes) leaves no room for a new segment,
@@ -469,16 +500,20 @@ cpool_status cpool_capture_begin(cpool_stream *s, cpool_pool *pool, cpool_captur
  * allocated from under the capture): the caller may release its own right
  * after. Blocks that are still allocated at the end (the graph's outputs)
  * stay reserved until freed.
- * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL argument; the capture
- * goes on), CPOOL_ERR_NOT_CAPTURING, CPOOL_ERR_CAPTURE_INVALIDATED (the
- * capture was broken: the partial graph is discarded), CPOOL_ERR_OUT_OF_MEMORY,
- * CPOOL_ERR_BACKEND (instantiation failed). On every failure but
- * INVALID_ARGUMENT the stream is no longer capturing, *graph_out is NULL and
- * the capture's references are gone. */
+ * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL argument, or `s` was
+ * forked into a capture begun on another stream; the capture goes on),
+ * CPOOL_ERR_NOT_CAPTURING, CPOOL_ERR_CAPTURE_INVALIDATED (the capture was
+ * broken, a fork was not joined back, or a fork was destroyed: the partial
+ * graph is discarded), CPOOL_ERR_OUT_OF_MEMORY, CPOOL_ERR_BACKEND
+ * (instantiation failed). On every failure but INVALID_ARGUMENT the stream
+ * and every stream forked into its capture are no longer capturing,
+ * *graph_out is NULL and the capture's references are gone; blocks
+ * allocated in the capture are plain blocks, for the caller to free. */
 cpool_status cpool_capture_end(cpool_stream *s, cpool_graph **graph_out);
 
-/* The capture state of `s`: NONE, ACTIVE, or INVALIDATED (broken; only
- * cpool_capture_end can follow).
+/* The capture state of `s`, also of a stream forked into a capture: NONE,
+ * ACTIVE, or INVALIDATED (broken; only cpool_capture_end on the capture's
+ * origin can follow).
  * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT, CPOOL_ERR_BACKEND. */
 cpool_status cpool_capture_status(cpool_stream *s, cpool_capture_state *out);
 

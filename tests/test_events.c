@@ -3,8 +3,10 @@
  * after it; two completed records give elapsed time; an event never
  * recorded is complete; a destroyed event is a dead handle, and one
  * destroyed while pending keeps the waits already enqueued on it; inside a
- * callback a synchronize is refused; in a capture, records and waits are
- * refused (not supported yet) and leave the capture usable. */
+ * callback a synchronize is refused; in a capture, a record waited for by
+ * another stream forks it into the capture (test_multistream.c has the
+ * rest), a capture's record cannot be queried, and a capturing stream
+ * cannot wait for a record made outside it. */
 #include "check.h"
 #include "helpers.h"
 
@@ -174,23 +176,38 @@ static void synchronize_in_callback_refused(cpool_device *dev) {
     cpool_stream_destroy(s);
 }
 
-static void refused_in_a_capture(cpool_device *dev) {
+/* In a capture: a wait for a record made outside it is refused and changes
+ * nothing; a record is a fork point (t waits for it and joins the capture)
+ * that cannot be queried; the capture ends intact once t joined back. */
+static void records_and_waits_in_a_capture(cpool_device *dev) {
     cpool_stream *s = NULL, *t = NULL;
-    cpool_event *e = NULL;
+    cpool_event *e = NULL, *back = NULL;
     cpool_graph *g = NULL;
+    cpool_capture_state cs = CPOOL_CAPTURE_INVALIDATED;
     REQUIRE_OK(cpool_stream_create(dev, &s));
     REQUIRE_OK(cpool_stream_create(dev, &t));
     REQUIRE_OK(cpool_event_create(dev, &e));
+    REQUIRE_OK(cpool_event_create(dev, &back));
     CHECK_OK(cpool_event_record(e, t));
     REQUIRE_OK(cpool_capture_begin(s, NULL, CPOOL_CAPTURE_GLOBAL));
-    CHECK_STATUS(cpool_event_record(e, s), CPOOL_ERR_UNSUPPORTED);
-    CHECK_STATUS(cpool_stream_wait_event(s, e), CPOOL_ERR_UNSUPPORTED);
-    CHECK_OK(cpool_capture_end(s, &g)); /* the capture is intact */
+    CHECK_STATUS(cpool_stream_wait_event(s, e), CPOOL_ERR_INVALID_ARGUMENT); /* recorded outside */
+    CHECK_OK(cpool_event_record(e, s));
+    CHECK_STATUS(cpool_event_query(e), CPOOL_ERR_INVALID_ARGUMENT); /* a capture's record */
+    CHECK_OK(cpool_stream_wait_event(t, e));                        /* t joins the capture */
+    CHECK_OK(cpool_capture_status(t, &cs));
+    CHECK_EQ(cs, CPOOL_CAPTURE_ACTIVE);
+    CHECK_OK(cpool_event_record(back, t));
+    CHECK_OK(cpool_stream_wait_event(s, back)); /* and joins back */
+    CHECK_OK(cpool_capture_end(s, &g));         /* the capture is intact */
+    CHECK_OK(cpool_capture_status(t, &cs));
+    CHECK_EQ(cs, CPOOL_CAPTURE_NONE);
     CHECK_OK(cpool_graph_launch(g, s));
     CHECK_OK(cpool_stream_synchronize(s));
     cpool_graph_release(g);
-    CHECK_OK(cpool_event_synchronize(e)); /* its record on t was never refused */
+    CHECK_OK(cpool_event_record(e, t)); /* an eager record again */
+    CHECK_OK(cpool_event_synchronize(e));
     CHECK_OK(cpool_event_query(e));
+    cpool_event_destroy(back);
     cpool_event_destroy(e);
     cpool_stream_destroy(t);
     cpool_stream_destroy(s);
@@ -264,6 +281,6 @@ static const check_case cases[] = {
     CHECK_CASE(record_query_synchronize),  CHECK_CASE(never_recorded_is_complete),
     CHECK_CASE(wait_orders_another_stream), CHECK_CASE(destroyed_while_pending),
     CHECK_CASE(elapsed_between_records),   CHECK_CASE(synchronize_in_callback_refused),
-    CHECK_CASE(refused_in_a_capture),   CHECK_CASE(records_race_readers),
+    CHECK_CASE(records_and_waits_in_a_capture), CHECK_CASE(records_race_readers),
 };
 CHECK_MAIN(cases, CHECK_ON_ALL)

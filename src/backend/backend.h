@@ -13,8 +13,13 @@
  * - synchronising a capturing stream invalidates the capture;
  * - a graph runs only when launched, and destroying it while a launch is in
  *   flight is safe (its resources go once the launch finished);
- * - segment_alloc/segment_free and event calls are safe while any stream
- *   captures in any mode: they never become part of a capture.
+ * - segment_alloc/segment_free and the library's own event calls are safe
+ *   while any stream captures in any mode: they never become part of a
+ *   capture;
+ * - a user's event recorded in a capture and waited for by another stream
+ *   forks that stream into the capture; the capture ends on its origin once
+ *   every fork is joined back, and a replay keeps the captured order
+ *   between streams and nothing more (CUDA's rules).
  */
 #ifndef CPOOL_BACKEND_H
 #define CPOOL_BACKEND_H
@@ -65,6 +70,10 @@ typedef struct cpool__backend {
     /* Records ev at the current end of s; CPOOL_ERR_UNSUPPORTED when s
      * captures (the event would become part of the graph). */
     cpool_status (*event_record)(cpool__bevent *ev, cpool__bstream *s);
+    /* A user's record: as event_record, but where s takes part in a
+     * capture, the record goes into it and marks s's last captured work,
+     * for a wait to fork from or join. */
+    cpool_status (*user_event_record)(cpool__bevent *ev, cpool__bstream *s);
     /* Whether the work before the recorded position has finished (an event
      * never recorded counts as finished). Never blocks. */
     bool (*event_done)(cpool__bevent *ev);
@@ -73,8 +82,12 @@ typedef struct cpool__backend {
      * for event_elapsed_ms. */
     cpool_status (*event_create_timed)(cpool__bdevice *dev, cpool__bevent **out);
     /* Makes work enqueued on s from now on wait until the work before ev's
-     * record has finished (never recorded: nothing to wait for). s does not
-     * capture. */
+     * record has finished (never recorded: nothing to wait for). When ev's
+     * last record was made in a capture, s joins that capture (a fork) or,
+     * taking part in it already, its next work waits for the marked work
+     * (a join). CPOOL_ERR_INVALID_ARGUMENT: ev was recorded in another
+     * capture than s's, in one that has ended, or outside any while s
+     * captures. */
     cpool_status (*stream_wait_event)(cpool__bstream *s, cpool__bevent *ev);
     /* Milliseconds from start's record to end's, both timed and recorded;
      * CPOOL_ERR_NOT_READY when either has not completed. */
@@ -85,11 +98,15 @@ typedef struct cpool__backend {
      * waited for. CPOOL_ERR_ALREADY_CAPTURING (nothing recorded) when s
      * captures already. */
     cpool_status (*capture_begin)(cpool__bstream *s, cpool_capture_mode mode, cpool__bevent *fence);
-    /* Ends the capture and, with `instantiate`, makes it launchable (else
-     * graph_instantiate does that later). CPOOL_ERR_CAPTURE_INVALIDATED when
-     * it was broken; the stream no longer captures in every case. */
+    /* Ends the capture begun on s and, with `instantiate`, makes it
+     * launchable (else graph_instantiate does that later).
+     * CPOOL_ERR_CAPTURE_INVALIDATED when it was broken or a stream forked
+     * into it was not joined back; s and every stream forked into it no
+     * longer capture, in every case. CPOOL_ERR_INVALID_ARGUMENT, changing
+     * nothing, on a stream that joined a capture begun on another. */
     cpool_status (*capture_end)(cpool__bstream *s, bool instantiate, cpool__bgraph **out);
     cpool_status (*graph_instantiate)(cpool__bgraph *g);
+    /* Also for a stream forked into a capture. */
     cpool_status (*capture_status)(cpool__bstream *s, cpool_capture_state *out);
 
     cpool_status (*graph_launch)(cpool__bgraph *g, cpool__bstream *s);

@@ -6,7 +6,9 @@
  *   run under cudaThreadExchangeStreamCaptureMode(relaxed), so that they are
  *   legal while this or any other thread captures in GLOBAL mode; the
  *   caller's mode is restored after. Every call that needs the device made
- *   current switches to it and back (device_guard).
+ *   current switches to it and back (device_guard); library calls that must
+ *   not break a GLOBAL-mode capture run in relaxed capture mode. Both are
+ *   one helper, GUARDED.
  * - cpool_launch_host goes through a small thunk (fn, arg) so that the
  *   callback thread is marked as a stream thread (deferred.c). An eager
  *   thunk frees itself after running. A captured thunk is owned by a CUDA
@@ -91,6 +93,14 @@ static cpool_status cuda_fail(cudaError_t err, const char *what) {
         if (err_ != cudaSuccess) return cuda_fail(err_, #call);                                    \
     } while (0)
 
+/* Sets err to `call` and, when it failed, jumps to `cleanup`, which undoes
+ * what the function made so far. */
+#define CHECK_CUDA_GOTO(err, call, cleanup)                                                        \
+    do {                                                                                           \
+        (err) = (call);                                                                            \
+        if ((err) != cudaSuccess) goto cleanup;                                                    \
+    } while (0)
+
 typedef struct device_guard {
     int previous;
     bool switched;
@@ -109,27 +119,52 @@ static cudaError_t switch_device(device_guard *g, const cpool__bdevice *dev) {
 }
 
 /* Makes dev current (unless dev is NULL) and, if relaxed, this thread's
- * capture mode relaxed. */
-static cpool_status guard_enter(device_guard *g, const cpool__bdevice *dev, bool relaxed) {
+ * capture mode relaxed; on failure nothing changed. */
+static cudaError_t guard_enter(device_guard *g, const cpool__bdevice *dev, bool relaxed) {
     g->switched = false;
-    g->relaxed = relaxed;
+    g->relaxed = false;
     if (relaxed) {
         g->mode = cudaStreamCaptureModeRelaxed;
-        CHECK_CUDA(cudaThreadExchangeStreamCaptureMode(&g->mode));
+        cudaError_t err = cudaThreadExchangeStreamCaptureMode(&g->mode);
+        if (err != cudaSuccess) return err;
+        g->relaxed = true;
     }
-    if (!dev) return CPOOL_OK;
-    cudaError_t err = switch_device(g, dev);
-    if (err != cudaSuccess) {
-        if (relaxed) cudaThreadExchangeStreamCaptureMode(&g->mode);
-        return cuda_fail(err, "making the device current");
-    }
-    return CPOOL_OK;
+    cudaError_t err = dev ? switch_device(g, dev) : cudaSuccess;
+    if (err != cudaSuccess && g->relaxed) cudaThreadExchangeStreamCaptureMode(&g->mode);
+    return err;
 }
 
 static void guard_exit(device_guard *g) {
     if (g->switched) cudaSetDevice(g->previous);
     if (g->relaxed) cudaThreadExchangeStreamCaptureMode(&g->mode);
 }
+
+/* The one shape of a guarded call: sets err to `call` (a cudaError_t
+ * expression) run with dev current (NULL: the thread's own) and, if
+ * `relaxed`, in relaxed capture mode, so that a GLOBAL-mode capture on any
+ * thread is not broken by it; or to the guard's own failure, `call` then
+ * not run. */
+#define GUARDED(err, dev, relaxed, call)                                                           \
+    do {                                                                                           \
+        device_guard guard_;                                                                       \
+        (err) = guard_enter(&guard_, (dev), (relaxed));                                            \
+        if ((err) == cudaSuccess) {                                                                \
+            (err) = (call);                                                                        \
+            guard_exit(&guard_);                                                                   \
+        }                                                                                          \
+    } while (0)
+
+/* A guarded call whose failure is only cleared: teardown has no one to
+ * tell. */
+#define GUARDED_QUIET(dev, call)                                                                   \
+    do {                                                                                           \
+        cudaError_t quiet_;                                                                        \
+        GUARDED(quiet_, (dev), true, (call));                                                      \
+        if (quiet_ != cudaSuccess) cudaGetLastError();                                             \
+    } while (0)
+
+/* Fault injection stands for an allocation the device refused. */
+#define FAULT_OR(call) (cpool__fault_hit() ? cudaErrorMemoryAllocation : (call))
 
 /* ---- the driver's entry points ------------------------------------------- */
 
@@ -197,6 +232,13 @@ static cudaError_t instantiate_graph(const cpool__bdevice *dev, cudaGraphExec_t 
     return err;
 }
 
+static cudaError_t wait_event(const cpool__bdevice *dev, cudaStream_t stream, cudaEvent_t event) {
+    cudaError_t err;
+    DRIVER_OR_RUNTIME(err, dev, stream_wait_event, driver.stream_wait_event(stream, event, 0),
+                      cudaStreamWaitEvent(stream, event, 0));
+    return err;
+}
+
 static cudaError_t graph_launch(const cpool__bdevice *dev, cudaGraphExec_t exec, cudaStream_t stream) {
     cudaError_t err;
     DRIVER_OR_RUNTIME(err, dev, graph_launch, driver.graph_launch(exec, stream), cudaGraphLaunch(exec, stream));
@@ -204,6 +246,12 @@ static cudaError_t graph_launch(const cpool__bdevice *dev, cudaGraphExec_t exec,
 }
 
 /* ---- device and memory --------------------------------------------------- */
+
+static cudaError_t guard_enter_call_free(const cpool__bdevice *dev) {
+    cudaError_t err;
+    GUARDED(err, dev, false, cudaFree(NULL));
+    return err;
+}
 
 static cpool_status cuda_device_open(int ordinal, cpool__bdevice **out) {
     int count = 0;
@@ -219,21 +267,15 @@ static cpool_status cuda_device_open(int ordinal, cpool__bdevice **out) {
     if (!d) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory opening a CUDA device");
     d->ordinal = ordinal;
     cpool__mutex_init(&d->capture_graphs_mu, CPOOL__RANK_CAPTURE_GRAPHS);
-    device_guard g;
-    cpool_status st = guard_enter(&g, d, false);
-    if (st == CPOOL_OK) {
-        err = cudaFree(NULL); /* creates the primary context now, not inside a later capture */
-        guard_exit(&g);
-        if (err == cudaSuccess) pthread_once(&driver_once, driver_load);
-        if (err != cudaSuccess) st = cuda_fail(err, "initialising the device");
-    }
-    if (st != CPOOL_OK) {
-        cpool__mutex_destroy(&d->capture_graphs_mu);
-        free(d);
-        return st;
-    }
+    /* The primary context is made now, not inside a later capture. */
+    CHECK_CUDA_GOTO(err, guard_enter_call_free(d), failed);
+    pthread_once(&driver_once, driver_load);
     *out = d;
     return CPOOL_OK;
+failed:
+    cpool__mutex_destroy(&d->capture_graphs_mu);
+    free(d);
+    return cuda_fail(err, "initialising the device");
 }
 
 static void cuda_device_close(cpool__bdevice *dev) {
@@ -242,26 +284,19 @@ static void cuda_device_close(cpool__bdevice *dev) {
 }
 
 static cpool_status cuda_segment_alloc(cpool__bdevice *dev, size_t bytes, void **out) {
-    device_guard g;
-    cpool_status st = guard_enter(&g, dev, true);
-    if (st != CPOOL_OK) return st;
-    cudaError_t err = cpool__fault_hit() ? cudaErrorMemoryAllocation : cudaMalloc(out, bytes);
-    guard_exit(&g);
-    if (err != cudaSuccess) return cuda_fail(err, "cudaMalloc of a segment");
-    return CPOOL_OK;
+    cudaError_t err;
+    GUARDED(err, dev, true, FAULT_OR(cudaMalloc(out, bytes)));
+    return err == cudaSuccess ? CPOOL_OK : cuda_fail(err, "cudaMalloc of a segment");
 }
 
 static void cuda_segment_free(cpool__bdevice *dev, void *base, size_t bytes) {
-    device_guard g;
-    if (guard_enter(&g, dev, true) != CPOOL_OK) return;
 #ifdef CPOOL_DEBUG_CHECKS
     /* On the legacy stream; cudaFree waits for the device before freeing. */
-    if (cudaMemset(base, CPOOL__POISON, bytes) != cudaSuccess) cudaGetLastError();
+    GUARDED_QUIET(dev, cudaMemset(base, CPOOL__POISON, bytes));
 #else
     CPOOL_UNUSED(bytes);
 #endif
-    if (cudaFree(base) != cudaSuccess) cudaGetLastError();
-    guard_exit(&g);
+    GUARDED_QUIET(dev, cudaFree(base));
 }
 
 /* ---- streams ------------------------------------------------------------- */
@@ -274,17 +309,11 @@ static cpool_status cuda_stream_create(cpool__bdevice *dev, void *native, bool w
         s->stream = (cudaStream_t)native;
         s->legacy = s->stream == NULL || s->stream == cudaStreamLegacy;
     } else {
-        device_guard g;
-        cpool_status st = guard_enter(&g, dev, false);
-        if (st == CPOOL_OK) {
-            cudaError_t err = cpool__fault_hit() ? cudaErrorMemoryAllocation
-                                                 : cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking);
-            guard_exit(&g);
-            if (err != cudaSuccess) st = cuda_fail(err, "cudaStreamCreateWithFlags");
-        }
-        if (st != CPOOL_OK) {
+        cudaError_t err;
+        GUARDED(err, dev, false, FAULT_OR(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking)));
+        if (err != cudaSuccess) {
             free(s);
-            return st;
+            return cuda_fail(err, "cudaStreamCreateWithFlags");
         }
         s->owned = true;
     }
@@ -305,11 +334,8 @@ static void discard_capture(cpool__bstream *s) {
 
 static void cuda_stream_destroy(cpool__bstream *s) {
     discard_capture(s);
-    device_guard g;
-    bool relaxed = guard_enter(&g, NULL, true) == CPOOL_OK;
-    if (cudaStreamSynchronize(s->stream) != cudaSuccess) cudaGetLastError();
-    if (s->owned && cudaStreamDestroy(s->stream) != cudaSuccess) cudaGetLastError();
-    if (relaxed) guard_exit(&g);
+    GUARDED_QUIET(NULL, cudaStreamSynchronize(s->stream));
+    if (s->owned) GUARDED_QUIET(NULL, cudaStreamDestroy(s->stream));
     free(s);
 }
 
@@ -331,24 +357,25 @@ static void CUDART_CB thunk_run(void *p) {
 
 /* Hands t to `graph`, which is being captured: a user object owning t that
  * the graph retains. On failure t is freed. */
-static cpool_status give_thunk_to_graph(cpool__bdevice *dev, cudaGraph_t graph, thunk *t) {
-    device_guard g;
-    cpool_status st = guard_enter(&g, NULL, true); /* legal beside any GLOBAL-mode capture */
-    if (st != CPOOL_OK) {
-        free(t);
-        return st;
-    }
+static cudaError_t retain_thunk(cpool__bdevice *dev, cudaGraph_t graph, thunk *t) {
     cudaUserObject_t owner;
     cudaError_t err = cudaUserObjectCreate(&owner, t, thunk_destructor, 1, cudaUserObjectNoDestructorSync);
     if (err != cudaSuccess) {
         free(t);
-    } else {
-        cpool__mutex_lock(&dev->capture_graphs_mu);
-        err = cudaGraphRetainUserObject(graph, owner, 1, cudaGraphUserObjectMove);
-        cpool__mutex_unlock(&dev->capture_graphs_mu);
-        if (err != cudaSuccess) cudaUserObjectRelease(owner, 1); /* frees t */
+        return err;
     }
-    guard_exit(&g);
+    cpool__mutex_lock(&dev->capture_graphs_mu);
+    err = cudaGraphRetainUserObject(graph, owner, 1, cudaGraphUserObjectMove);
+    cpool__mutex_unlock(&dev->capture_graphs_mu);
+    if (err != cudaSuccess) cudaUserObjectRelease(owner, 1); /* frees t */
+    return err;
+}
+
+static cpool_status give_thunk_to_graph(cpool__bdevice *dev, cudaGraph_t graph, thunk *t) {
+    cudaError_t err;
+    bool ran = false;
+    GUARDED(err, NULL, true, (ran = true, retain_thunk(dev, graph, t))); /* legal beside any GLOBAL-mode capture */
+    if (!ran) free(t);
     return err == cudaSuccess ? CPOOL_OK : cuda_fail(err, "giving captured host work to its graph");
 }
 
@@ -396,16 +423,11 @@ static cpool_status cuda_memset_async(cpool__bstream *s, void *dst, int value, s
 static cpool_status event_create(cpool__bdevice *dev, unsigned flags, cpool__bevent **out) {
     cpool__bevent *ev = cpool__calloc(1, sizeof *ev);
     if (!ev) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating an event");
-    device_guard g;
-    cpool_status st = guard_enter(&g, dev, true);
-    if (st == CPOOL_OK) {
-        cudaError_t err = cpool__fault_hit() ? cudaErrorMemoryAllocation : cudaEventCreateWithFlags(&ev->event, flags);
-        guard_exit(&g);
-        if (err != cudaSuccess) st = cuda_fail(err, "cudaEventCreateWithFlags");
-    }
-    if (st != CPOOL_OK) {
+    cudaError_t err;
+    GUARDED(err, dev, true, FAULT_OR(cudaEventCreateWithFlags(&ev->event, flags)));
+    if (err != cudaSuccess) {
         free(ev);
-        return st;
+        return cuda_fail(err, "cudaEventCreateWithFlags");
     }
     ev->dev = dev;
     *out = ev;
@@ -427,35 +449,41 @@ static cpool_status cuda_event_create_timed(cpool__bdevice *dev, cpool__bevent *
 
 static void cuda_event_destroy(cpool__bevent *ev) {
     if (!ev) return;
-    device_guard g;
-    bool relaxed = guard_enter(&g, NULL, true) == CPOOL_OK;
-    if (cudaEventDestroy(ev->event) != cudaSuccess) cudaGetLastError();
-    if (relaxed) guard_exit(&g);
+    GUARDED_QUIET(NULL, cudaEventDestroy(ev->event));
     free(ev);
 }
 
-static cpool_status cuda_event_record(cpool__bevent *ev, cpool__bstream *s) {
+/* The record, unless s captures (then `*captured` is set). */
+static cudaError_t record_uncaptured(cpool__bevent *ev, cpool__bstream *s, bool *captured) {
     enum cudaStreamCaptureStatus status;
-    device_guard g;
-    cpool_status st = guard_enter(&g, NULL, true);
-    if (st != CPOOL_OK) return st;
     cudaError_t err = cudaStreamIsCapturing(s->stream, &status);
-    if (err == cudaSuccess && status != cudaStreamCaptureStatusNone)
-        st = cpool__fail(CPOOL_ERR_UNSUPPORTED, "cannot record an event on a capturing stream");
-    else if (err == cudaSuccess)
-        err = cudaEventRecord(ev->event, s->stream);
-    guard_exit(&g);
+    *captured = err == cudaSuccess && status != cudaStreamCaptureStatusNone;
+    return err != cudaSuccess || *captured ? err : cudaEventRecord(ev->event, s->stream);
+}
+
+static cpool_status cuda_event_record(cpool__bevent *ev, cpool__bstream *s) {
+    cudaError_t err;
+    bool captured = false;
+    GUARDED(err, NULL, true, record_uncaptured(ev, s, &captured));
     if (err != cudaSuccess) return cuda_fail(err, "cudaEventRecord");
-    if (st == CPOOL_OK) ev->recorded = true;
-    return st;
+    if (captured) return cpool__fail(CPOOL_ERR_UNSUPPORTED, "cannot record an event on a capturing stream");
+    ev->recorded = true;
+    return CPOOL_OK;
+}
+
+/* A user's record, which CUDA takes into a capture as it is: the user's
+ * own call, as raw CUDA would make it (no guard). */
+static cpool_status cuda_user_event_record(cpool__bevent *ev, cpool__bstream *s) {
+    cudaError_t err = record_event(s->dev, ev->event, s->stream);
+    if (err != cudaSuccess) return cuda_fail(err, "cudaEventRecord");
+    if (!ev->recorded) ev->recorded = true;
+    return CPOOL_OK;
 }
 
 static bool cuda_event_done(cpool__bevent *ev) {
     if (!ev->recorded) return true;
-    device_guard g;
-    bool relaxed = guard_enter(&g, NULL, true) == CPOOL_OK;
-    cudaError_t err = cudaEventQuery(ev->event);
-    if (relaxed) guard_exit(&g);
+    cudaError_t err;
+    GUARDED(err, NULL, true, cudaEventQuery(ev->event));
     if (err == cudaErrorNotReady) return false;
     if (err != cudaSuccess) cudaGetLastError(); /* a failed device has nothing left running */
     return true;
@@ -463,19 +491,16 @@ static bool cuda_event_done(cpool__bevent *ev) {
 
 static cpool_status cuda_event_synchronize(cpool__bevent *ev) {
     if (!ev->recorded) return CPOOL_OK;
-    device_guard g;
-    cpool_status st = guard_enter(&g, NULL, true);
-    if (st != CPOOL_OK) return st;
-    cudaError_t err = cudaEventSynchronize(ev->event);
-    guard_exit(&g);
-    if (err != cudaSuccess) return cuda_fail(err, "cudaEventSynchronize");
-    return CPOOL_OK;
+    cudaError_t err;
+    GUARDED(err, NULL, true, cudaEventSynchronize(ev->event));
+    return err == cudaSuccess ? CPOOL_OK : cuda_fail(err, "cudaEventSynchronize");
 }
 
+/* CUDA forks or joins a capture itself when the record was captured. */
 static cpool_status cuda_stream_wait_event(cpool__bstream *s, cpool__bevent *ev) {
     if (!ev->recorded) return CPOOL_OK; /* nothing to wait for */
-    CHECK_CUDA(cudaStreamWaitEvent(s->stream, ev->event, 0));
-    return CPOOL_OK;
+    cudaError_t err = wait_event(s->dev, s->stream, ev->event);
+    return err == cudaSuccess ? CPOOL_OK : cuda_fail(err, "cudaStreamWaitEvent");
 }
 
 static cpool_status cuda_event_elapsed_ms(cpool__bevent *start, cpool__bevent *end, float *ms) {
@@ -606,11 +631,8 @@ static cpool_status cuda_graph_upload(cpool__bgraph *g, cpool__bstream *s) {
 /* Both calls are safe while launches are in flight: the driver frees the
  * executable, and runs the thunks' user object destructor, once they finish. */
 static void cuda_graph_destroy(cpool__bgraph *g) {
-    device_guard guard;
-    bool relaxed = guard_enter(&guard, NULL, true) == CPOOL_OK;
-    if (g->exec && cudaGraphExecDestroy(g->exec) != cudaSuccess) cudaGetLastError();
-    if (cudaGraphDestroy(g->graph) != cudaSuccess) cudaGetLastError();
-    if (relaxed) guard_exit(&guard);
+    if (g->exec) GUARDED_QUIET(NULL, cudaGraphExecDestroy(g->exec));
+    GUARDED_QUIET(NULL, cudaGraphDestroy(g->graph));
     free(g);
 }
 
@@ -651,10 +673,8 @@ static bool has_host_nodes(cudaGraph_t graph) {
 static bool cuda_graph_update_in_place(cpool__bgraph *g, cpool__bgraph *fresh) {
     if (has_host_nodes(fresh->graph)) return false;
     cudaGraphExecUpdateResultInfo info;
-    device_guard guard;
-    if (guard_enter(&guard, NULL, true) != CPOOL_OK) return false;
-    cudaError_t err = cudaGraphExecUpdate(g->exec, fresh->graph, &info);
-    guard_exit(&guard);
+    cudaError_t err;
+    GUARDED(err, NULL, true, cudaGraphExecUpdate(g->exec, fresh->graph, &info));
     if (err != cudaSuccess) {
         cudaGetLastError(); /* a topology change: the caller swaps instead */
         return false;
@@ -688,6 +708,7 @@ const cpool__backend cpool__backend_cuda = {
     .event_create = cuda_event_create,
     .event_destroy = cuda_event_destroy,
     .event_record = cuda_event_record,
+    .user_event_record = cuda_user_event_record,
     .event_done = cuda_event_done,
     .event_synchronize = cuda_event_synchronize,
     .event_create_timed = cuda_event_create_timed,

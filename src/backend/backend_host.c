@@ -7,11 +7,20 @@
  * - An event is (queue, position): done once `completed` reaches it. It holds
  *   a reference to the queue so that it outlives a destroyed stream.
  * - While a stream captures, its work is appended to a host_capture instead
- *   of the queue; ending the capture freezes those operations into a graph.
- *   Synchronising a capturing stream invalidates the capture, as on CUDA.
- * - A graph is an immutable, reference-counted array of operations; a launch
+ *   of the queue, as nodes with the dependencies CUDA's capture would give
+ *   them: the node before on the same stream, and the records of the events
+ *   the stream waited for. An event recorded in a capture marks the
+ *   recording stream's last nodes; a stream that waits for it joins the
+ *   capture (a fork) or, already in it, depends on them (a join). Ending the
+ *   capture on its origin freezes the nodes into a graph, once every node is
+ *   an ancestor of the origin's last (else it was not joined back: the
+ *   capture is invalidated, as on CUDA). Synchronising a capturing stream
+ *   invalidates the capture, as on CUDA.
+ * - A graph is an immutable, reference-counted array of nodes; a launch
  *   enqueues one task that runs them all and holds a graph reference, so a
- *   graph destroyed while launched lives until the launch finished.
+ *   graph destroyed while launched lives until the launch finished. A graph
+ *   of one stream runs its nodes in order; one of several runs them on one
+ *   worker per stream of its capture, each node once its dependencies ran.
  * - Device memory is host memory.
  */
 #include <errno.h>
@@ -57,10 +66,22 @@ typedef struct host_op {
     uint64_t position;        /* and the position in it */
 } host_op;
 
+/* A captured operation; deps[dep_first .. dep_first + dep_count) of its
+ * capture or graph are the nodes it waits for. */
+typedef struct host_node {
+    host_op op;
+    size_t dep_first, dep_count;
+} host_node;
+
 struct cpool__bgraph {
     atomic_int refs;
     size_t count;
-    host_op ops[];
+    unsigned branches; /* streams its capture had: 1 runs in order */
+    size_t *deps;
+    /* Several branches: the nodes that wait for node i are
+     * dependents[dependents_first[i] .. dependents_first[i + 1]). */
+    size_t *dependents_first, *dependents;
+    host_node nodes[];
 };
 
 typedef struct host_task {
@@ -80,18 +101,41 @@ typedef struct host_queue {
     atomic_int refs; /* the stream and every event recorded on it */
 } host_queue;
 
-typedef struct host_capture {
-    host_op *ops;
+/* A set of nodes: what a stream's next node waits for, or what an event
+ * recorded in a capture marks. */
+typedef struct node_set {
+    size_t *nodes;
     size_t count, cap;
-    bool invalidated;
+} node_set;
+
+/* A stream taking part in a capture: member 0 is the origin. */
+typedef struct host_member {
+    struct cpool__bstream *s; /* NULL once it left (destroyed) */
+    node_set tail;            /* its last nodes: what its next node waits for */
+} host_member;
+
+/* Shared by the capture's streams and the events recorded in it; the
+ * streams change it under mu. */
+typedef struct host_capture {
+    cpool__mutex mu;
+    atomic_int refs; /* its streams, and the events whose last record is in it */
+    host_node *nodes;
+    size_t count, cap;
+    size_t *deps;
+    size_t dep_count, dep_cap;
+    host_member *members;
+    size_t member_count, member_cap;
+    atomic_bool invalidated;
+    bool ended;
     cpool_capture_mode mode;
 } host_capture;
 
 struct cpool__bstream {
     host_queue *q;
-    /* Non-NULL while capturing. Changed by the stream's owner under q->mu,
-     * so that other threads (event_record) may read it under q->mu. */
+    /* The capture it takes part in, or NULL; changed under q->mu (other
+     * threads read it there), and its member index in it. */
     host_capture *capture;
+    size_t member;
 };
 
 struct cpool__bevent {
@@ -102,6 +146,10 @@ struct cpool__bevent {
     uint64_t position;
     bool timed;        /* a user's event: each record is stamped */
     host_stamp *stamp; /* the last record's, a reference */
+    /* A record made in a capture: the capture (a reference) and the nodes it
+     * marks; q is then NULL. */
+    host_capture *capture;
+    node_set marks;
 };
 
 /* The last record of an event, with references of its own. */
@@ -120,8 +168,65 @@ struct cpool__bdevice {
 static void graph_release(cpool__bgraph *g) {
     if (!g || atomic_fetch_sub(&g->refs, 1) != 1) return;
     for (size_t i = 0; i < g->count; i++)
-        if (g->ops[i].kind == OP_GRAPH) graph_release(g->ops[i].graph);
+        if (g->nodes[i].op.kind == OP_GRAPH) graph_release(g->nodes[i].op.graph);
+    free(g->deps);
+    free(g->dependents_first);
+    free(g->dependents);
     free(g);
+}
+
+/* ---- node sets ------------------------------------------------------------ */
+
+/* Makes room for `need` elements in *p, which has room for *cap. */
+static bool grow_array(void **p, size_t *cap, size_t elem, size_t need) {
+    if (need <= *cap) return true;
+    size_t n = *cap ? 2 * *cap : 4;
+    while (n < need) n *= 2;
+    void *grown = cpool__realloc(*p, n * elem);
+    if (!grown) return false;
+    *p = grown;
+    *cap = n;
+    return true;
+}
+
+static bool set_add(node_set *set, size_t node) {
+    for (size_t i = 0; i < set->count; i++)
+        if (set->nodes[i] == node) return true;
+    if (!grow_array((void **)&set->nodes, &set->cap, sizeof *set->nodes, set->count + 1)) return false;
+    set->nodes[set->count++] = node;
+    return true;
+}
+
+static bool set_add_all(node_set *set, const node_set *from) {
+    for (size_t i = 0; i < from->count; i++)
+        if (!set_add(set, from->nodes[i])) return false;
+    return true;
+}
+
+static void set_free(node_set *set) {
+    free(set->nodes);
+    *set = (node_set){0};
+}
+
+/* Drops a capture's nodes (a graph made from them took them already, or
+ * they are discarded). */
+static void capture_drop_nodes(host_capture *c) {
+    for (size_t i = 0; i < c->count; i++)
+        if (c->nodes[i].op.kind == OP_GRAPH) graph_release(c->nodes[i].op.graph);
+    free(c->nodes);
+    free(c->deps);
+    c->nodes = NULL;
+    c->deps = NULL;
+    c->count = c->cap = c->dep_count = c->dep_cap = 0;
+}
+
+static void capture_release(host_capture *c) {
+    if (!c || atomic_fetch_sub(&c->refs, 1) != 1) return;
+    capture_drop_nodes(c);
+    for (size_t i = 0; i < c->member_count; i++) set_free(&c->members[i].tail);
+    free(c->members);
+    cpool__mutex_destroy(&c->mu);
+    free(c);
 }
 
 static void queue_wait(host_queue *q, uint64_t position);
@@ -137,6 +242,8 @@ static void stamp_release(host_stamp *st) {
     if (st && atomic_fetch_sub(&st->refs, 1) == 1) free(st);
 }
 
+static void run_graph(const cpool__bgraph *g);
+
 static void run_op(const host_op *op) {
     switch (op->kind) {
     case OP_HOST_FN:
@@ -149,7 +256,7 @@ static void run_op(const host_op *op) {
         memset(op->dst, op->value, op->bytes);
         break;
     case OP_GRAPH:
-        for (size_t i = 0; i < op->graph->count; i++) run_op(&op->graph->ops[i]);
+        run_graph(op->graph);
         break;
     case OP_STAMP:
         op->stamp->ms = now_ms();
@@ -159,6 +266,81 @@ static void run_op(const host_op *op) {
         queue_wait(op->wait_q, op->position);
         break;
     }
+}
+
+/* ---- replaying a graph of several streams -------------------------------- */
+
+/* One replay: nodes become ready as their dependencies finish; each worker
+ * runs ready nodes until all have run. */
+typedef struct replay {
+    const cpool__bgraph *g;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    size_t *pending; /* dependencies not yet run, per node */
+    size_t *ready;   /* a stack of nodes ready to run */
+    size_t ready_count, finished;
+} replay;
+
+static void *replay_worker(void *arg) {
+    replay *r = arg;
+    bool was = cpool__on_stream_thread();
+    cpool__set_stream_thread(true); /* it runs stream work, as a queue's worker */
+    pthread_mutex_lock(&r->mu);
+    while (r->finished < r->g->count) {
+        if (!r->ready_count) {
+            pthread_cond_wait(&r->cv, &r->mu);
+            continue;
+        }
+        size_t i = r->ready[--r->ready_count];
+        pthread_mutex_unlock(&r->mu);
+        run_op(&r->g->nodes[i].op);
+        pthread_mutex_lock(&r->mu);
+        r->finished++;
+        for (size_t k = r->g->dependents_first[i]; k < r->g->dependents_first[i + 1]; k++) {
+            size_t d = r->g->dependents[k];
+            if (--r->pending[d] == 0) r->ready[r->ready_count++] = d;
+        }
+        pthread_cond_broadcast(&r->cv);
+    }
+    pthread_mutex_unlock(&r->mu);
+    cpool__set_stream_thread(was);
+    return NULL;
+}
+
+/* Runs g's nodes: in order for one stream; otherwise on one worker per
+ * stream of its capture (this thread and branches - 1 more), each node
+ * once its dependencies ran. Node order is an order the dependencies
+ * allow, so where no worker or memory is to be had it runs in order. */
+static void run_graph(const cpool__bgraph *g) {
+    replay r = {.g = g};
+    if (g->branches > 1) {
+        r.pending = cpool__malloc(g->count * sizeof *r.pending);
+        r.ready = cpool__malloc(g->count * sizeof *r.ready);
+    }
+    if (!r.pending || !r.ready) {
+        free(r.pending);
+        free(r.ready);
+        for (size_t i = 0; i < g->count; i++) run_op(&g->nodes[i].op);
+        return;
+    }
+    for (size_t i = g->count; i-- > 0;) {
+        r.pending[i] = g->nodes[i].dep_count;
+        if (!r.pending[i]) r.ready[r.ready_count++] = i;
+    }
+    pthread_mutex_init(&r.mu, NULL);
+    pthread_cond_init(&r.cv, NULL);
+    enum { MAX_WORKERS = 64 };
+    pthread_t workers[MAX_WORKERS];
+    unsigned started = 0;
+    while (started + 1 < g->branches && started < MAX_WORKERS &&
+           !cpool__fault_hit() && pthread_create(&workers[started], NULL, replay_worker, &r) == 0)
+        started++;
+    replay_worker(&r); /* fewer workers than asked only run it slower */
+    for (unsigned i = 0; i < started; i++) pthread_join(workers[i], NULL);
+    pthread_cond_destroy(&r.cv);
+    pthread_mutex_destroy(&r.mu);
+    free(r.pending);
+    free(r.ready);
 }
 
 /* ---- queues -------------------------------------------------------------- */
@@ -201,26 +383,40 @@ static void queue_wait(host_queue *q, uint64_t position) {
     cpool__mutex_unlock(&q->mu);
 }
 
-/* Appends op to the capture or the queue. On failure an OP_GRAPH's reference
- * stays with the caller. */
+/* Appends op to c as a node of member m, waiting for m's last nodes, which
+ * it becomes. Under c->mu. */
+static cpool_status capture_append(host_capture *c, size_t m, const host_op *op) {
+    node_set *tail = &c->members[m].tail;
+    bool ok = grow_array((void **)&c->nodes, &c->cap, sizeof *c->nodes, c->count + 1) &&
+              grow_array((void **)&c->deps, &c->dep_cap, sizeof *c->deps, c->dep_count + tail->count) &&
+              grow_array((void **)&tail->nodes, &tail->cap, sizeof *tail->nodes, 1);
+    if (!ok) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory recording captured work");
+    c->nodes[c->count] = (host_node){.op = *op, .dep_first = c->dep_count, .dep_count = tail->count};
+    if (tail->count) memcpy(c->deps + c->dep_count, tail->nodes, tail->count * sizeof *c->deps);
+    c->dep_count += tail->count;
+    tail->nodes[0] = c->count++;
+    tail->count = 1;
+    return CPOOL_OK;
+}
+
+/* Appends op to the capture s takes part in or to the queue. On failure an
+ * OP_GRAPH's reference stays with the caller. */
 static cpool_status enqueue(cpool__bstream *s, const host_op *op) {
-    if (s->capture) {
-        host_capture *c = s->capture;
-        if (c->count == c->cap) {
-            size_t cap = c->cap ? 2 * c->cap : 16;
-            host_op *ops = cpool__realloc(c->ops, cap * sizeof *ops);
-            if (!ops) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory recording captured work");
-            c->ops = ops;
-            c->cap = cap;
-        }
-        c->ops[c->count++] = *op;
-        return CPOOL_OK;
+    host_queue *q = s->q;
+    cpool__mutex_lock(&q->mu);
+    host_capture *c = s->capture;
+    if (c) {
+        cpool__mutex_lock(&c->mu);
+        cpool_status st = capture_append(c, s->member, op);
+        cpool__mutex_unlock(&c->mu);
+        cpool__mutex_unlock(&q->mu);
+        return st;
     }
+    cpool__mutex_unlock(&q->mu);
     host_task *t = cpool__malloc(sizeof *t);
     if (!t) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory queueing stream work");
     t->next = NULL;
     t->op = *op;
-    host_queue *q = s->q;
     cpool__mutex_lock(&q->mu);
     if (q->tail)
         q->tail->next = t;
@@ -313,24 +509,50 @@ static cpool_status host_stream_create(cpool__bdevice *dev, void *native, bool w
     return CPOOL_OK;
 }
 
-static void set_capture(cpool__bstream *s, host_capture *c) {
-    cpool__mutex_lock(&s->q->mu);
-    s->capture = c;
-    cpool__mutex_unlock(&s->q->mu);
+/* The capture s takes part in, with c->mu held, or NULL. A capture that
+ * ended on its origin is left here, lazily: each stream touches only
+ * itself, so a fork destroyed on another thread is never touched. Under
+ * s->q->mu. */
+static host_capture *capture_of(cpool__bstream *s) {
+    host_capture *c = s->capture;
+    if (!c) return NULL;
+    cpool__mutex_lock(&c->mu);
+    if (!c->ended) return c;
+    cpool__mutex_unlock(&c->mu);
+    s->capture = NULL;
+    capture_release(c);
+    return NULL;
 }
 
-static void discard_capture(cpool__bstream *s) {
-    host_capture *c = s->capture;
-    if (!c) return;
-    for (size_t i = 0; i < c->count; i++)
-        if (c->ops[i].kind == OP_GRAPH) graph_release(c->ops[i].graph);
-    free(c->ops);
-    free(c);
-    set_capture(s, NULL);
+/* Whether s takes part in a capture now. */
+static bool captures(cpool__bstream *s) {
+    cpool__mutex_lock(&s->q->mu);
+    host_capture *c = capture_of(s);
+    if (c) cpool__mutex_unlock(&c->mu);
+    cpool__mutex_unlock(&s->q->mu);
+    return c != NULL;
+}
+
+/* s leaves its capture: from its origin, the capture ends (its work is
+ * discarded unless *nodes_out takes it); from a fork, it is invalidated. */
+static void leave_capture(cpool__bstream *s) {
+    cpool__mutex_lock(&s->q->mu);
+    host_capture *c = capture_of(s);
+    if (c) {
+        if (s->member == 0)
+            c->ended = true;
+        else
+            atomic_store(&c->invalidated, true);
+        c->members[s->member].s = NULL;
+        cpool__mutex_unlock(&c->mu);
+        s->capture = NULL;
+    }
+    cpool__mutex_unlock(&s->q->mu);
+    capture_release(c);
 }
 
 static void host_stream_destroy(cpool__bstream *s) {
-    discard_capture(s);
+    leave_capture(s);
     host_queue *q = s->q;
     cpool__mutex_lock(&q->mu);
     q->stop = true;
@@ -347,14 +569,15 @@ static void *host_stream_native(const cpool__bstream *s) {
 }
 
 static cpool_status host_stream_synchronize(cpool__bstream *s) {
-    if (s->capture) { /* only the owner gets here for a capturing stream */
-        cpool__mutex_lock(&s->q->mu);
-        s->capture->invalidated = true;
+    cpool__mutex_lock(&s->q->mu);
+    host_capture *c = capture_of(s);
+    if (c) {
+        atomic_store(&c->invalidated, true);
+        cpool__mutex_unlock(&c->mu);
         cpool__mutex_unlock(&s->q->mu);
         return cpool__fail(CPOOL_ERR_CAPTURE_INVALIDATED,
                            "stream synchronize while the stream captures: the capture is invalidated");
     }
-    cpool__mutex_lock(&s->q->mu);
     uint64_t position = s->q->enqueued;
     cpool__mutex_unlock(&s->q->mu);
     queue_wait(s->q, position);
@@ -378,7 +601,7 @@ static cpool_status host_memset_async(cpool__bstream *s, void *dst, int value, s
 
 /* The source is copied now, into the task, so the caller may reuse it. */
 static cpool_status host_upload_async(cpool__bstream *s, void *dst, const void *src, size_t bytes) {
-    if (s->capture) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "an upload cannot be captured");
+    if (captures(s)) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "an upload cannot be captured");
     void *copy = cpool__malloc(bytes);
     if (!copy) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory staging an upload");
     memcpy(copy, src, bytes);
@@ -434,8 +657,29 @@ static void host_event_destroy(cpool__bevent *ev) {
     if (!ev) return;
     queue_release(ev->q);
     stamp_release(ev->stamp);
+    capture_release(ev->capture);
+    set_free(&ev->marks);
     cpool__mutex_destroy(&ev->mu);
     free(ev);
+}
+
+/* Makes (q, position, stamp) or (capture, marks) ev's last record, taking
+ * the references and the set passed; the old record's go. */
+static void record_set(cpool__bevent *ev, host_queue *q, uint64_t position, host_stamp *stamp, host_capture *capture,
+                       node_set marks) {
+    cpool__mutex_lock(&ev->mu);
+    host_mark old = {ev->q, 0, ev->stamp};
+    host_capture *old_capture = ev->capture;
+    node_set old_marks = ev->marks;
+    ev->q = q;
+    ev->position = position;
+    ev->stamp = stamp;
+    ev->capture = capture;
+    ev->marks = marks;
+    cpool__mutex_unlock(&ev->mu);
+    mark_release(&old);
+    capture_release(old_capture);
+    set_free(&old_marks);
 }
 
 /* Appends a task straight to the queue, refusing a capturing stream, under
@@ -444,7 +688,9 @@ static void host_event_destroy(cpool__bevent *ev) {
 static cpool_status enqueue_uncaptured(cpool__bstream *s, host_task *t, uint64_t *position) {
     host_queue *q = s->q;
     cpool__mutex_lock(&q->mu);
-    if (s->capture) {
+    host_capture *c = capture_of(s);
+    if (c) {
+        cpool__mutex_unlock(&c->mu);
         cpool__mutex_unlock(&q->mu);
         return cpool__fail(CPOOL_ERR_UNSUPPORTED, "the stream is capturing");
     }
@@ -483,23 +729,101 @@ static cpool_status host_event_record(cpool__bevent *ev, cpool__bstream *s) {
         }
     } else {
         cpool__mutex_lock(&q->mu);
-        bool capturing = s->capture != NULL;
+        host_capture *c = capture_of(s);
+        if (c) cpool__mutex_unlock(&c->mu);
         position = q->enqueued;
         cpool__mutex_unlock(&q->mu);
-        if (capturing) return cpool__fail(CPOOL_ERR_UNSUPPORTED, "cannot record an event on a capturing stream");
+        if (c) return cpool__fail(CPOOL_ERR_UNSUPPORTED, "cannot record an event on a capturing stream");
     }
     atomic_fetch_add(&q->refs, 1);
-    cpool__mutex_lock(&ev->mu);
-    host_mark old = {ev->q, 0, ev->timed ? ev->stamp : NULL};
-    ev->q = q;
-    ev->position = position;
-    if (ev->timed) ev->stamp = stamp;
-    cpool__mutex_unlock(&ev->mu);
-    mark_release(&old);
+    record_set(ev, q, position, stamp, NULL, (node_set){0});
     return CPOOL_OK;
 }
 
+/* In a capture a record marks the stream's last nodes. */
+static cpool_status host_user_event_record(cpool__bevent *ev, cpool__bstream *s) {
+    cpool__mutex_lock(&s->q->mu);
+    host_capture *c = capture_of(s);
+    if (!c) {
+        cpool__mutex_unlock(&s->q->mu);
+        return host_event_record(ev, s);
+    }
+    node_set marks = {0};
+    bool ok = set_add_all(&marks, &c->members[s->member].tail);
+    if (ok) atomic_fetch_add(&c->refs, 1);
+    cpool__mutex_unlock(&c->mu);
+    cpool__mutex_unlock(&s->q->mu);
+    if (!ok) {
+        set_free(&marks);
+        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory recording an event in a capture");
+    }
+    record_set(ev, NULL, 0, NULL, c, marks);
+    return CPOOL_OK;
+}
+
+/* s waits for ev where a capture is involved: ev was recorded in capture ec
+ * (a reference; s joins it or, in it already, depends on the marks), or s
+ * captures and ev was not recorded in a capture. */
+static cpool_status wait_in_capture(cpool__bstream *s, cpool__bevent *ev, host_capture *ec) {
+    cpool__mutex_lock(&s->q->mu);
+    host_capture *c = capture_of(s); /* its lock held */
+    cpool_status st = CPOOL_OK;
+    bool joined = false;
+    if (!ec) {
+        cpool__mutex_lock(&ev->mu);
+        bool recorded = ev->q != NULL;
+        cpool__mutex_unlock(&ev->mu);
+        if (recorded) /* never recorded: nothing to wait for */
+            st = cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "a stream in a capture cannot wait for an event recorded outside it");
+    } else if (c && c != ec) {
+        st = cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "the event was recorded in another capture");
+    } else if (!c) {
+        cpool__mutex_lock(&ec->mu);
+        c = ec;
+        if (ec->ended) {
+            st = cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "the event was recorded in a capture that has ended");
+        } else if (!grow_array((void **)&ec->members, &ec->member_cap, sizeof *ec->members, ec->member_count + 1)) {
+            st = cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory joining a capture");
+        } else { /* a fork: s joins the capture with nothing to wait for yet */
+            s->member = ec->member_count++;
+            ec->members[s->member] = (host_member){.s = s};
+            joined = true;
+        }
+    }
+    if (st == CPOOL_OK && ec) {
+        cpool__mutex_lock(&ev->mu);
+        bool ok = ev->capture == ec && set_add_all(&c->members[s->member].tail, &ev->marks);
+        bool rerecorded = ev->capture != ec;
+        cpool__mutex_unlock(&ev->mu);
+        if (rerecorded)
+            st = cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "the event was recorded again meanwhile");
+        else if (!ok)
+            st = cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory waiting for an event in a capture");
+        if (st != CPOOL_OK && joined) { /* as before the call */
+            set_free(&ec->members[s->member].tail);
+            ec->member_count--;
+            joined = false;
+        }
+    }
+    if (joined) {
+        atomic_fetch_add(&ec->refs, 1);
+        s->capture = ec;
+    }
+    if (c) cpool__mutex_unlock(&c->mu);
+    cpool__mutex_unlock(&s->q->mu);
+    return st;
+}
+
 static cpool_status host_stream_wait_event(cpool__bstream *s, cpool__bevent *ev) {
+    cpool__mutex_lock(&ev->mu);
+    host_capture *ec = ev->capture;
+    if (ec) atomic_fetch_add(&ec->refs, 1);
+    cpool__mutex_unlock(&ev->mu);
+    if (ec || captures(s)) {
+        cpool_status st = wait_in_capture(s, ev, ec);
+        capture_release(ec);
+        return st;
+    }
     host_mark m = mark_take(ev);
     if (!m.q) return CPOOL_OK; /* never recorded: nothing to wait for */
     stamp_release(m.stamp);
@@ -554,26 +878,36 @@ static cpool_status host_event_synchronize(cpool__bevent *ev) {
  * changes s->capture under that lock) cannot fall in between. */
 static cpool_status host_capture_begin(cpool__bstream *s, cpool_capture_mode mode, cpool__bevent *fence) {
     host_capture *c = cpool__calloc(1, sizeof *c);
-    if (!c) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory beginning a capture");
+    host_member *origin = cpool__calloc(1, sizeof *origin);
+    if (!c || !origin) {
+        free(c);
+        free(origin);
+        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory beginning a capture");
+    }
+    cpool__mutex_init(&c->mu, CPOOL__RANK_HOST_CAPTURE);
+    atomic_init(&c->refs, 1);
+    atomic_init(&c->invalidated, false);
     c->mode = mode;
+    origin->s = s;
+    c->members = origin;
+    c->member_count = c->member_cap = 1;
     host_queue *q = s->q;
     cpool__mutex_lock(&q->mu);
-    bool capturing = s->capture != NULL;
+    host_capture *other = capture_of(s);
+    if (other) cpool__mutex_unlock(&other->mu);
     uint64_t position = q->enqueued;
-    if (!capturing) s->capture = c;
+    if (!other) {
+        s->capture = c;
+        s->member = 0;
+    }
     cpool__mutex_unlock(&q->mu);
-    if (capturing) {
-        free(c);
+    if (other) {
+        capture_release(c);
         return cpool__fail(CPOOL_ERR_ALREADY_CAPTURING, "the stream is already capturing");
     }
     if (fence) { /* marks the work enqueued before the capture */
         atomic_fetch_add(&q->refs, 1);
-        cpool__mutex_lock(&fence->mu);
-        host_queue *old = fence->q;
-        fence->q = q;
-        fence->position = position;
-        cpool__mutex_unlock(&fence->mu);
-        queue_release(old);
+        record_set(fence, q, position, NULL, NULL, (node_set){0});
     }
     return CPOOL_OK;
 }
@@ -584,33 +918,114 @@ static cpool_status host_graph_instantiate(cpool__bgraph *g) {
     return CPOOL_OK;
 }
 
-static cpool_status host_capture_end(cpool__bstream *s, bool instantiate, cpool__bgraph **out) {
-    CPOOL_UNUSED(instantiate);
-    host_capture *c = s->capture;
-    if (!c) return cpool__fail(CPOOL_ERR_NOT_CAPTURING, "the stream is not capturing");
-    if (c->invalidated) {
-        discard_capture(s);
-        return cpool__fail(CPOOL_ERR_CAPTURE_INVALIDATED,
-                           "the capture was invalidated by a forbidden call; its work is discarded");
+/* CPOOL_OK when every node is an ancestor of the origin's last nodes (or
+ * one of them): else a fork's work was not joined back. One stream's nodes
+ * are a chain that ends there. */
+static cpool_status check_joined(const host_capture *c) {
+    if (c->member_count == 1 || !c->count) return CPOOL_OK;
+    const node_set *tail = &c->members[0].tail;
+    bool *seen = cpool__calloc(c->count, sizeof *seen);
+    size_t *stack = cpool__malloc((c->dep_count + tail->count + 1) * sizeof *stack);
+    if (!seen || !stack) {
+        free(seen);
+        free(stack);
+        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory ending a capture");
     }
-    cpool__bgraph *g = cpool__malloc(sizeof *g + c->count * sizeof(host_op));
-    if (!g) {
-        discard_capture(s);
+    size_t top = 0, reached = 0;
+    for (size_t i = 0; i < tail->count; i++) stack[top++] = tail->nodes[i];
+    while (top) {
+        size_t n = stack[--top];
+        if (seen[n]) continue;
+        seen[n] = true;
+        reached++;
+        for (size_t k = 0; k < c->nodes[n].dep_count; k++) stack[top++] = c->deps[c->nodes[n].dep_first + k];
+    }
+    free(seen);
+    free(stack);
+    if (reached == c->count) return CPOOL_OK;
+    return cpool__fail(CPOOL_ERR_CAPTURE_INVALIDATED,
+                       "a stream forked into the capture was not joined back to the stream it began on; the capture "
+                       "is invalidated and its work discarded");
+}
+
+/* The graph of an ended capture's nodes, which it takes (c keeps none). */
+static cpool_status graph_from(host_capture *c, cpool__bgraph **out) {
+    cpool__bgraph *g = cpool__calloc(1, sizeof *g + c->count * sizeof(host_node));
+    unsigned branches = c->member_count > 64 ? 64 : (unsigned)c->member_count;
+    size_t *first = branches > 1 ? cpool__calloc(c->count + 1, sizeof *first) : NULL;
+    size_t *dependents = branches > 1 ? cpool__malloc((c->dep_count + 1) * sizeof *dependents) : NULL;
+    if (!g || (branches > 1 && (!first || !dependents))) {
+        free(g);
+        free(first);
+        free(dependents);
         return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory instantiating a graph");
     }
     atomic_init(&g->refs, 1);
     g->count = c->count;
-    if (c->count) memcpy(g->ops, c->ops, c->count * sizeof(host_op));
-    free(c->ops);
-    free(c);
-    set_capture(s, NULL);
+    g->branches = branches;
+    if (c->count) memcpy(g->nodes, c->nodes, c->count * sizeof(host_node));
+    g->deps = c->deps;
+    c->deps = NULL;
+    c->count = c->dep_count = 0; /* the graph holds the nodes' references now */
+    if (branches > 1) { /* who waits for each node, for the replay */
+        for (size_t i = 0; i < g->count; i++)
+            for (size_t k = 0; k < g->nodes[i].dep_count; k++) first[g->deps[g->nodes[i].dep_first + k] + 1]++;
+        for (size_t i = 0; i < g->count; i++) first[i + 1] += first[i];
+        size_t *fill = cpool__malloc((g->count + 1) * sizeof *fill);
+        if (!fill) {
+            g->branches = 1; /* a replay in order keeps every edge too */
+            free(first);
+            free(dependents);
+        } else {
+            memcpy(fill, first, (g->count + 1) * sizeof *fill);
+            for (size_t i = 0; i < g->count; i++)
+                for (size_t k = 0; k < g->nodes[i].dep_count; k++) dependents[fill[g->deps[g->nodes[i].dep_first + k]]++] = i;
+            free(fill);
+            g->dependents_first = first;
+            g->dependents = dependents;
+        }
+    }
     *out = g;
     return CPOOL_OK;
 }
 
+static cpool_status host_capture_end(cpool__bstream *s, bool instantiate, cpool__bgraph **out) {
+    CPOOL_UNUSED(instantiate);
+    cpool__mutex_lock(&s->q->mu);
+    host_capture *c = capture_of(s);
+    if (!c) {
+        cpool__mutex_unlock(&s->q->mu);
+        return cpool__fail(CPOOL_ERR_NOT_CAPTURING, "the stream is not capturing");
+    }
+    if (s->member != 0) {
+        cpool__mutex_unlock(&c->mu);
+        cpool__mutex_unlock(&s->q->mu);
+        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "the stream joined a capture begun on another stream: end it there");
+    }
+    /* From here on no stream of the capture adds to it, and each leaves it
+     * when it next looks (capture_of). */
+    c->ended = true;
+    c->members[0].s = NULL;
+    s->capture = NULL;
+    cpool_status st = CPOOL_OK;
+    if (atomic_load(&c->invalidated))
+        st = cpool__fail(CPOOL_ERR_CAPTURE_INVALIDATED,
+                         "the capture was invalidated by a forbidden call; its work is discarded");
+    else
+        st = check_joined(c);
+    if (st == CPOOL_OK) st = graph_from(c, out);
+    capture_drop_nodes(c); /* events recorded in it keep only their marks */
+    cpool__mutex_unlock(&c->mu);
+    cpool__mutex_unlock(&s->q->mu);
+    capture_release(c);
+    return st;
+}
+
 static cpool_status host_capture_status(cpool__bstream *s, cpool_capture_state *out) {
     cpool__mutex_lock(&s->q->mu);
-    *out = !s->capture ? CPOOL_CAPTURE_NONE : s->capture->invalidated ? CPOOL_CAPTURE_INVALIDATED : CPOOL_CAPTURE_ACTIVE;
+    host_capture *c = capture_of(s);
+    *out = !c ? CPOOL_CAPTURE_NONE : atomic_load(&c->invalidated) ? CPOOL_CAPTURE_INVALIDATED : CPOOL_CAPTURE_ACTIVE;
+    if (c) cpool__mutex_unlock(&c->mu);
     cpool__mutex_unlock(&s->q->mu);
     return CPOOL_OK;
 }
@@ -644,10 +1059,10 @@ static bool host_graph_update_in_place(cpool__bgraph *g, cpool__bgraph *fresh) {
     return false;
 }
 
-/* One node per operation, chained in the order they run. */
+/* One node per operation, with an edge from each node it waits for. */
 static void dot_ops(FILE *f, const cpool__bgraph *g) {
     for (size_t i = 0; i < g->count; i++) {
-        const host_op *op = &g->ops[i];
+        const host_op *op = &g->nodes[i].op;
         switch (op->kind) {
         case OP_HOST_FN:
             fprintf(f, "  n%zu [shape=box label=\"host fn %p\\narg %p\"];\n", i, (void *)(uintptr_t)op->fn, op->arg);
@@ -665,14 +1080,15 @@ static void dot_ops(FILE *f, const cpool__bgraph *g) {
         case OP_WAIT: /* never captured */
             break;
         }
-        if (i > 0) fprintf(f, "  n%zu -> n%zu;\n", i - 1, i);
+        for (size_t k = 0; k < g->nodes[i].dep_count; k++)
+            fprintf(f, "  n%zu -> n%zu;\n", g->deps[g->nodes[i].dep_first + k], i);
     }
 }
 
 static cpool_status host_graph_dump_dot(const cpool__bgraph *g, const char *path) {
     FILE *f = fopen(path, "w");
     if (!f) return cpool__fail(CPOOL_ERR_BACKEND, "cannot open %s for writing", path);
-    fprintf(f, "digraph capturepool_host_graph {\n  rankdir=TB;\n  label=\"host graph, %zu operations in stream order\";\n", g->count);
+    fprintf(f, "digraph capturepool_host_graph {\n  rankdir=TB;\n  label=\"host graph, %zu operations, %u streams\";\n", g->count, g->branches);
     dot_ops(f, g);
     fprintf(f, "}\n");
     if (fclose(f) != 0) return cpool__fail(CPOOL_ERR_BACKEND, "cannot write %s", path);
@@ -697,6 +1113,7 @@ const cpool__backend cpool__backend_host = {
     .event_create = host_event_create,
     .event_destroy = host_event_destroy,
     .event_record = host_event_record,
+    .user_event_record = host_user_event_record,
     .event_done = host_event_done,
     .event_synchronize = host_event_synchronize,
     .event_create_timed = host_event_create_timed,

@@ -1,6 +1,6 @@
 /*
  * The CUDA driver's functions that the CUDA backend calls in place of the
- * runtime's on the capture and launch paths, fetched through the runtime
+ * runtime's on the capture, launch and user event paths, fetched through the runtime
  * (cudaGetDriverEntryPointByVersion), so nothing links the driver library.
  * bench/launch_bench.c uses the same table to time them against the
  * runtime's calls.
@@ -22,6 +22,7 @@ typedef struct cpool__driver_calls {
     int (*end_capture)(cudaStream_t stream, cudaGraph_t *graph);
     int (*instantiate)(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags);
     int (*graph_launch)(cudaGraphExec_t exec, cudaStream_t stream);
+    int (*stream_wait_event)(cudaStream_t stream, cudaEvent_t event, unsigned flags);
 } cpool__driver_calls;
 
 /* The entry point as of CUDA 12.0, as the runtime hands it out; NULL where
@@ -49,6 +50,7 @@ static inline void cpool__driver_load(cpool__driver_calls *d) {
     d->instantiate = (int (*)(cudaGraphExec_t *, cudaGraph_t, unsigned long long))cpool__driver_entry(
         "cuGraphInstantiateWithFlags");
     d->graph_launch = (int (*)(cudaGraphExec_t, cudaStream_t))cpool__driver_entry("cuGraphLaunch");
+    d->stream_wait_event = (int (*)(cudaStream_t, cudaEvent_t, unsigned))cpool__driver_entry("cuStreamWaitEvent");
 }
 
 #endif /* CPOOL_CUDA_DRIVER_H */

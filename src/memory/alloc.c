@@ -35,6 +35,7 @@
  * for its request: small requests share 2 MiB segments, larger ones get their
  * size rounded up to 2 MiB, so reserved memory stays close to what is in use.
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -305,8 +306,11 @@ static cpool__block *heap_take(cpool__allocator *a, size_t rounded, uint64_t str
     bool large = rounded > CPOOL__SMALL_MAX;
     unsigned own = use == CPOOL__USE_STREAM ? 0u : use == CPOOL__USE_SCRATCH ? 1u : 2u;
     unsigned sets[2] = {own, 0u};
+    /* A graph takes graph-reserved blocks free for any graph or for its
+     * branch, and only unrestricted general ones. */
+    uint64_t graph_tag = stream & CPOOL__BRANCH_BIT ? stream : 0;
     for (unsigned k = 0; k < (own ? 2u : 1u); k++) {
-        uint64_t tag = use != CPOOL__USE_STREAM ? 0 : stream;
+        uint64_t tag = use == CPOOL__USE_STREAM ? stream : sets[k] ? graph_tag : 0;
         for (int cls = large; cls <= 1; cls++) {
             *from = &a->heaps[heap_index(sets[k], cls == 1)];
             cpool__block *b = heap_find(*from, rounded, tag);
@@ -406,7 +410,13 @@ cpool_status cpool__fail_not_live(const void *ptr) {
     return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%p was not handed out by this pool, or is already freed", ptr);
 }
 
-cpool_status cpool__allocator_free(cpool__allocator *a, void *ptr, uint64_t stream, bool graph, size_t *requested) {
+/* The one clock of free sequence numbers (alloc.h). */
+static _Atomic uint64_t free_clock;
+
+uint64_t cpool__allocator_clock(void) { return atomic_load(&free_clock); }
+
+cpool_status cpool__allocator_free(cpool__allocator *a, void *ptr, uint64_t stream, bool graph, uint64_t branch,
+                                   size_t *requested) {
     size_t j = map_find(a, (uintptr_t)ptr);
     if (j == SIZE_MAX)
         return cpool__fail_not_live(ptr);
@@ -419,9 +429,10 @@ cpool_status cpool__allocator_free(cpool__allocator *a, void *ptr, uint64_t stre
     a->live_block_bytes -= b->size;
     b->live = false;
     b->requested = 0;
-    /* Graph scratch freed under capture is free for later captures at once;
-     * any other block waits for its stream's work (see the top). */
-    b->stream = b->graph && graph ? 0 : stream;
+    /* Graph scratch freed under capture is free for later captures at once
+     * (for its branch only, in a forked capture); any other block waits for
+     * its stream's work (see the top). */
+    b->stream = b->graph && graph ? branch : stream;
     if (graph && !b->graph) {
         /* Freed inside a capture: the graph still uses it on every replay. */
         b->graph = true;
@@ -431,7 +442,7 @@ cpool_status cpool__allocator_free(cpool__allocator *a, void *ptr, uint64_t stre
      * back to the set it was placed in. */
     if (graph) b->apart = false;
     b->output = false;
-    b->free_seq = ++a->next_free_seq;
+    b->free_seq = a->next_free_seq = atomic_fetch_add(&free_clock, 1) + 1;
     if (b->stream) a->restricted_blocks++;
     release_block(a, b);
     return CPOOL_OK;
@@ -467,7 +478,7 @@ size_t cpool__allocator_restricted_streams(const cpool__allocator *a, uint64_t *
     if (!a->restricted_blocks) return 0;
     for (const cpool__segment *seg = a->segments; seg; seg = seg->next)
         for (const cpool__block *b = seg->first; b; b = b->next) {
-            if (b->live || !b->stream) continue;
+            if (b->live || !b->stream || b->stream & CPOOL__BRANCH_BIT) continue; /* no stream to fence */
             size_t i = 0;
             while (i < n && streams[i] != b->stream) i++;
             if (i == n) {
@@ -483,13 +494,14 @@ size_t cpool__allocator_restricted_streams(const cpool__allocator *a, uint64_t *
 
 /* What a retag takes from the free blocks `pick` selects: their stream tag
  * (their work is over), or their graph reservation (no graph can run). */
-typedef enum { RETAG_UNFENCE, RETAG_UNGRAPH } retag_kind;
+typedef enum { RETAG_UNFENCE, RETAG_UNGRAPH, RETAG_BRANCH } retag_kind;
 
 /* Retags every free block that `pick` selects, merging as it goes. A merge
  * can hand the result a neighbour's tag that `pick` selects again: then the
  * result is looked at once more. */
 static void retag_free_blocks(cpool__allocator *a, retag_kind kind,
-                              bool (*pick)(const cpool__block *, uint64_t, uint64_t), uint64_t x, uint64_t y) {
+                              bool (*pick)(const cpool__block *, uint64_t, uint64_t), uint64_t x, uint64_t y,
+                              uint64_t to) {
     for (cpool__segment *seg = a->segments; seg; seg = seg->next) {
         cpool__block *b = seg->first;
         while (b) {
@@ -501,6 +513,9 @@ static void retag_free_blocks(cpool__allocator *a, retag_kind kind,
             if (kind == RETAG_UNFENCE) {
                 a->restricted_blocks--;
                 b->stream = 0;
+            } else if (kind == RETAG_BRANCH) {
+                if (!to) a->restricted_blocks--;
+                b->stream = to;
             } else {
                 a->graph_reserved -= b->size;
                 b->graph = false;
@@ -514,9 +529,10 @@ static void retag_free_blocks(cpool__allocator *a, retag_kind kind,
 static bool pick_fenced(const cpool__block *b, uint64_t stream, uint64_t upto) {
     return b->stream == stream && b->free_seq <= upto;
 }
+/* Branch tags are cleared only by their capture (retag_branch). */
 static bool pick_restricted(const cpool__block *b, uint64_t x, uint64_t upto) {
     (void)x;
-    return b->stream != 0 && b->free_seq <= upto;
+    return b->stream != 0 && !(b->stream & CPOOL__BRANCH_BIT) && b->free_seq <= upto;
 }
 static bool pick_graph(const cpool__block *b, uint64_t x, uint64_t y) {
     (void)x;
@@ -525,14 +541,18 @@ static bool pick_graph(const cpool__block *b, uint64_t x, uint64_t y) {
 }
 
 void cpool__allocator_unfence(cpool__allocator *a, uint64_t stream, uint64_t upto) {
-    if (a->restricted_blocks) retag_free_blocks(a, RETAG_UNFENCE, pick_fenced, stream, upto);
+    if (a->restricted_blocks) retag_free_blocks(a, RETAG_UNFENCE, pick_fenced, stream, upto, 0);
 }
 
 void cpool__allocator_unfence_all(cpool__allocator *a, uint64_t upto) {
-    if (a->restricted_blocks) retag_free_blocks(a, RETAG_UNFENCE, pick_restricted, 0, upto);
+    if (a->restricted_blocks) retag_free_blocks(a, RETAG_UNFENCE, pick_restricted, 0, upto, 0);
 }
 
-void cpool__allocator_reclaim_graph(cpool__allocator *a) { retag_free_blocks(a, RETAG_UNGRAPH, pick_graph, 0, 0); }
+void cpool__allocator_retag_branch(cpool__allocator *a, uint64_t from, uint64_t upto, uint64_t to) {
+    if (a->restricted_blocks && from != to) retag_free_blocks(a, RETAG_BRANCH, pick_fenced, from, upto, to);
+}
+
+void cpool__allocator_reclaim_graph(cpool__allocator *a) { retag_free_blocks(a, RETAG_UNGRAPH, pick_graph, 0, 0, 0); }
 
 static void segment_free(cpool__allocator *a, cpool__segment *seg) {
     if (seg->prev)

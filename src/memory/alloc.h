@@ -82,8 +82,18 @@ void cpool__allocator_init(cpool__allocator *a, const cpool__segment_source *sou
 /* Gives every segment back (the caller waited for the device first). */
 void cpool__allocator_destroy(cpool__allocator *a);
 
+/* A branch of a multi-stream capture: the tag of graph-reserved blocks
+ * freed on stream `id` while its capture has forked streams. Only that
+ * branch may take them (it runs after the free), until a join retags them
+ * for the stream that joined it, and the capture's end for any graph. Its
+ * top bit keeps it apart from every stream id, so no fence or quiesce
+ * clears it. */
+#define CPOOL__BRANCH_BIT ((uint64_t)1 << 63)
+static inline uint64_t cpool__branch_tag(uint64_t stream_id) { return stream_id | CPOOL__BRANCH_BIT; }
+
 /* Serves `bytes` from cached blocks only: for a graph (graph-reserved blocks
- * of the use's set, then unrestricted general ones), or for work on stream
+ * of the use's set free for any graph or tagged `stream` when that is a
+ * branch tag, then unrestricted general ones), or for work on stream
  * `stream` (blocks free for any stream, or freed on this one). false on a
  * miss. */
 bool cpool__allocator_alloc_cached(cpool__allocator *a, size_t bytes, uint64_t stream, cpool__use use, void **out);
@@ -103,11 +113,14 @@ void cpool__allocator_set_output(cpool__allocator *a, void *ptr, bool output);
 /* Frees a live block. It is reusable at once by `stream` only until
  * cpool__allocator_unfence says the work before the free has finished,
  * except a graph-reserved block freed under capture (`graph`), which later
- * captures may take at once. Under capture a general block joins the
- * graph-reserved set, keeping its tag: graphs take it once it is unfenced. *requested (if not NULL) gets the size
- * the block was allocated for. CPOOL_ERR_INVALID_ARGUMENT for a pointer that
- * is not live here (nothing changes). */
-cpool_status cpool__allocator_free(cpool__allocator *a, void *ptr, uint64_t stream, bool graph, size_t *requested);
+ * captures may take at once (with a nonzero `branch` tag: only that branch,
+ * see CPOOL__BRANCH_BIT). Under capture a general block joins the
+ * graph-reserved set, keeping its stream's tag: graphs take it once it is
+ * unfenced. *requested (if not NULL) gets the size the block was allocated
+ * for. CPOOL_ERR_INVALID_ARGUMENT for a pointer that is not live here
+ * (nothing changes). */
+cpool_status cpool__allocator_free(cpool__allocator *a, void *ptr, uint64_t stream, bool graph, uint64_t branch,
+                                   size_t *requested);
 
 /* What the allocator knows of a live block. */
 typedef struct cpool__block_info {
@@ -118,8 +131,15 @@ typedef struct cpool__block_info {
 /* Fills *info for the live block at ptr; false if there is none. */
 bool cpool__allocator_live_block(const cpool__allocator *a, const void *ptr, cpool__block_info *info);
 
-/* The free sequence number of the last free (fences cover up to it). */
+/* The free sequence number of the last free (fences cover up to it). Free
+ * sequence numbers come from one clock for every allocator, so that a mark
+ * in a multi-stream capture orders frees in all its pools. */
 uint64_t cpool__allocator_free_seq(const cpool__allocator *a);
+/* The clock's reading now: every free from now on has a larger number. */
+uint64_t cpool__allocator_clock(void);
+/* Free blocks tagged branch `from` and freed with sequence <= upto take tag
+ * `to` (another branch, or 0: free for any graph). */
+void cpool__allocator_retag_branch(cpool__allocator *a, uint64_t from, uint64_t upto, uint64_t to);
 /* Lists up to `cap` distinct streams that have restricted blocks, with the
  * newest free sequence number among each one's blocks; returns the count. */
 size_t cpool__allocator_restricted_streams(const cpool__allocator *a, uint64_t *streams, uint64_t *seqs, size_t cap);

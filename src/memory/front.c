@@ -218,7 +218,8 @@ static int16_t adopt(cpool__front *f, void *ptr, const cpool__block_info *info) 
     return i;
 }
 
-cpool_status cpool__front_free_slow(cpool__front *f, cpool__allocator *a, void *ptr, uint64_t stream, bool graph) {
+cpool_status cpool__front_free_slow(cpool__front *f, cpool__allocator *a, void *ptr, uint64_t stream, bool graph,
+                                   uint64_t branch) {
     cpool_status st = CPOOL_OK;
     lock(f);
     int j = slot_find(f, (uintptr_t)ptr);
@@ -233,7 +234,7 @@ cpool_status cpool__front_free_slow(cpool__front *f, cpool__allocator *a, void *
             /* Under capture the block joins the graph-reserved set. */
             size_t requested = e->requested;
             forget(f, (unsigned)j);
-            st = cpool__allocator_free(a, ptr, stream, graph, NULL);
+            st = cpool__allocator_free(a, ptr, stream, graph, branch, NULL);
             if (st == CPOOL_OK) count_free(f, requested);
         }
     } else {
@@ -244,7 +245,7 @@ cpool_status cpool__front_free_slow(cpool__front *f, cpool__allocator *a, void *
             park(f, adopt(f, ptr, &info), stream);
         } else {
             size_t requested;
-            st = cpool__allocator_free(a, ptr, stream, graph, &requested);
+            st = cpool__allocator_free(a, ptr, stream, graph, branch, &requested);
             if (st == CPOOL_OK) count_free(f, requested);
         }
     }
@@ -262,7 +263,7 @@ size_t cpool__front_flush(cpool__front *f, cpool__allocator *a) {
             f->classes[c] = e->next;
             f->free_bytes -= e->size;
             /* The allocator still has it live: this free cannot fail. */
-            cpool__allocator_free(a, (void *)e->addr, e->stream, false, NULL);
+            cpool__allocator_free(a, (void *)e->addr, e->stream, false, 0, NULL);
             forget(f, (unsigned)slot_find(f, e->addr));
             n++;
         }

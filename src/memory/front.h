@@ -79,11 +79,13 @@ cpool__front_result cpool__front_free(cpool__front *f, void *ptr, uint64_t strea
 
 /* Counts an allocation the allocator served. */
 void cpool__front_count_alloc(cpool__front *f, size_t bytes);
-/* The free path when the fast one did not serve: under capture (`graph`),
- * or for a block the front does not know yet, which it keeps if eligible and
- * there is room, else the allocator frees it. Returns CPOOL_OK or
- * CPOOL_ERR_INVALID_ARGUMENT (not live here: nothing changes). */
-cpool_status cpool__front_free_slow(cpool__front *f, cpool__allocator *a, void *ptr, uint64_t stream, bool graph);
+/* The free path when the fast one did not serve: under capture (`graph`,
+ * with the branch tag of a forked capture or 0), or for a block the front
+ * does not know yet, which it keeps if eligible and there is room, else the
+ * allocator frees it. Returns CPOOL_OK or CPOOL_ERR_INVALID_ARGUMENT (not
+ * live here: nothing changes). */
+cpool_status cpool__front_free_slow(cpool__front *f, cpool__allocator *a, void *ptr, uint64_t stream, bool graph,
+                                   uint64_t branch);
 /* Gives every free block back to the allocator; returns how many. */
 size_t cpool__front_flush(cpool__front *f, cpool__allocator *a);
 

@@ -47,10 +47,11 @@ void cpool__shared_event_release(cpool__shared_event *e);
 typedef struct cpool__order_stream {
     uint64_t id; /* unique for the process's life: tags freed blocks */
     cpool__bstream *impl;
-    /* The capture running here (set under the order's lock at begin,
-     * cleared without it at the end, see cpool__order_end_capture). */
+    /* The capture running here, begun here or joined by a fork (set under
+     * the order's lock, cleared without it at the end, see
+     * cpool__order_end_capture). */
     _Atomic(void *) capture;
-    cpool__shared_event *capture_fence;
+    cpool__shared_event *capture_fence; /* recorded just before the stream began or joined its capture */
     struct cpool__order_stream *next, *prev;
 } cpool__order_stream;
 
@@ -81,6 +82,12 @@ cpool_status cpool__order_quiesce(cpool__order *o);
  * runs only on success; on failure nothing changed. */
 cpool_status cpool__order_begin_capture(cpool__order *o, cpool__order_stream *s, cpool_capture_mode mode,
                                         void *(*install)(void *arg), void *arg);
+/* A stream joins a capture begun on another (a fork): records its fence
+ * (made or renewed as needed), runs join(arg), the backend's wait that
+ * makes it capture, and publishes `capture` as the capture it takes part
+ * in, all under the order's lock. On failure nothing is published. */
+cpool_status cpool__order_join_capture(cpool__order *o, cpool__order_stream *s, void *capture,
+                                       cpool_status (*join)(void *arg), void *arg);
 /* The stream's owner ends its capture: no capture is published any more. */
 void cpool__order_end_capture(cpool__order_stream *s);
 /* The capture running on s, or NULL. */

@@ -9,6 +9,7 @@
  * the graph (graph.c); on every failure they are dropped, leaving nothing
  * behind.
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,6 +39,9 @@ static cpool_status capture_check(const char *what, cpool_stream *s, cpool_pool 
         if (pool##_handle) CPOOL__RESOLVE(pool, pool##_handle, fn, "pool");                        \
     } while (0)
 
+/* Numbers captures, so that an event names the one it was recorded in. */
+static _Atomic uint64_t last_capture_id;
+
 static cpool_status capture_begin(cpool_stream *s, cpool_pool *pool, cpool_capture_mode mode,
                                   const cpool__capture_plan *plan) {
     cpool_status st = capture_check("cpool_capture_begin", s, pool, mode, false);
@@ -46,6 +50,7 @@ static cpool_status capture_begin(cpool_stream *s, cpool_pool *pool, cpool_captu
      * a capture costs no allocation unless it holds many pools. */
     cpool__capture cap;
     cpool__capture_init(&cap, mode);
+    cap.id = atomic_fetch_add(&last_capture_id, 1) + 1;
     if (plan) {
         cap.plan = plan->outputs;
         cap.plan_bits = plan->bits;
@@ -83,13 +88,20 @@ static cpool_status add_footprints(cpool__capture *cap) {
     return st;
 }
 
-/* Ends the backend capture and wraps it; on failure drops the capture. */
+/* Ends the backend capture and wraps it; on failure drops the capture. Every
+ * stream forked into it stops taking part first, so none adds to it. */
 static cpool_status capture_finish(cpool_stream *s, bool instantiate, cpool_graph **graph_out) {
     cpool__capture cap;
     cpool__stream_take_capture(s, &cap);
     if (!cap.graph_id) cap.graph_id = cpool__graph_new_id();
     cpool__bgraph *impl = NULL;
     cpool_status st = s->dev->be->capture_end(s->impl, instantiate, &impl);
+    cpool__pool_end_branches(&cap, cpool__stream_id(s));
+    if (st == CPOOL_OK && cap.invalidated) {
+        s->dev->be->graph_destroy(impl);
+        st = cpool__fail(CPOOL_ERR_CAPTURE_INVALIDATED,
+                         "a stream forked into the capture was destroyed before it ended; its work is discarded");
+    }
     if (st == CPOOL_OK) {
         st = add_footprints(&cap);
         if (st == CPOOL_OK) st = cpool__graph_wrap(s->dev, impl, &cap, graph_out);
@@ -109,6 +121,10 @@ cpool_status cpool_capture_end(cpool_stream *s_handle, cpool_graph **graph_out) 
     CPOOL__RESOLVE(s, s_handle, "cpool_capture_end", "stream");
     if (!graph_out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_capture_end: NULL argument");
     *graph_out = NULL;
+    if (cpool__stream_is_fork(s))
+        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT,
+                           "cpool_capture_end: the stream was forked into a capture begun on another stream: end it "
+                           "there, once this one is joined back");
     if (!cpool__stream_capture(s)) {
         /* Not ours: let the backend tell "not capturing" from "captured
          * outside capturepool". */

@@ -32,6 +32,11 @@ void cpool__capture_init(cpool__capture *cap, cpool_capture_mode mode) {
     cap->plan_bits = cap->alloc_index = 0;
     cap->all_outputs = false;
     cap->graph_id = 0;
+    cap->id = 0;
+    cap->forks = NULL;
+    cap->fork_count = cap->fork_cap = 0;
+    cap->forked = false;
+    cap->invalidated = false;
 }
 
 void cpool__capture_move(cpool__capture *to, cpool__capture *from) {
@@ -78,6 +83,22 @@ bool cpool__capture_next_is_output(cpool__capture *cap) {
 void cpool__capture_forget(cpool__capture *cap) {
     if (cap->pools != cap->inline_pools) free(cap->pools);
     free(cap->ranges);
+    free(cap->forks);
+}
+
+cpool_status cpool__capture_reserve_fork(cpool__capture *cap) {
+    if (cap->fork_count < cap->fork_cap) return CPOOL_OK;
+    size_t n = cap->fork_cap ? 2 * cap->fork_cap : 4;
+    cpool__fork *forks = cpool__realloc(cap->forks, n * sizeof *forks);
+    if (!forks) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory forking a stream into a capture");
+    cap->forks = forks;
+    cap->fork_cap = n;
+    return CPOOL_OK;
+}
+
+void cpool__capture_add_fork(cpool__capture *cap, struct cpool_stream *s, uint64_t stream_id) {
+    cap->forks[cap->fork_count++] = (cpool__fork){s, stream_id};
+    cap->forked = true;
 }
 
 void cpool__learn_alloc(cpool__learn *l, void *ptr) {

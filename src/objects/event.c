@@ -3,10 +3,13 @@
  * queue positions on the host backend. An event holds its device; its
  * backend event is timed, so two completed records give elapsed time.
  *
- * Not yet in a capture: recording an event on a capturing stream, or
- * waiting for one there (CUDA's fork and join of a multi-stream capture),
- * is refused with CPOOL_ERR_UNSUPPORTED, rather than leave streams
- * capturing that the pools would not know to serve as captured.
+ * In a capture (CUDA's rules on both backends): a record on a stream taking
+ * part in a capture marks its captured work; a stream outside any capture
+ * that waits for it joins the capture (a fork, stream.c), and one inside it
+ * depends on that work (a join), which also hands the blocks the recording
+ * branch freed before the record to the waiting one (pool.c). The event
+ * remembers which capture its last record was in, and on which stream,
+ * with the allocators' free clock at the record.
  */
 #include <stddef.h>
 #include <stdlib.h>
@@ -18,6 +21,13 @@ struct cpool_event {
     cpool_device *dev;
     cpool__bevent *impl;
     cpool__deferred deferred_destroy; /* a destroy from a stream callback */
+    /* The last record: whether there was one, and, made in a capture, that
+     * capture's id (0: none), the recording stream's handle and the free
+     * clock then. Atomics: records and waits may be on any thread. */
+    atomic_bool recorded;
+    _Atomic uint64_t capture_id;
+    _Atomic(cpool_stream *) recorder;
+    _Atomic uint64_t free_mark;
 };
 
 static cpool__slab event_slab = CPOOL__SLAB_INIT(cpool_event);
@@ -37,6 +47,10 @@ cpool_status cpool_event_create(cpool_device *dev_handle, cpool_event **out) {
         return cpool__fail_in("cpool_event_create", st);
     }
     e->dev = cpool__device_retain(dev);
+    atomic_init(&e->recorded, false);
+    atomic_init(&e->capture_id, 0);
+    atomic_init(&e->recorder, NULL);
+    atomic_init(&e->free_mark, 0);
     *out = cpool__handle_of(e);
     return CPOOL_OK;
 }
@@ -72,9 +86,23 @@ static cpool_status event_and_stream(const char *fn, cpool_event *e_handle, cpoo
     CPOOL__RESOLVE(*e, e_handle, fn, "event");
     CPOOL__RESOLVE(*s, s_handle, fn, "stream");
     if ((*e)->dev != (*s)->dev) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: the event is of another device", fn);
-    if (cpool__stream_captures(*s))
-        return cpool__fail(CPOOL_ERR_UNSUPPORTED, "%s: events in a capture (a multi-stream capture) are not supported", fn);
     return CPOOL_OK;
+}
+
+/* A record on s, a stream that takes part in a capture (or did, until it
+ * ended meanwhile): the event remembers where. */
+static __attribute__((noinline)) cpool_status record_in_capture(cpool_event *e, cpool_stream *s,
+                                                                cpool_stream *s_handle) {
+    cpool__capture *cap = cpool__stream_lock_capture(s);
+    cpool_status st = e->dev->be->user_event_record(e->impl, s->impl);
+    if (st == CPOOL_OK) {
+        atomic_store(&e->recorder, s_handle);
+        atomic_store(&e->free_mark, cpool__allocator_clock());
+        atomic_store(&e->capture_id, cap ? cap->id : 0);
+        atomic_store(&e->recorded, true);
+    }
+    if (cap) cpool__stream_unlock_capture(cap);
+    return st == CPOOL_OK ? st : cpool__fail_in("cpool_event_record", st);
 }
 
 cpool_status cpool_event_record(cpool_event *e_handle, cpool_stream *s_handle) {
@@ -82,8 +110,45 @@ cpool_status cpool_event_record(cpool_event *e_handle, cpool_stream *s_handle) {
     cpool_stream *s;
     cpool_status st = event_and_stream("cpool_event_record", e_handle, s_handle, &e, &s);
     if (st != CPOOL_OK) return st;
-    st = e->dev->be->event_record(e->impl, s->impl);
-    return st == CPOOL_OK ? st : cpool__fail_in("cpool_event_record", st);
+    if (cpool__stream_capture(s)) return record_in_capture(e, s, s_handle);
+    st = e->dev->be->user_event_record(e->impl, s->impl);
+    if (st != CPOOL_OK) return cpool__fail_in("cpool_event_record", st);
+    if (atomic_load_explicit(&e->capture_id, memory_order_relaxed)) atomic_store(&e->capture_id, 0);
+    if (!atomic_load_explicit(&e->recorded, memory_order_relaxed)) atomic_store(&e->recorded, true);
+    return CPOOL_OK;
+}
+
+/* A wait where a capture is involved: the event's last record was made in
+ * capture `capture_id`, or s takes part in one. */
+static __attribute__((noinline)) cpool_status wait_in_capture(cpool_stream *s, cpool_event *e, uint64_t capture_id) {
+    const char *fn = "cpool_stream_wait_event";
+    if (!capture_id) {
+        if (!atomic_load(&e->recorded)) return CPOOL_OK; /* nothing to wait for */
+        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT,
+                           "%s: the stream takes part in a capture, and the event was last recorded outside it: a "
+                           "capture waits only for events recorded in it",
+                           fn);
+    }
+    cpool_stream *recorder = cpool__handle_object(atomic_load(&e->recorder));
+    cpool__capture *cap = recorder ? cpool__stream_lock_capture(recorder) : NULL;
+    if (!cap || cap->id != capture_id) {
+        if (cap) cpool__stream_unlock_capture(cap);
+        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: the event was recorded in a capture that has ended", fn);
+    }
+    cpool__capture *mine = cpool__stream_capture(s);
+    cpool_status st;
+    if (!mine) {
+        st = cpool__stream_fork(s, cap, e->impl);
+    } else if (mine != cap) {
+        st = cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: the event was recorded in another capture than the stream's", fn);
+    } else {
+        st = s->dev->be->stream_wait_event(s->impl, e->impl);
+        if (st == CPOOL_OK && cap->forked && recorder != s)
+            cpool__pool_join_branch(cap, cpool__branch_tag(cpool__stream_id(recorder)), atomic_load(&e->free_mark),
+                                    cpool__branch_tag(cpool__stream_id(s)));
+    }
+    cpool__stream_unlock_capture(cap);
+    return st == CPOOL_OK ? st : cpool__fail_in(fn, st);
 }
 
 cpool_status cpool_stream_wait_event(cpool_stream *s_handle, cpool_event *e_handle) {
@@ -91,13 +156,25 @@ cpool_status cpool_stream_wait_event(cpool_stream *s_handle, cpool_event *e_hand
     cpool_stream *s;
     cpool_status st = event_and_stream("cpool_stream_wait_event", e_handle, s_handle, &e, &s);
     if (st != CPOOL_OK) return st;
+    uint64_t capture_id = atomic_load_explicit(&e->capture_id, memory_order_acquire);
+    if (capture_id || cpool__stream_capture(s)) return wait_in_capture(s, e, capture_id);
     st = e->dev->be->stream_wait_event(s->impl, e->impl);
     return st == CPOOL_OK ? st : cpool__fail_in("cpool_stream_wait_event", st);
+}
+
+/* An event whose last record was made in a capture marks a place in a
+ * graph, not stream work: nothing to query, wait for or time. */
+static cpool_status refuse_captured(const cpool_event *e, const char *fn) {
+    if (!atomic_load(&e->capture_id)) return CPOOL_OK;
+    return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT,
+                       "%s: the event was last recorded in a capture: it marks a place in a graph, not stream work", fn);
 }
 
 cpool_status cpool_event_query(cpool_event *handle) {
     cpool_event *e;
     CPOOL__RESOLVE(e, handle, "cpool_event_query", "event");
+    cpool_status st = refuse_captured(e, "cpool_event_query");
+    if (st != CPOOL_OK) return st;
     if (e->dev->be->event_done(e->impl)) return CPOOL_OK;
     return cpool__fail(CPOOL_ERR_NOT_READY, "cpool_event_query: the work before the record has not finished");
 }
@@ -105,7 +182,8 @@ cpool_status cpool_event_query(cpool_event *handle) {
 cpool_status cpool_event_synchronize(cpool_event *handle) {
     cpool_event *e;
     CPOOL__RESOLVE(e, handle, "cpool_event_synchronize", "event");
-    cpool_status st = cpool__refuse_wait_on_stream_thread("cpool_event_synchronize");
+    cpool_status st = refuse_captured(e, "cpool_event_synchronize");
+    if (st == CPOOL_OK) st = cpool__refuse_wait_on_stream_thread("cpool_event_synchronize");
     if (st != CPOOL_OK) return st;
     st = e->dev->be->event_synchronize(e->impl);
     return st == CPOOL_OK ? st : cpool__fail_in("cpool_event_synchronize", st);
@@ -118,5 +196,8 @@ cpool_status cpool_event_elapsed_ms(cpool_event *start_handle, cpool_event *end_
     if (!ms_out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_event_elapsed_ms: ms_out is NULL");
     if (start->dev != end->dev)
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_event_elapsed_ms: the events are of two devices");
+    cpool_status st = refuse_captured(start, "cpool_event_elapsed_ms");
+    if (st == CPOOL_OK) st = refuse_captured(end, "cpool_event_elapsed_ms");
+    if (st != CPOOL_OK) return st;
     return start->dev->be->event_elapsed_ms(start->impl, end->impl, ms_out);
 }

@@ -89,8 +89,27 @@ typedef struct cpool__held_pool {
 /* Pools a capture holds without a heap array: the bound one and a few more. */
 #define CPOOL__CAPTURE_INLINE_POOLS 4
 
+/* A stream forked into a capture (NULL once it left, destroyed), with its
+ * id, which tags the blocks freed on its branch. */
+typedef struct cpool__fork {
+    struct cpool_stream *s;
+    uint64_t stream_id;
+} cpool__fork;
+
+/* A capture record. Once published in its origin stream's capture_storage
+ * it is changed only under that stream's capture_mu
+ * (cpool__stream_lock_capture), since streams forked into it use it from
+ * any thread. */
 typedef struct cpool__capture {
     cpool_capture_mode mode;
+    uint64_t id; /* unique: an event recorded in the capture names it */
+    /* Streams forked into it by events (the origin is the stream whose
+     * storage holds the record). From the first fork on, frees are tagged
+     * by branch (alloc.h, CPOOL__BRANCH_BIT). */
+    cpool__fork *forks;
+    size_t fork_count, fork_cap;
+    bool forked;
+    bool invalidated; /* a fork was destroyed while it took part */
     /* pools[0] is the pool bound at begin (when there is one), then every
      * other pool allocated from or freed to under the capture. Each is a
      * reference. `pools` is inline_pools until more are held. */
@@ -135,6 +154,7 @@ struct cpool_stream {
      * running here (&capture_storage while one runs), its fence. */
     cpool__order_stream order;
     cpool__capture capture_storage;
+    cpool__mutex capture_mu; /* guards capture_storage once published */
     cpool__deferred deferred_destroy; /* a destroy from a stream callback */
     cpool__learn *learn; /* a graphed call's eager run on this stream, by its owner */
 };
@@ -142,18 +162,33 @@ struct cpool_stream {
 static inline cpool_device *cpool__stream_device(const cpool_stream *s) { return s->dev; }
 /* Unique for the process's life: freed blocks carry it. */
 static inline uint64_t cpool__stream_id(const cpool_stream *s) { return s->order.id; }
-/* The capture begun on s with cpool_capture_begin, or NULL. */
+/* The capture s takes part in (begun on it with cpool_capture_begin, or
+ * joined by a fork), or NULL. */
 static inline cpool__capture *cpool__stream_capture(const cpool_stream *s) { return cpool__order_capture(&s->order); }
+/* Whether s takes part in a capture begun on another stream. */
+static inline bool cpool__stream_is_fork(const cpool_stream *s) {
+    const cpool__capture *cap = cpool__stream_capture(s);
+    return cap && cap != &s->capture_storage;
+}
+/* The capture s takes part in, locked (release with
+ * cpool__stream_unlock_capture), or NULL. */
+cpool__capture *cpool__stream_lock_capture(cpool_stream *s);
+void cpool__stream_unlock_capture(cpool__capture *cap);
+/* s joins the capture `cap` (locked) that the event whose backend event is
+ * ev was recorded in, waiting for it (a fork). */
+cpool_status cpool__stream_fork(cpool_stream *s, cpool__capture *cap, cpool__bevent *ev);
 
 /* Begins the backend capture on s, recording the stream's capture fence
  * first (made or renewed as needed), and moves *cap into the stream,
  * atomically for other threads' quiesces and fences. On failure *cap is
  * left as it was. */
 cpool_status cpool__stream_begin_capture(cpool_stream *s, cpool_capture_mode mode, cpool__capture *cap);
-/* Moves s's capture out to *cap (the owner thread, as the capture ends). */
+/* Moves the capture begun on s out to *cap, as it ends; every stream
+ * forked into it stops taking part. */
 void cpool__stream_take_capture(cpool_stream *s, cpool__capture *cap);
 /* Ends a capture begun on s (if any) and discards it with its references;
- * it makes no graph. */
+ * it makes no graph. On a fork, the stream leaves the capture, which is
+ * invalidated. */
 void cpool__capture_discard(cpool_stream *s);
 /* Whether s captures: a capture of capturepool's, or one begun with the
  * runtime directly (the backend is asked). */
@@ -179,6 +214,10 @@ cpool_status cpool__capture_reserve_range(cpool__capture *cap);
 /* Notes a range of `pool` the capture was handed (serial != 0) or freed;
  * call after a reserve. */
 void cpool__capture_note_range(cpool__capture *cap, cpool_pool *pool, uintptr_t addr, size_t size, uint64_t serial);
+/* Makes room to note one more fork, then notes stream s (id stream_id)
+ * forked into the capture. */
+cpool_status cpool__capture_reserve_fork(cpool__capture *cap);
+void cpool__capture_add_fork(cpool__capture *cap, struct cpool_stream *s, uint64_t stream_id);
 /* Whether the capture's next allocation is an output, by the graphed call's
  * plan. */
 bool cpool__capture_next_is_output(cpool__capture *cap);
@@ -243,6 +282,11 @@ void cpool__pool_hold_in_capture(cpool__capture *cap, cpool_pool *pool);
 /* Drops every reference a capture that made no graph holds, forgetting what
  * it noted (its outputs are plain blocks); the record is not used after. */
 void cpool__pool_release_capture(cpool__capture *cap);
+/* In every pool the capture holds: the blocks freed on branch `from` up to
+ * free sequence `upto` go to branch `to` (a join); at the end, every
+ * branch's blocks become free for any graph. */
+void cpool__pool_join_branch(cpool__capture *cap, uint64_t from, uint64_t upto, uint64_t to);
+void cpool__pool_end_branches(cpool__capture *cap, uint64_t origin_id);
 uint64_t cpool__pool_generation(const cpool_pool *pool);
 /* Launch bracket: enter fails (and holds nothing) when the pool was cleared
  * since `generation`; a clear waits for every entered launch to exit. */

@@ -398,9 +398,10 @@ static void add_fences(cpool_pool *pool, cpool_stream *capturing) {
  * very thread. Under capture the same steps run: the event calls are legal
  * beside any capture, and a capturing stream is fenced by its capture's
  * fence. */
-static cpool_status alloc_miss(cpool_pool *pool, size_t bytes, cpool_stream *s, cpool__use use, void **out) {
+static cpool_status alloc_miss(cpool_pool *pool, size_t bytes, cpool_stream *s, cpool__use use, uint64_t branch,
+                               void **out) {
     cpool__allocator *a = &pool->alloc;
-    uint64_t stream = s ? cpool__stream_id(s) : 0;
+    uint64_t stream = use != CPOOL__USE_STREAM ? branch : s ? cpool__stream_id(s) : 0;
     poll_fences(pool);
     if (cpool__allocator_alloc_cached(a, bytes, stream, use, out)) return CPOOL_OK;
     if (cpool__front_flush(&pool->front, a) && cpool__allocator_alloc_cached(a, bytes, stream, use, out))
@@ -417,10 +418,11 @@ static cpool_status alloc_miss(cpool_pool *pool, size_t bytes, cpool_stream *s, 
 
 /* alloc_miss, leaving cpool_last_error() as it was when it succeeds in the
  * end (a fence refused by a capturing stream, a first full device). */
-static cpool_status alloc_slow(cpool_pool *pool, size_t bytes, cpool_stream *s, cpool__use use, void **out) {
+static cpool_status alloc_slow(cpool_pool *pool, size_t bytes, cpool_stream *s, cpool__use use, uint64_t branch,
+                               void **out) {
     cpool__error_mark before;
     cpool__error_save(&before);
-    cpool_status st = alloc_miss(pool, bytes, s, use, out);
+    cpool_status st = alloc_miss(pool, bytes, s, use, branch, out);
     if (st == CPOOL_OK) cpool__error_restore(&before);
     return st;
 }
@@ -431,7 +433,7 @@ static __attribute__((noinline)) cpool_status alloc_locked(cpool_pool *pool, siz
     cpool_status st = CPOOL_OK;
     cpool__mutex_lock(&pool->mu);
     if (!cpool__allocator_alloc_cached(&pool->alloc, bytes, cpool__stream_id(s), CPOOL__USE_STREAM, ptr_out))
-        st = alloc_slow(pool, bytes, s, CPOOL__USE_STREAM, ptr_out);
+        st = alloc_slow(pool, bytes, s, CPOOL__USE_STREAM, 0, ptr_out);
     if (st == CPOOL_OK) cpool__front_count_alloc(&pool->front, bytes);
     CHECK_ALLOCATOR(pool);
     cpool__mutex_unlock(&pool->mu);
@@ -440,20 +442,26 @@ static __attribute__((noinline)) cpool_status alloc_locked(cpool_pool *pool, siz
     return st;
 }
 
-/* An allocation under the capture `cap` running on s. The graph will need a
+/* The tag a capture's frees and allocations on s go by: a branch once the
+ * capture has forked streams (alloc.h), else 0 (any graph). */
+static uint64_t branch_of(const cpool__capture *cap, const cpool_stream *s) {
+    return cap->forked ? cpool__branch_tag(cpool__stream_id(s)) : 0;
+}
+
+/* An allocation under capture `cap` (locked). The graph will need a
  * reference to this pool and the block in its footprint: room for both is
  * made first, and they are taken only once the allocation succeeded. */
-static __attribute__((noinline)) cpool_status alloc_in_capture(cpool_pool *pool, size_t bytes, cpool_stream *s,
-                                                               cpool__capture *cap, void **ptr_out, bool output,
-                                                               const char *fn) {
+static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *s, cpool__capture *cap,
+                                  void **ptr_out, bool output, const char *fn) {
     cpool_status st = cpool__capture_holds(cap, pool) ? CPOOL_OK : cpool__capture_reserve(cap);
     if (st == CPOOL_OK) st = cpool__capture_reserve_range(cap);
     if (st != CPOOL_OK) return st;
     cpool__use use = output || cpool__capture_next_is_output(cap) ? CPOOL__USE_OUTPUT : CPOOL__USE_SCRATCH;
     cpool__block_info info = {0};
+    uint64_t branch = branch_of(cap, s);
     cpool__mutex_lock(&pool->mu);
-    if (!cpool__allocator_alloc_cached(&pool->alloc, bytes, cpool__stream_id(s), use, ptr_out))
-        st = alloc_slow(pool, bytes, s, use, ptr_out);
+    if (!cpool__allocator_alloc_cached(&pool->alloc, bytes, branch, use, ptr_out))
+        st = alloc_slow(pool, bytes, s, use, branch, ptr_out);
     if (st == CPOOL_OK) {
         cpool__front_count_alloc(&pool->front, bytes);
         cpool__allocator_live_block(&pool->alloc, *ptr_out, &info);
@@ -464,6 +472,17 @@ static __attribute__((noinline)) cpool_status alloc_in_capture(cpool_pool *pool,
     cpool__pool_hold_in_capture(cap, pool);
     cpool__capture_note_range(cap, pool, (uintptr_t)*ptr_out, info.size, info.serial);
     cap->alloc_index++;
+    return st;
+}
+
+/* An allocation under the capture that s takes part in, locked here: its
+ * streams may be used from several threads. */
+static __attribute__((noinline)) cpool_status alloc_in_capture(cpool_pool *pool, size_t bytes, cpool_stream *s,
+                                                               void **ptr_out, bool output, const char *fn) {
+    cpool__capture *cap = cpool__stream_lock_capture(s);
+    if (!cap) return alloc_locked(pool, bytes, s, ptr_out, fn); /* it ended meanwhile */
+    cpool_status st = capture_alloc(pool, bytes, s, cap, ptr_out, output, fn);
+    cpool__stream_unlock_capture(cap);
     return st;
 }
 
@@ -494,8 +513,7 @@ static inline __attribute__((always_inline)) cpool_status pool_alloc(cpool_pool 
                              atomic_load(&pool->sealed),
                          0))
         return alloc_refused(pool, bytes, s, ptr_out, fn);
-    cpool__capture *cap = cpool__stream_capture(s);
-    if (cap) return alloc_in_capture(pool, bytes, s, cap, ptr_out, output, fn);
+    if (cpool__stream_capture(s)) return alloc_in_capture(pool, bytes, s, ptr_out, output, fn);
     if (!cpool__front_alloc(&pool->front, bytes, cpool__stream_id(s), ptr_out))
         return alloc_locked(pool, bytes, s, ptr_out, fn);
     CHECK_ALLOCATOR_LOCKING(pool);
@@ -526,7 +544,8 @@ static __attribute__((noinline)) cpool_status free_locked(cpool_pool *pool, void
     /* Only a pool with live outputs, or a capture, asks what the block is. */
     cpool__block_info info = {0};
     if (cap || pool->outputs.live_count) cpool__allocator_live_block(&pool->alloc, ptr, &info);
-    cpool_status st = cpool__front_free_slow(&pool->front, &pool->alloc, ptr, cpool__stream_id(s), cap != NULL);
+    cpool_status st = cpool__front_free_slow(&pool->front, &pool->alloc, ptr, cpool__stream_id(s), cap != NULL,
+                                             cap ? branch_of(cap, s) : 0);
     if (st == CPOOL_OK && info.output) cpool__outputs_freed(&pool->outputs, (uintptr_t)ptr);
     CHECK_ALLOCATOR(pool);
     cpool__mutex_unlock(&pool->mu);
@@ -540,6 +559,14 @@ static __attribute__((noinline)) cpool_status free_locked(cpool_pool *pool, void
     return st;
 }
 
+/* A free under the capture that s takes part in (locked here). */
+static __attribute__((noinline)) cpool_status free_in_capture(cpool_pool *pool, void *ptr, cpool_stream *s) {
+    cpool__capture *cap = cpool__stream_lock_capture(s);
+    cpool_status st = free_locked(pool, ptr, s, cap); /* NULL: it ended meanwhile */
+    if (cap) cpool__stream_unlock_capture(cap);
+    return st;
+}
+
 cpool_status cpool_free(cpool_pool *pool_handle, void *ptr, cpool_stream *stream_handle) {
     cpool_pool *pool;
     cpool_stream *s;
@@ -547,8 +574,7 @@ cpool_status cpool_free(cpool_pool *pool_handle, void *ptr, cpool_stream *stream
     CPOOL__RESOLVE(s, stream_handle, "cpool_free", "stream");
     if (!ptr) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_free: NULL argument");
     if (cpool__stream_device(s) != pool->dev) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_free: the stream is on another device");
-    cpool__capture *cap = cpool__stream_capture(s);
-    if (cap) return free_locked(pool, ptr, s, cap);
+    if (cpool__stream_capture(s)) return free_in_capture(pool, ptr, s);
     switch (cpool__front_free(&pool->front, ptr, cpool__stream_id(s))) {
     case CPOOL__FRONT_DONE:
         CHECK_ALLOCATOR_LOCKING(pool);
@@ -602,7 +628,7 @@ cpool_status cpool__pool_add_param(cpool_pool *pool, cpool_param *param) {
     /* Stream 0: only blocks with no pending stream work. */
     cpool_status st = CPOOL_OK;
     if (!cpool__allocator_alloc_cached(&pool->alloc, param->bytes, 0, CPOOL__USE_STREAM, &param->ptr))
-        st = alloc_slow(pool, param->bytes, NULL, CPOOL__USE_STREAM, &param->ptr);
+        st = alloc_slow(pool, param->bytes, NULL, CPOOL__USE_STREAM, 0, &param->ptr);
     if (st == CPOOL_OK) {
         cpool__front_count_alloc(&pool->front, param->bytes);
         cpool__allocator_pin(&pool->alloc, param->ptr);
@@ -717,6 +743,23 @@ void cpool__pool_release_capture(cpool__capture *cap) {
 }
 
 /* A new holder counts once in each half of `holders`. */
+void cpool__pool_join_branch(cpool__capture *cap, uint64_t from, uint64_t upto, uint64_t to) {
+    for (size_t i = 0; i < cap->pool_count; i++) {
+        cpool_pool *pool = cap->pools[i].pool;
+        cpool__mutex_lock(&pool->mu);
+        cpool__allocator_retag_branch(&pool->alloc, from, upto, to);
+        CHECK_ALLOCATOR(pool);
+        cpool__mutex_unlock(&pool->mu);
+    }
+}
+
+void cpool__pool_end_branches(cpool__capture *cap, uint64_t origin_id) {
+    if (!cap->forked) return;
+    cpool__pool_join_branch(cap, cpool__branch_tag(origin_id), UINT64_MAX, 0);
+    for (size_t k = 0; k < cap->fork_count; k++)
+        cpool__pool_join_branch(cap, cpool__branch_tag(cap->forks[k].stream_id), UINT64_MAX, 0);
+}
+
 void cpool__pool_capture_attach(cpool_pool *pool) { atomic_fetch_add(&pool->holders, HOLDER_EPOCH_ONE + 1); }
 void cpool__pool_capture_detach(cpool_pool *pool) { atomic_fetch_sub(&pool->holders, 1); }
 /* The capture's hold becomes the graph's. */

@@ -24,6 +24,7 @@ static cpool_status stream_make(cpool_device *handle, void *native, bool wrap, c
     }
     s->dev = cpool__device_retain(dev);
     s->owned = !wrap;
+    cpool__mutex_init(&s->capture_mu, CPOOL__RANK_CAPTURE);
     cpool__order_add(&dev->order, &s->order, s->impl);
     *out = cpool__handle_of(s);
     return CPOOL_OK;
@@ -70,9 +71,50 @@ cpool_status cpool__stream_begin_capture(cpool_stream *s, cpool_capture_mode mod
     return cpool__order_begin_capture(&s->dev->order, &s->order, mode, install_capture, &ci);
 }
 
+/* The lock of a published record: its origin stream's. */
+static cpool__mutex *capture_lock(cpool__capture *cap) {
+    return &((cpool_stream *)((char *)cap - offsetof(cpool_stream, capture_storage)))->capture_mu;
+}
+
+cpool__capture *cpool__stream_lock_capture(cpool_stream *s) {
+    for (;;) {
+        cpool__capture *cap = cpool__stream_capture(s);
+        if (!cap) return NULL;
+        cpool__mutex_lock(capture_lock(cap));
+        if (cpool__stream_capture(s) == cap) return cap;
+        cpool__mutex_unlock(capture_lock(cap)); /* it ended meanwhile: look again */
+    }
+}
+
+void cpool__stream_unlock_capture(cpool__capture *cap) { cpool__mutex_unlock(capture_lock(cap)); }
+
 void cpool__stream_take_capture(cpool_stream *s, cpool__capture *cap) {
-    cpool__capture_move(cap, &s->capture_storage);
+    cpool__mutex_lock(&s->capture_mu);
+    cpool__capture *rec = &s->capture_storage;
+    for (size_t i = 0; i < rec->fork_count; i++)
+        if (rec->forks[i].s) cpool__order_end_capture(&rec->forks[i].s->order);
     cpool__order_end_capture(&s->order);
+    cpool__capture_move(cap, rec);
+    cpool__mutex_unlock(&s->capture_mu);
+}
+
+typedef struct fork_wait {
+    cpool_stream *s;
+    cpool__bevent *ev;
+} fork_wait;
+
+static cpool_status run_fork_wait(void *arg) {
+    fork_wait *f = arg;
+    return f->s->dev->be->stream_wait_event(f->s->impl, f->ev);
+}
+
+cpool_status cpool__stream_fork(cpool_stream *s, cpool__capture *cap, cpool__bevent *ev) {
+    cpool_status st = cpool__capture_reserve_fork(cap);
+    if (st != CPOOL_OK) return st;
+    fork_wait f = {s, ev};
+    st = cpool__order_join_capture(&s->dev->order, &s->order, cap, run_fork_wait, &f);
+    if (st == CPOOL_OK) cpool__capture_add_fork(cap, s, cpool__stream_id(s));
+    return st;
 }
 
 bool cpool__stream_captures(cpool_stream *s) {
@@ -82,11 +124,24 @@ bool cpool__stream_captures(cpool_stream *s) {
 }
 
 void cpool__capture_discard(cpool_stream *s) {
-    if (!cpool__stream_capture(s)) return;
+    cpool__capture *rec = cpool__stream_lock_capture(s);
+    if (!rec) return;
+    if (rec != &s->capture_storage) {
+        /* A fork leaves (its backend stream leaves the backend's capture as
+         * it is destroyed); the capture cannot end well any more. */
+        for (size_t i = 0; i < rec->fork_count; i++)
+            if (rec->forks[i].s == s) rec->forks[i].s = NULL;
+        rec->invalidated = true;
+        cpool__order_end_capture(&s->order);
+        cpool__stream_unlock_capture(rec);
+        return;
+    }
+    cpool__stream_unlock_capture(rec);
     cpool__capture cap;
     cpool__stream_take_capture(s, &cap);
     cpool__bgraph *impl = NULL;
     if (s->dev->be->capture_end(s->impl, false, &impl) == CPOOL_OK) s->dev->be->graph_destroy(impl);
+    cpool__pool_end_branches(&cap, cpool__stream_id(s));
     cpool__pool_release_capture(&cap); /* it made no graph: what it kept is the caller's, no output */
 }
 
@@ -97,6 +152,7 @@ static void stream_teardown(cpool_stream *s) {
     cpool__capture_discard(s);
     cpool__order_remove(&s->dev->order, &s->order);
     s->dev->be->stream_destroy(s->impl);
+    cpool__mutex_destroy(&s->capture_mu);
     cpool_device *dev = s->dev;
     cpool__slab_give(&stream_slab, s);
     cpool__device_release(dev);
@@ -128,8 +184,11 @@ cpool_status cpool_launch_host(cpool_stream *handle, void (*fn)(void *arg), void
     cpool_stream *s;
     CPOOL__RESOLVE(s, handle, "cpool_launch_host", "stream");
     if (!fn) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_launch_host: fn is NULL");
-    cpool__capture *cap = cpool__stream_capture(s);
-    if (cap) cap->host_work = true;
+    cpool__capture *cap = cpool__stream_lock_capture(s);
+    if (cap) {
+        cap->host_work = true;
+        cpool__stream_unlock_capture(cap);
+    }
     return s->dev->be->launch_host(s->impl, fn, arg);
 }
 

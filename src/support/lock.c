@@ -11,11 +11,13 @@
 #ifdef CPOOL_DEBUG_CHECKS
 static const char *const rank_names[CPOOL__RANK_COUNT] = {
     [CPOOL__RANK_REGISTRY] = "device registry",
+    [CPOOL__RANK_CAPTURE] = "capture record",
     [CPOOL__RANK_POOL] = "pool",
     [CPOOL__RANK_FRONT] = "front cache",
     [CPOOL__RANK_STREAMS] = "device streams",
     [CPOOL__RANK_CAPTURE_GRAPHS] = "CUDA capture graphs",
     [CPOOL__RANK_HOST_QUEUE] = "host stream queue",
+    [CPOOL__RANK_HOST_CAPTURE] = "host capture",
     [CPOOL__RANK_HOST_EVENT] = "host event",
     [CPOOL__RANK_DEFERRED] = "deferred queue",
     [CPOOL__RANK_SLAB] = "handle slab",

@@ -18,11 +18,13 @@
 
 typedef enum cpool__rank {
     CPOOL__RANK_REGISTRY = 1, /* device.c: the open devices */
+    CPOOL__RANK_CAPTURE,      /* capture.c: a capture record, shared by the streams of a fork */
     CPOOL__RANK_POOL,         /* pool.c: a pool's records, allocator and fences */
     CPOOL__RANK_FRONT,        /* front.c: a pool's front cache (a spin lock) */
     CPOOL__RANK_STREAMS,      /* device.c: a device's live streams, capture begin */
     CPOOL__RANK_CAPTURE_GRAPHS, /* backend_cuda.c: graphs being captured */
     CPOOL__RANK_HOST_QUEUE,   /* backend_host.c: one stream's queue */
+    CPOOL__RANK_HOST_CAPTURE, /* backend_host.c: a capture's graph of work, shared by its streams */
     CPOOL__RANK_HOST_EVENT,   /* backend_host.c: one event's last record */
     CPOOL__RANK_DEFERRED,     /* deferred.c: the library thread's queue */
     CPOOL__RANK_SLAB,         /* handle.c: recycled handle memory */
