@@ -31,6 +31,7 @@ def table(header, rows):
 
 def main():
     out = sys.argv[1]
+    mib = 1 << 20
     md = ["# capturepool GPU check", ""]
     gpu = open(os.path.join(out, "gpu.txt")).read().strip() if os.path.exists(os.path.join(out, "gpu.txt")) else "?"
     md += [f"GPU: {gpu}", ""]
@@ -76,8 +77,38 @@ def main():
     md += ["## Graph memory: 8 graphs x 256 MiB scratch", "",
            table(["variant", "graphs", "scratch MiB", "reserved / scratch"], [[r[0], r[1], r[2], r[3] + "x"] for r in gm]), ""]
 
+    ev = [r for r in csv_rows(out, "event") if r[0] == "cuda"]
+    fj = [r for r in csv_rows(out, "forkjoin") if r[0] == "cuda"]
+    md += ["## Events and a 4-branch fork/join graph (us of CPU; medians; ratios: medians of pair ratios)", "",
+           table(["measure", "ours", "raw CUDA", "ours/raw"],
+                 [["event record + stream wait, a pair", f"{float(r[2]):.3f}", f"{float(r[3]):.3f}",
+                   f"{float(r[4]):.3f}x"] for r in ev]
+                 + [[f"{r[1]} branches x {r[2]} kernels: capture+end", f"{float(r[3]):.2f}", f"{float(r[4]):.2f}",
+                     f"{float(r[5]):.3f}x"] for r in fj]
+                 + [[f"{r[1]} branches x {r[2]} kernels: launch", f"{float(r[6]):.3f}", f"{float(r[7]):.3f}",
+                     f"{float(r[8]):.3f}x"] for r in fj]), ""]
+    if not ev or not fj:
+        md += ["(event_bench gave no figures for some rows: see event-bench.log)", ""]
+
+    # Multi-stream graph memory, ours and PyTorch's by (streams, allocs).
+    ms = {}
+    for r in csv_rows(out, "msmem"):
+        if r[1] != "cuda":
+            continue
+        ms.setdefault((int(r[2]), int(r[3])), {})[r[0]] = [int(x) for x in r[4:7]]
+    rows = []
+    for key in sorted(ms, key=lambda k: (k[1], k[0])):
+        ours_ms, torch_ms = ms[key].get("capturepool"), ms[key].get("torch")
+        base = ours_ms or torch_ms
+        same = not (ours_ms and torch_ms) or ours_ms[1:] == torch_ms[1:]
+        rows.append([key[0], key[1], f"{base[1] / mib:.1f}" + ("" if same else " (patterns differ!)"),
+                     f"{ours_ms[0] / mib:.1f}" if ours_ms else "n/a",
+                     f"{torch_ms[0] / mib:.1f}" if torch_ms else "n/a",
+                     f"{ours_ms[0] / torch_ms[0]:.3f}x" if ours_ms and torch_ms and torch_ms[0] else "n/a"])
+    md += ["## Multi-stream graph memory: graph-reserved MiB after one capture", "",
+           table(["streams", "allocs", "peak live MiB", "ours MiB", "PyTorch MiB", "ours/PyTorch"], rows), ""]
+
     tr = [r[1:] for r in csv_rows(out, "trace") if r[0] == "cuda"]
-    mib = 1 << 20
     md += ["## Real-model traces: peak reserved", "",
            table(["trace", "events", "ours MiB", "PyTorch MiB", "ours/PyTorch", "peak in use MiB", "ns/op"],
                  [[r[0], r[1], f"{int(r[2]) / mib:.1f}", f"{int(r[3]) / mib:.1f}", f"{int(r[2]) / int(r[3]):.3f}x",

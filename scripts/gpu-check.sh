@@ -90,6 +90,10 @@ step launch-bench build-gpu/rel/bench/launch_bench
 step torch-launch python3 bench/torch_launch.py
 step update-bench build-gpu/rel/bench/update_bench
 step graph-memory bash -c "build-gpu/rel/bench/graph_memory_bench && python3 bench/graph_memory_torch.py"
+step event-bench build-gpu/rel/bench/event_bench
+# PyTorch's side runs also when capturepool's fails, so that its log has both.
+step multistream-memory bash -c 'build-gpu/rel/bench/multistream_memory_bench; rc=$?
+    python3 bench/multistream_memory_torch.py && exit $rc'
 if [[ ! -s bench/traces/resnet50_train.trace || ${CPOOL_RECORD_TRACES:-0} == 1 ]]; then
     step record-traces python3 bench/traces/record_traces.py "$out/traces"
     trace_dir=$out/traces
