@@ -83,6 +83,8 @@ step synccheck sanitize synccheck
 
 step demo-cuda env CPOOL_BACKEND=cuda build-gpu/rel/examples/demo
 step demo-host env CPOOL_BACKEND=host build-gpu/rel/examples/demo
+step two-stream-cuda env CPOOL_BACKEND=cuda build-gpu/rel/examples/two_stream
+step two-stream-host env CPOOL_BACKEND=host build-gpu/rel/examples/two_stream
 
 step alloc-bench build-gpu/rel/bench/alloc_bench
 step alloc-bench-host env CPOOL_BACKEND=host build-gpu/rel/bench/alloc_bench

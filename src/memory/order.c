@@ -57,8 +57,15 @@ void cpool__order_add(cpool__order *o, cpool__order_stream *s, cpool__bstream *i
 
 void cpool__order_remove(cpool__order *o, cpool__order_stream *s) {
     /* Listed until its work is over: a quiesce or a fence on another thread
-     * meanwhile still sees it and waits for that work. */
-    o->be->stream_synchronize(s->impl);
+     * meanwhile still sees it and waits for that work. A stream forked into
+     * a capture that goes on cannot be synchronized (the attempt invalidates
+     * the capture, as its destroy must): the work it has to run is what its
+     * fence marks. */
+    cpool__error_mark before;
+    cpool__error_save(&before);
+    if (o->be->stream_synchronize(s->impl) != CPOOL_OK && s->capture_fence)
+        o->be->event_synchronize(s->capture_fence->event);
+    cpool__error_restore(&before);
     cpool__mutex_lock(&o->mu);
     if (s->prev)
         s->prev->next = s->next;
