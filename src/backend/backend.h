@@ -89,6 +89,10 @@ typedef struct cpool__backend {
      * capture than s's, in one that has ended, or outside any while s
      * captures. */
     cpool_status (*stream_wait_event)(cpool__bstream *s, cpool__bevent *ev);
+    /* A fork: records `fence` at the end of s (which does not capture), so
+     * that its work from before can be waited for, then waits for ev,
+     * recorded in a capture that s joins. */
+    cpool_status (*stream_fork)(cpool__bstream *s, cpool__bevent *fence, cpool__bevent *ev);
     /* Milliseconds from start's record to end's, both timed and recorded;
      * CPOOL_ERR_NOT_READY when either has not completed. */
     cpool_status (*event_elapsed_ms)(cpool__bevent *start, cpool__bevent *end, float *ms);

@@ -503,6 +503,15 @@ static cpool_status cuda_stream_wait_event(cpool__bstream *s, cpool__bevent *ev)
     return err == cudaSuccess ? CPOOL_OK : cuda_fail(err, "cudaStreamWaitEvent");
 }
 
+/* The fence as a capture's begin records it: s does not capture (the
+ * library knows), so no check and no guard. */
+static cpool_status cuda_stream_fork(cpool__bstream *s, cpool__bevent *fence, cpool__bevent *ev) {
+    cudaError_t err = record_event(s->dev, fence->event, s->stream);
+    fence->recorded = err == cudaSuccess;
+    if (err != cudaSuccess) return cuda_fail(err, "cudaEventRecord");
+    return cuda_stream_wait_event(s, ev);
+}
+
 static cpool_status cuda_event_elapsed_ms(cpool__bevent *start, cpool__bevent *end, float *ms) {
     if (!start->recorded || !end->recorded)
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_event_elapsed_ms: both events must have been recorded");
@@ -713,6 +722,7 @@ const cpool__backend cpool__backend_cuda = {
     .event_synchronize = cuda_event_synchronize,
     .event_create_timed = cuda_event_create_timed,
     .stream_wait_event = cuda_stream_wait_event,
+    .stream_fork = cuda_stream_fork,
     .event_elapsed_ms = cuda_event_elapsed_ms,
     .capture_begin = cuda_capture_begin,
     .capture_end = cuda_capture_end,

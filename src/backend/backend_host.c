@@ -843,6 +843,15 @@ static cpool_status host_stream_wait_event(cpool__bstream *s, cpool__bevent *ev)
     return CPOOL_OK;
 }
 
+static cpool_status host_stream_fork(cpool__bstream *s, cpool__bevent *fence, cpool__bevent *ev) {
+    cpool__mutex_lock(&s->q->mu);
+    uint64_t position = s->q->enqueued;
+    cpool__mutex_unlock(&s->q->mu);
+    atomic_fetch_add(&s->q->refs, 1);
+    record_set(fence, s->q, position, NULL, NULL, (node_set){0});
+    return host_stream_wait_event(s, ev);
+}
+
 static cpool_status host_event_elapsed_ms(cpool__bevent *start, cpool__bevent *end, float *ms) {
     host_mark a = mark_take(start), b = mark_take(end);
     cpool_status st = CPOOL_OK;
@@ -1118,6 +1127,7 @@ const cpool__backend cpool__backend_host = {
     .event_synchronize = host_event_synchronize,
     .event_create_timed = host_event_create_timed,
     .stream_wait_event = host_stream_wait_event,
+    .stream_fork = host_stream_fork,
     .event_elapsed_ms = host_event_elapsed_ms,
     .capture_begin = host_capture_begin,
     .capture_end = host_capture_end,

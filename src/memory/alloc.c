@@ -259,8 +259,13 @@ static cpool__block *release_block(cpool__allocator *a, cpool__block *b) {
 }
 
 /* Hands out free block b (already out of its heap) for `bytes`, splitting
- * off the rest. Fails only when a record or map slot cannot be had. */
-static bool hand_out(cpool__allocator *a, cpool__block *b, size_t bytes, size_t rounded, cpool__use use) {
+ * off the rest. A branch of a multi-stream capture (`branch`, else 0) keeps
+ * a graph-reserved rest for itself, as if each stream had segments of its
+ * own: branches that take turns in one segment would leave it in pieces
+ * that no branch can merge until the capture ends. Fails only when a record
+ * or map slot cannot be had. */
+static bool hand_out(cpool__allocator *a, cpool__block *b, size_t bytes, size_t rounded, cpool__use use,
+                     uint64_t branch) {
     bool graph = use != CPOOL__USE_STREAM;
     if (a->map_count + 1 > a->map_cap / 2 && !map_grow(a)) return false;
     if (b->size - rounded >= CPOOL__BLOCK_ALIGN) {
@@ -272,6 +277,7 @@ static bool hand_out(cpool__allocator *a, cpool__block *b, size_t bytes, size_t 
         rest->graph = b->graph;
         rest->apart = b->apart;
         rest->stream = b->stream;
+        if (branch && rest->graph && !rest->stream) rest->stream = branch;
         rest->free_seq = b->free_seq;
         if (rest->stream) a->restricted_blocks++;
         rest->prev = b;
@@ -296,6 +302,9 @@ static bool hand_out(cpool__allocator *a, cpool__block *b, size_t bytes, size_t 
 }
 
 
+/* The branch tag in `tag`, or 0. */
+static uint64_t graph_branch(uint64_t tag) { return tag & CPOOL__BRANCH_BIT ? tag : 0; }
+
 /* The heap block that serves a request, searched in this order: for a graph,
  * graph-reserved blocks of the use's own set (scratch or outputs), then
  * unrestricted general ones (no pending work, so they may become
@@ -308,7 +317,7 @@ static cpool__block *heap_take(cpool__allocator *a, size_t rounded, uint64_t str
     unsigned sets[2] = {own, 0u};
     /* A graph takes graph-reserved blocks free for any graph or for its
      * branch, and only unrestricted general ones. */
-    uint64_t graph_tag = stream & CPOOL__BRANCH_BIT ? stream : 0;
+    uint64_t graph_tag = graph_branch(stream);
     for (unsigned k = 0; k < (own ? 2u : 1u); k++) {
         uint64_t tag = use == CPOOL__USE_STREAM ? stream : sets[k] ? graph_tag : 0;
         for (int cls = large; cls <= 1; cls++) {
@@ -326,7 +335,7 @@ bool cpool__allocator_alloc_cached(cpool__allocator *a, size_t bytes, uint64_t s
     cpool__block *b = heap_take(a, rounded, stream, use, &from);
     if (!b) return false;
     heap_remove(from, b);
-    if (!hand_out(a, b, bytes, rounded, use)) {
+    if (!hand_out(a, b, bytes, rounded, use, use != CPOOL__USE_STREAM ? graph_branch(stream) : 0)) {
         heap_insert(from, b);
         return false;
     }
@@ -336,7 +345,8 @@ bool cpool__allocator_alloc_cached(cpool__allocator *a, size_t bytes, uint64_t s
 
 static cpool_status segment_new(cpool__allocator *a, size_t seg_size, cpool__use use, bool large, cpool__block **out);
 
-cpool_status cpool__allocator_alloc_grow(cpool__allocator *a, size_t bytes, cpool__use use, void **out) {
+cpool_status cpool__allocator_alloc_grow(cpool__allocator *a, size_t bytes, cpool__use use, uint64_t branch,
+                                        void **out) {
     size_t rounded = cpool__block_size(bytes);
     bool large = rounded > CPOOL__SMALL_MAX;
     /* As PyTorch's caching allocator: requests between 1 and 10 MiB share
@@ -353,7 +363,7 @@ cpool_status cpool__allocator_alloc_grow(cpool__allocator *a, size_t bytes, cpoo
     cpool__block *b = NULL;
     cpool_status st = segment_new(a, seg_size, use, large, &b);
     if (st != CPOOL_OK) return st;
-    if (!hand_out(a, b, bytes, rounded, use)) {
+    if (!hand_out(a, b, bytes, rounded, use, use != CPOOL__USE_STREAM ? graph_branch(branch) : 0)) {
         /* The segment stays, free and cached: nothing is lost. */
         heap_insert(heap_for(a, b), b);
         return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for allocator records");

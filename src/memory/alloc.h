@@ -97,8 +97,10 @@ static inline uint64_t cpool__branch_tag(uint64_t stream_id) { return stream_id 
  * `stream` (blocks free for any stream, or freed on this one). false on a
  * miss. */
 bool cpool__allocator_alloc_cached(cpool__allocator *a, size_t bytes, uint64_t stream, cpool__use use, void **out);
-/* Takes a new segment for the request and serves it from there. */
-cpool_status cpool__allocator_alloc_grow(cpool__allocator *a, size_t bytes, cpool__use use, void **out);
+/* Takes a new segment for the request and serves it from there (for a
+ * graph's `branch`, when not 0, which keeps the rest). */
+cpool_status cpool__allocator_alloc_grow(cpool__allocator *a, size_t bytes, cpool__use use, uint64_t branch,
+                                        void **out);
 
 /* Adds a free general segment of at least `bytes` (pool reserve), for
  * requests larger than CPOOL__SMALL_MAX. */

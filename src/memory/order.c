@@ -195,16 +195,14 @@ cpool_status cpool__order_begin_capture(cpool__order *o, cpool__order_stream *s,
     return st;
 }
 
-cpool_status cpool__order_join_capture(cpool__order *o, cpool__order_stream *s, void *capture,
-                                       cpool_status (*join)(void *arg), void *arg) {
+cpool_status cpool__order_join_capture(cpool__order *o, cpool__order_stream *s, void *capture, cpool__bevent *ev) {
     /* As a begin: the fence marks the stream's work from before it joined,
      * and goes in, with the join, atomically for quiesces and fences. */
     cpool__shared_event *old = NULL;
     cpool__mutex_lock(&o->mu);
     cpool_status st = cpool__order_capture(s) ? cpool__fail(CPOOL_ERR_ALREADY_CAPTURING, "the stream is already capturing")
                                               : unshared_fence(o, s, &old);
-    if (st == CPOOL_OK) st = o->be->event_record(s->capture_fence->event, s->impl);
-    if (st == CPOOL_OK) st = join(arg);
+    if (st == CPOOL_OK) st = o->be->stream_fork(s->impl, s->capture_fence->event, ev);
     if (st == CPOOL_OK) atomic_store_explicit(&s->capture, capture, memory_order_release);
     cpool__mutex_unlock(&o->mu);
     cpool__shared_event_release(old);

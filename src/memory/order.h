@@ -83,11 +83,11 @@ cpool_status cpool__order_quiesce(cpool__order *o);
 cpool_status cpool__order_begin_capture(cpool__order *o, cpool__order_stream *s, cpool_capture_mode mode,
                                         void *(*install)(void *arg), void *arg);
 /* A stream joins a capture begun on another (a fork): records its fence
- * (made or renewed as needed), runs join(arg), the backend's wait that
- * makes it capture, and publishes `capture` as the capture it takes part
- * in, all under the order's lock. On failure nothing is published. */
-cpool_status cpool__order_join_capture(cpool__order *o, cpool__order_stream *s, void *capture,
-                                       cpool_status (*join)(void *arg), void *arg);
+ * (made or renewed as needed) and waits for ev, recorded in the capture
+ * (the backend's stream_fork), and publishes `capture` as the capture it
+ * takes part in, all under the order's lock. On failure nothing is
+ * published. */
+cpool_status cpool__order_join_capture(cpool__order *o, cpool__order_stream *s, void *capture, cpool__bevent *ev);
 /* The stream's owner ends its capture: no capture is published any more. */
 void cpool__order_end_capture(cpool__order_stream *s);
 /* The capture running on s, or NULL. */

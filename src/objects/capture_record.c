@@ -36,6 +36,7 @@ void cpool__capture_init(cpool__capture *cap, cpool_capture_mode mode) {
     cap->forks = NULL;
     cap->fork_count = cap->fork_cap = 0;
     cap->forked = false;
+    cap->branch_tagged = false;
     cap->invalidated = false;
 }
 

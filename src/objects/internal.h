@@ -109,7 +109,8 @@ typedef struct cpool__capture {
     cpool__fork *forks;
     size_t fork_count, fork_cap;
     bool forked;
-    bool invalidated; /* a fork was destroyed while it took part */
+    bool branch_tagged; /* a block was allocated or freed with a branch tag */
+    bool invalidated;   /* a fork was destroyed while it took part */
     /* pools[0] is the pool bound at begin (when there is one), then every
      * other pool allocated from or freed to under the capture. Each is a
      * reference. `pools` is inline_pools until more are held. */

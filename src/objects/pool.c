@@ -408,12 +408,12 @@ static cpool_status alloc_miss(cpool_pool *pool, size_t bytes, cpool_stream *s, 
         return CPOOL_OK;
     add_fences(pool, use != CPOOL__USE_STREAM ? s : NULL);
     if (cpool__allocator_alloc_cached(a, bytes, stream, use, out)) return CPOOL_OK;
-    cpool_status st = cpool__allocator_alloc_grow(a, bytes, use, out);
+    cpool_status st = cpool__allocator_alloc_grow(a, bytes, use, branch, out);
     if (st != CPOOL_ERR_OUT_OF_MEMORY) return st;
     poll_fences(pool);
     if (cpool__allocator_alloc_cached(a, bytes, stream, use, out)) return CPOOL_OK;
     if (cpool__allocator_trim(a) == 0) return st;
-    return cpool__allocator_alloc_grow(a, bytes, use, out);
+    return cpool__allocator_alloc_grow(a, bytes, use, branch, out);
 }
 
 /* alloc_miss, leaving cpool_last_error() as it was when it succeeds in the
@@ -444,8 +444,10 @@ static __attribute__((noinline)) cpool_status alloc_locked(cpool_pool *pool, siz
 
 /* The tag a capture's frees and allocations on s go by: a branch once the
  * capture has forked streams (alloc.h), else 0 (any graph). */
-static uint64_t branch_of(const cpool__capture *cap, const cpool_stream *s) {
-    return cap->forked ? cpool__branch_tag(cpool__stream_id(s)) : 0;
+static uint64_t branch_of(cpool__capture *cap, const cpool_stream *s) {
+    if (!cap->forked) return 0;
+    cap->branch_tagged = true; /* a join or the end has blocks to retag */
+    return cpool__branch_tag(cpool__stream_id(s));
 }
 
 /* An allocation under capture `cap` (locked). The graph will need a
@@ -744,6 +746,7 @@ void cpool__pool_release_capture(cpool__capture *cap) {
 
 /* A new holder counts once in each half of `holders`. */
 void cpool__pool_join_branch(cpool__capture *cap, uint64_t from, uint64_t upto, uint64_t to) {
+    if (!cap->branch_tagged) return;
     for (size_t i = 0; i < cap->pool_count; i++) {
         cpool_pool *pool = cap->pools[i].pool;
         cpool__mutex_lock(&pool->mu);
@@ -754,7 +757,7 @@ void cpool__pool_join_branch(cpool__capture *cap, uint64_t from, uint64_t upto, 
 }
 
 void cpool__pool_end_branches(cpool__capture *cap, uint64_t origin_id) {
-    if (!cap->forked) return;
+    if (!cap->branch_tagged) return;
     cpool__pool_join_branch(cap, cpool__branch_tag(origin_id), UINT64_MAX, 0);
     for (size_t k = 0; k < cap->fork_count; k++)
         cpool__pool_join_branch(cap, cpool__branch_tag(cap->forks[k].stream_id), UINT64_MAX, 0);

@@ -98,21 +98,10 @@ void cpool__stream_take_capture(cpool_stream *s, cpool__capture *cap) {
     cpool__mutex_unlock(&s->capture_mu);
 }
 
-typedef struct fork_wait {
-    cpool_stream *s;
-    cpool__bevent *ev;
-} fork_wait;
-
-static cpool_status run_fork_wait(void *arg) {
-    fork_wait *f = arg;
-    return f->s->dev->be->stream_wait_event(f->s->impl, f->ev);
-}
-
 cpool_status cpool__stream_fork(cpool_stream *s, cpool__capture *cap, cpool__bevent *ev) {
     cpool_status st = cpool__capture_reserve_fork(cap);
     if (st != CPOOL_OK) return st;
-    fork_wait f = {s, ev};
-    st = cpool__order_join_capture(&s->dev->order, &s->order, cap, run_fork_wait, &f);
+    st = cpool__order_join_capture(&s->dev->order, &s->order, cap, ev);
     if (st == CPOOL_OK) cpool__capture_add_fork(cap, s, cpool__stream_id(s));
     return st;
 }
