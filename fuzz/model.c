@@ -506,7 +506,10 @@ void check_new_block(int pi, void *ptr, size_t size, int stream, bool outside_ca
             k++;
             continue;
         }
-        if ((stream < 0 || f->stream != stream) && atomic_load(&done[f->stream]) < f->mark)
+        /* Work on `stream` that waited for an event recorded on the freeing
+         * stream after the free runs after that work: reuse follows events. */
+        bool ordered = stream >= 0 && dep_mark[stream][f->stream] >= f->mark;
+        if ((stream < 0 || f->stream != stream) && !ordered && atomic_load(&done[f->stream]) < f->mark)
             fail("%s on %s%d: [%p, +%zu) reuses memory freed on stream %d whose earlier work has not finished (%llu of "
                  "%llu tasks done)",
                  what, stream < 0 ? "graph/param " : "stream ", stream, ptr, size, f->stream,

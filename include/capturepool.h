@@ -422,7 +422,12 @@ cpool_status cpool_alloc_output(cpool_pool *pool, size_t bytes, cpool_stream *s,
 
 /* Frees memory from cpool_alloc, stream ordered: work enqueued on `s` after
  * the free may get the memory again at once; work on another stream only once
- * the work enqueued on `s` before the free has finished. Freeing under
+ * the work enqueued on `s` before the free has finished, or at once when
+ * that stream has since waited (cpool_stream_wait_event) for an event
+ * recorded on `s` after the free: reuse follows event dependencies, as
+ * cudaMallocAsync's does by default (the last few streams waited for are
+ * remembered per stream; dependencies through a chain of events count
+ * only as far as the library can see them). Freeing under
  * capture returns a graph block to the pool's graph-reserved set.
  * A block allocated outside capture and freed under capture keeps that
  * order: it becomes graph-reserved, but no capture, on any stream, gets it

@@ -3,7 +3,8 @@
  * after it; two completed records give elapsed time; an event never
  * recorded is complete; a destroyed event is a dead handle, and one
  * destroyed while pending keeps the waits already enqueued on it; inside a
- * callback a synchronize is refused; in a capture, a record waited for by
+ * callback a synchronize is refused; a block freed before a record serves a
+ * stream that waited for it at once; in a capture, a record waited for by
  * another stream forks it into the capture (test_multistream.c has the
  * rest), a capture's record cannot be queried, and a capturing stream
  * cannot wait for a record made outside it. */
@@ -277,10 +278,54 @@ static void records_race_readers(cpool_device *dev) {
     cpool_event_destroy(r.e);
 }
 
+/* A callback that holds its stream until *flag is set (5 s at most). */
+static void cb_hold(void *arg) { (void)wait_for_int((const int *)arg, 1, 5000); }
+
+/* Reuse follows the user's events, as cudaMallocAsync's does: a block freed
+ * on S before a record that U then waited for serves U at once, while S's
+ * work from before the free still runs (no fence of the library's could
+ * have completed); a block freed on S after the record does not. */
+static void reuse_follows_events(cpool_device *dev) {
+    enum { BYTES = 4 << 20 };
+    static int gate;
+    static stream_pool f;
+    cpool_stream *u = NULL;
+    cpool_event *e = NULL;
+    void *a = NULL, *b = NULL, *c = NULL, *d = NULL;
+    astore(&gate, 0);
+    REQUIRE(fixture_open(dev, NULL, &f));
+    REQUIRE_OK(cpool_stream_create(dev, &u));
+    REQUIRE_OK(cpool_event_create(dev, &e));
+    REQUIRE_OK(cpool_alloc(f.pool, BYTES, f.s, &a));
+    CHECK_OK(cpool_launch_host(f.s, cb_hold, &gate)); /* S's work using a, held back */
+    CHECK_OK(cpool_free(f.pool, a, f.s));
+    CHECK_OK(cpool_event_record(e, f.s));
+    CHECK_OK(cpool_stream_wait_event(u, e));
+    CHECK_OK(cpool_alloc(f.pool, BYTES, u, &b));
+    CHECK(b == a); /* reused at once: U's work runs after S's */
+    CHECK_OK(cpool_alloc(f.pool, BYTES, f.s, &c));
+    CHECK_OK(cpool_launch_host(f.s, cb_hold, &gate));
+    CHECK_OK(cpool_event_record(e, f.s));
+    CHECK_OK(cpool_free(f.pool, c, f.s)); /* after the record */
+    CHECK_OK(cpool_stream_wait_event(u, e));
+    CHECK_OK(cpool_alloc(f.pool, BYTES, u, &d));
+    CHECK(!ranges_overlap(c, BYTES, d, BYTES)); /* S's work may still use c */
+    CHECK(!ranges_overlap(b, BYTES, d, BYTES));
+    CHECK_EQ(aload(&gate), 0); /* all of it while S was held */
+    astore(&gate, 1);
+    CHECK_OK(cpool_free(f.pool, b, u));
+    CHECK_OK(cpool_free(f.pool, d, u));
+    CHECK_OK(cpool_stream_synchronize(u));
+    CHECK_OK(cpool_stream_synchronize(f.s));
+    cpool_event_destroy(e);
+    cpool_stream_destroy(u);
+}
+
 static const check_case cases[] = {
     CHECK_CASE(record_query_synchronize),  CHECK_CASE(never_recorded_is_complete),
     CHECK_CASE(wait_orders_another_stream), CHECK_CASE(destroyed_while_pending),
     CHECK_CASE(elapsed_between_records),   CHECK_CASE(synchronize_in_callback_refused),
     CHECK_CASE(records_and_waits_in_a_capture), CHECK_CASE(records_race_readers),
+    CHECK_CASE(reuse_follows_events),
 };
 CHECK_MAIN(cases, CHECK_ON_ALL)

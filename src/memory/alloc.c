@@ -115,15 +115,49 @@ static unsigned next_bin(const cpool__heap *h, unsigned bin) {
     return CPOOL__BINS;
 }
 
-static bool usable_by(const cpool__block *b, uint64_t stream) { return b->stream == 0 || b->stream == stream; }
+/* ---- event dependencies ------------------------------------------------- */
+
+/* A pair packs the stream in the top DEP_STREAM_BITS bits and the free
+ * sequence in the rest; 0 is an empty slot (stream ids start at 1). */
+enum { DEP_STREAM_BITS = 24 };
+#define DEP_SEQ_MASK (((uint64_t)1 << (64 - DEP_STREAM_BITS)) - 1)
+
+void cpool__deps_note(cpool__deps *d, uint64_t stream, uint64_t upto) {
+    if (!stream || stream >> DEP_STREAM_BITS || upto > DEP_SEQ_MASK) return;
+    uint64_t word = stream << (64 - DEP_STREAM_BITS) | upto;
+    for (unsigned i = 0; i < CPOOL__DEPS; i++) {
+        uint64_t old = atomic_load_explicit(&d->slot[i], memory_order_relaxed);
+        while (old >> (64 - DEP_STREAM_BITS) == stream) {
+            if ((old & DEP_SEQ_MASK) >= upto) return;
+            if (atomic_compare_exchange_weak(&d->slot[i], &old, word)) return;
+        }
+    }
+    unsigned i = atomic_fetch_add_explicit(&d->next, 1, memory_order_relaxed) % CPOOL__DEPS;
+    atomic_store(&d->slot[i], word); /* the oldest pair goes */
+}
+
+bool cpool__deps_cover(const cpool__deps *d, uint64_t stream, uint64_t seq) {
+    for (unsigned i = 0; i < CPOOL__DEPS; i++) {
+        uint64_t word = atomic_load_explicit(&d->slot[i], memory_order_acquire);
+        if (word >> (64 - DEP_STREAM_BITS) == stream && seq <= (word & DEP_SEQ_MASK)) return true;
+    }
+    return false;
+}
+
+/* Free blocks with a branch tag are never covered: branch tags name no
+ * stream that waits. */
+static bool usable_by(const cpool__block *b, uint64_t stream, const cpool__deps *deps) {
+    return b->stream == 0 || b->stream == stream ||
+           (deps && !(b->stream & CPOOL__BRANCH_BIT) && cpool__deps_cover(deps, b->stream, b->free_seq));
+}
 
 /* Smallest fitting block usable by `stream` (0: only unrestricted ones) in
  * the lowest class that has one. */
-static cpool__block *heap_find(const cpool__heap *h, size_t size, uint64_t stream) {
+static cpool__block *heap_find(const cpool__heap *h, size_t size, uint64_t stream, const cpool__deps *deps) {
     for (unsigned bin = next_bin(h, bin_of(size)); bin < CPOOL__BINS; bin = next_bin(h, bin + 1)) {
         cpool__block *best = NULL;
         for (cpool__block *b = h->bins[bin]; b; b = b->free_next)
-            if (b->size >= size && usable_by(b, stream) && (!best || b->size < best->size)) {
+            if (b->size >= size && usable_by(b, stream, deps) && (!best || b->size < best->size)) {
                 best = b;
                 if (b->size == size) break;
             }
@@ -311,7 +345,8 @@ static uint64_t graph_branch(uint64_t tag) { return tag & CPOOL__BRANCH_BIT ? ta
  * graph-reserved); otherwise general blocks usable by `stream`. Within a
  * set, a request's own size class first, then, for a small request, large
  * blocks before a new segment would be taken. */
-static cpool__block *heap_take(cpool__allocator *a, size_t rounded, uint64_t stream, cpool__use use, cpool__heap **from) {
+static cpool__block *heap_take(cpool__allocator *a, size_t rounded, uint64_t stream, const cpool__deps *deps,
+                               cpool__use use, cpool__heap **from) {
     bool large = rounded > CPOOL__SMALL_MAX;
     unsigned own = use == CPOOL__USE_STREAM ? 0u : use == CPOOL__USE_SCRATCH ? 1u : 2u;
     unsigned sets[2] = {own, 0u};
@@ -322,17 +357,18 @@ static cpool__block *heap_take(cpool__allocator *a, size_t rounded, uint64_t str
         uint64_t tag = use == CPOOL__USE_STREAM ? stream : sets[k] ? graph_tag : 0;
         for (int cls = large; cls <= 1; cls++) {
             *from = &a->heaps[heap_index(sets[k], cls == 1)];
-            cpool__block *b = heap_find(*from, rounded, tag);
+            cpool__block *b = heap_find(*from, rounded, tag, use == CPOOL__USE_STREAM ? deps : NULL);
             if (b) return b;
         }
     }
     return NULL;
 }
 
-bool cpool__allocator_alloc_cached(cpool__allocator *a, size_t bytes, uint64_t stream, cpool__use use, void **out) {
+bool cpool__allocator_alloc_cached(cpool__allocator *a, size_t bytes, uint64_t stream, const cpool__deps *deps,
+                                   cpool__use use, void **out) {
     size_t rounded = cpool__block_size(bytes);
     cpool__heap *from;
-    cpool__block *b = heap_take(a, rounded, stream, use, &from);
+    cpool__block *b = heap_take(a, rounded, stream, deps, use, &from);
     if (!b) return false;
     heap_remove(from, b);
     if (!hand_out(a, b, bytes, rounded, use, use != CPOOL__USE_STREAM ? graph_branch(stream) : 0)) {

@@ -9,6 +9,7 @@
 #ifndef CPOOL_ALLOC_H
 #define CPOOL_ALLOC_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -91,12 +92,30 @@ void cpool__allocator_destroy(cpool__allocator *a);
 #define CPOOL__BRANCH_BIT ((uint64_t)1 << 63)
 static inline uint64_t cpool__branch_tag(uint64_t stream_id) { return stream_id | CPOOL__BRANCH_BIT; }
 
+/* What a stream's work is known to run after, from the events it waited
+ * for (cudaMallocAsync's "reuse follows event dependencies"): a few pairs
+ * (stream, free sequence), each packed in one word so that a wait may note
+ * one while an allocation on another thread reads them. A block freed on
+ * that stream up to that sequence is reusable by this stream at once. A
+ * pair that does not fit a word, or finds no slot, is not noted: the block
+ * then waits for a fence, as without the event. */
+#define CPOOL__DEPS 8
+typedef struct cpool__deps {
+    _Atomic uint64_t slot[CPOOL__DEPS];
+    _Atomic unsigned next; /* the slot a new stream takes */
+} cpool__deps;
+void cpool__deps_note(cpool__deps *d, uint64_t stream, uint64_t upto);
+/* Whether work after the waits noted runs after a free on `stream` with
+ * sequence `seq`. */
+bool cpool__deps_cover(const cpool__deps *d, uint64_t stream, uint64_t seq);
+
 /* Serves `bytes` from cached blocks only: for a graph (graph-reserved blocks
  * of the use's set free for any graph or tagged `stream` when that is a
  * branch tag, then unrestricted general ones), or for work on stream
- * `stream` (blocks free for any stream, or freed on this one). false on a
- * miss. */
-bool cpool__allocator_alloc_cached(cpool__allocator *a, size_t bytes, uint64_t stream, cpool__use use, void **out);
+ * `stream` (blocks free for any stream, freed on this one, or covered by
+ * its `deps`, which may be NULL). false on a miss. */
+bool cpool__allocator_alloc_cached(cpool__allocator *a, size_t bytes, uint64_t stream, const cpool__deps *deps,
+                                   cpool__use use, void **out);
 /* Takes a new segment for the request and serves it from there (for a
  * graph's `branch`, when not 0, which keeps the rest). */
 cpool_status cpool__allocator_alloc_grow(cpool__allocator *a, size_t bytes, cpool__use use, uint64_t branch,

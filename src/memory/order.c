@@ -47,6 +47,8 @@ void cpool__order_add(cpool__order *o, cpool__order_stream *s, cpool__bstream *i
     s->impl = impl;
     atomic_init(&s->capture, NULL);
     s->capture_fence = NULL;
+    for (unsigned i = 0; i < CPOOL__DEPS; i++) atomic_init(&s->deps.slot[i], 0);
+    atomic_init(&s->deps.next, 0);
     cpool__mutex_lock(&o->mu);
     s->prev = NULL;
     s->next = o->streams;

@@ -52,6 +52,7 @@ typedef struct cpool__order_stream {
      * cpool__order_end_capture). */
     _Atomic(void *) capture;
     cpool__shared_event *capture_fence; /* recorded just before the stream began or joined its capture */
+    cpool__deps deps; /* what its work runs after, by the events it waited for */
     struct cpool__order_stream *next, *prev;
 } cpool__order_stream;
 

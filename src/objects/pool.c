@@ -402,16 +402,17 @@ static cpool_status alloc_miss(cpool_pool *pool, size_t bytes, cpool_stream *s, 
                                void **out) {
     cpool__allocator *a = &pool->alloc;
     uint64_t stream = use != CPOOL__USE_STREAM ? branch : s ? cpool__stream_id(s) : 0;
+    const cpool__deps *deps = use == CPOOL__USE_STREAM && s ? &s->order.deps : NULL;
     poll_fences(pool);
-    if (cpool__allocator_alloc_cached(a, bytes, stream, use, out)) return CPOOL_OK;
-    if (cpool__front_flush(&pool->front, a) && cpool__allocator_alloc_cached(a, bytes, stream, use, out))
+    if (cpool__allocator_alloc_cached(a, bytes, stream, deps, use, out)) return CPOOL_OK;
+    if (cpool__front_flush(&pool->front, a) && cpool__allocator_alloc_cached(a, bytes, stream, deps, use, out))
         return CPOOL_OK;
     add_fences(pool, use != CPOOL__USE_STREAM ? s : NULL);
-    if (cpool__allocator_alloc_cached(a, bytes, stream, use, out)) return CPOOL_OK;
+    if (cpool__allocator_alloc_cached(a, bytes, stream, deps, use, out)) return CPOOL_OK;
     cpool_status st = cpool__allocator_alloc_grow(a, bytes, use, branch, out);
     if (st != CPOOL_ERR_OUT_OF_MEMORY) return st;
     poll_fences(pool);
-    if (cpool__allocator_alloc_cached(a, bytes, stream, use, out)) return CPOOL_OK;
+    if (cpool__allocator_alloc_cached(a, bytes, stream, deps, use, out)) return CPOOL_OK;
     if (cpool__allocator_trim(a) == 0) return st;
     return cpool__allocator_alloc_grow(a, bytes, use, branch, out);
 }
@@ -432,7 +433,8 @@ static __attribute__((noinline)) cpool_status alloc_locked(cpool_pool *pool, siz
                                                            void **ptr_out, const char *fn) {
     cpool_status st = CPOOL_OK;
     cpool__mutex_lock(&pool->mu);
-    if (!cpool__allocator_alloc_cached(&pool->alloc, bytes, cpool__stream_id(s), CPOOL__USE_STREAM, ptr_out))
+    if (!cpool__allocator_alloc_cached(&pool->alloc, bytes, cpool__stream_id(s), &s->order.deps, CPOOL__USE_STREAM,
+                                       ptr_out))
         st = alloc_slow(pool, bytes, s, CPOOL__USE_STREAM, 0, ptr_out);
     if (st == CPOOL_OK) cpool__front_count_alloc(&pool->front, bytes);
     CHECK_ALLOCATOR(pool);
@@ -462,7 +464,7 @@ static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *
     cpool__block_info info = {0};
     uint64_t branch = branch_of(cap, s);
     cpool__mutex_lock(&pool->mu);
-    if (!cpool__allocator_alloc_cached(&pool->alloc, bytes, branch, use, ptr_out))
+    if (!cpool__allocator_alloc_cached(&pool->alloc, bytes, branch, NULL, use, ptr_out))
         st = alloc_slow(pool, bytes, s, use, branch, ptr_out);
     if (st == CPOOL_OK) {
         cpool__front_count_alloc(&pool->front, bytes);
@@ -629,7 +631,7 @@ cpool_status cpool__pool_add_param(cpool_pool *pool, cpool_param *param) {
     cpool__mutex_lock(&pool->mu);
     /* Stream 0: only blocks with no pending stream work. */
     cpool_status st = CPOOL_OK;
-    if (!cpool__allocator_alloc_cached(&pool->alloc, param->bytes, 0, CPOOL__USE_STREAM, &param->ptr))
+    if (!cpool__allocator_alloc_cached(&pool->alloc, param->bytes, 0, NULL, CPOOL__USE_STREAM, &param->ptr))
         st = alloc_slow(pool, param->bytes, NULL, CPOOL__USE_STREAM, 0, &param->ptr);
     if (st == CPOOL_OK) {
         cpool__front_count_alloc(&pool->front, param->bytes);
