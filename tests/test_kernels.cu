@@ -1,5 +1,6 @@
 /* CUDA only: real kernels captured into graphs whose buffers come from
- * cpool_alloc, allocation under GLOBAL capture while the pool grows, a graph
+ * cpool_alloc, on one stream and on two branches of a multi-stream capture,
+ * allocation under GLOBAL capture while the pool grows, a graph
  * released while its kernels still run, capture_begin on a stream captured
  * outside capturepool, and host work in forked and outside captures. Skips
  * visibly without a GPU. */
@@ -415,8 +416,87 @@ static void host_work_in_forked_and_outside_captures(cpool_device *dev) {
     cpool_stream_destroy(s);
 }
 
+/* ---- kernels on two branches of one capture ------------------------------------- */
+
+/* One step on two streams: o forks b through events; each branch runs the
+ * computation on its own buffers with a temporary from the pool on its own
+ * stream (branch memory, live at the same time on both); b joins back and
+ * o adds b's result into its own. The graph replays like the same work on
+ * one stream, eagerly. */
+static void enqueue_two_branch_step(cpool_pool *pool, cpool_stream *o, cpool_stream *b, cpool_event *fork,
+                                    cpool_event *join, void *const bufs[4], int n) {
+    CHECK_OK(cpool_event_record(fork, o));
+    CHECK_OK(cpool_stream_wait_event(b, fork));
+    enqueue_step(pool, o, (const float *)bufs[0], (float *)bufs[1], n);
+    enqueue_step(pool, b, (const float *)bufs[2], (float *)bufs[3], n);
+    CHECK_OK(cpool_event_record(join, b));
+    CHECK_OK(cpool_stream_wait_event(o, join));
+    k_axpy<<<blocks_for(n), 256, 0, native(o)>>>(1.0f, (const float *)bufs[3], (float *)bufs[1], n);
+    CHECK_CUDA(cudaGetLastError());
+}
+
+static void kernels_on_two_branches(cpool_device *dev) {
+    const int n = 1 << 18, reps = 3;
+    const size_t bytes = (size_t)n * sizeof(float);
+    cpool_stream *o = NULL, *b = NULL;
+    cpool_pool *pool = NULL;
+    cpool_event *fork = NULL, *join = NULL;
+    cpool_graph *g = NULL;
+    void *graph_bufs[4] = {NULL}, *eager_bufs[4] = {NULL};
+    float *h = (float *)malloc(bytes), *hg = (float *)malloc(bytes), *he = (float *)malloc(bytes);
+    int i, k, bad = 0;
+    REQUIRE(h && hg && he);
+    REQUIRE_OK(cpool_stream_create(dev, &o));
+    REQUIRE_OK(cpool_stream_create(dev, &b));
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    REQUIRE_OK(cpool_event_create(dev, &fork));
+    REQUIRE_OK(cpool_event_create(dev, &join));
+    for (k = 0; k < 4; k++) {
+        REQUIRE_OK(cpool_alloc(pool, bytes, o, &graph_bufs[k]));
+        REQUIRE_OK(cpool_alloc(pool, bytes, o, &eager_bufs[k]));
+        for (i = 0; i < n; i++) h[i] = (float)((i * (k + 3)) % 23) * 0.25f;
+        CHECK_OK(cpool_memcpy_async(o, graph_bufs[k], h, bytes));
+        CHECK_OK(cpool_memcpy_async(o, eager_bufs[k], h, bytes));
+    }
+    CHECK_OK(cpool_stream_synchronize(o));
+
+    REQUIRE_OK(cpool_capture_begin(o, pool, CPOOL_CAPTURE_GLOBAL));
+    enqueue_two_branch_step(pool, o, b, fork, join, graph_bufs, n);
+    REQUIRE_OK(cpool_capture_end(o, &g));
+    CHECK_GT(stats_of(pool).graph_reserved_bytes, 2 * bytes); /* both branches' temporaries */
+    for (i = 0; i < reps; i++) {
+        CHECK_OK(cpool_graph_launch(g, o));
+        enqueue_two_branch_step(pool, o, b, fork, join, eager_bufs, n);
+    }
+    for (k = 1; k < 4; k += 2) {
+        CHECK_OK(read_back(o, hg, graph_bufs[k], bytes));
+        CHECK_OK(read_back(o, he, eager_bufs[k], bytes));
+        for (i = 0; i < n && bad < 5; i++)
+            if (hg[i] != he[i]) {
+                check_report_(__FILE__, __LINE__, "buffer %d element %d: graph %g, eager %g", k, i, (double)hg[i],
+                              (double)he[i]);
+                bad++;
+            }
+    }
+    cpool_graph_release(g);
+    CHECK_OK(cpool_stream_synchronize(b));
+    for (k = 0; k < 4; k++) {
+        CHECK_OK(cpool_free(pool, graph_bufs[k], o));
+        CHECK_OK(cpool_free(pool, eager_bufs[k], o));
+    }
+    cpool_event_destroy(fork);
+    cpool_event_destroy(join);
+    cpool_pool_release(pool);
+    cpool_stream_destroy(b);
+    cpool_stream_destroy(o);
+    free(h);
+    free(hg);
+    free(he);
+}
+
 static const check_case cases[] = {
     CHECK_CASE(kernels_replay_matches_eager),
+    CHECK_CASE(kernels_on_two_branches),
     CHECK_CASE(global_capture_while_pool_grows),
     CHECK_CASE(graph_released_while_kernel_runs),
     CHECK_CASE(cudafree_drop_after_release_in_callback),
