@@ -62,14 +62,21 @@ void cpool__capture_add_pool(cpool__capture *cap, cpool_pool *pool, uint64_t gen
     cap->pools[cap->pool_count++] = (cpool__held_pool){pool, generation, NULL};
 }
 
-cpool_status cpool__capture_reserve_range(cpool__capture *cap) {
-    if (cap->range_count < cap->range_cap) return CPOOL_OK;
-    size_t n = cap->range_cap ? 2 * cap->range_cap : 16;
-    cpool__capture_range *ranges = cpool__realloc(cap->ranges, n * sizeof *ranges);
-    if (!ranges) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory noting a capture's memory");
-    cap->ranges = ranges;
-    cap->range_cap = n;
+/* Makes room for one more element in a heap array of `count` elements of
+ * `elem` bytes, with room for *cap (doubling, from `first`). */
+static cpool_status reserve_one(void **array, size_t count, size_t *cap, size_t elem, size_t first, const char *what) {
+    if (count < *cap) return CPOOL_OK;
+    size_t n = *cap ? 2 * *cap : first;
+    void *grown = cpool__realloc(*array, n * elem);
+    if (!grown) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory %s", what);
+    *array = grown;
+    *cap = n;
     return CPOOL_OK;
+}
+
+cpool_status cpool__capture_reserve_range(cpool__capture *cap) {
+    return reserve_one((void **)&cap->ranges, cap->range_count, &cap->range_cap, sizeof *cap->ranges, 16,
+                       "noting a capture's memory");
 }
 
 void cpool__capture_note_range(cpool__capture *cap, cpool_pool *pool, uintptr_t addr, size_t size, uint64_t serial) {
@@ -88,13 +95,8 @@ void cpool__capture_forget(cpool__capture *cap) {
 }
 
 cpool_status cpool__capture_reserve_fork(cpool__capture *cap) {
-    if (cap->fork_count < cap->fork_cap) return CPOOL_OK;
-    size_t n = cap->fork_cap ? 2 * cap->fork_cap : 4;
-    cpool__fork *forks = cpool__realloc(cap->forks, n * sizeof *forks);
-    if (!forks) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory forking a stream into a capture");
-    cap->forks = forks;
-    cap->fork_cap = n;
-    return CPOOL_OK;
+    return reserve_one((void **)&cap->forks, cap->fork_count, &cap->fork_cap, sizeof *cap->forks, 4,
+                       "forking a stream into a capture");
 }
 
 void cpool__capture_add_fork(cpool__capture *cap, struct cpool_stream *s, uint64_t stream_id) {
