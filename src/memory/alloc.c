@@ -122,9 +122,14 @@ static unsigned next_bin(const cpool__heap *h, unsigned bin) {
 enum { DEP_STREAM_BITS = 24 };
 #define DEP_SEQ_MASK (((uint64_t)1 << (64 - DEP_STREAM_BITS)) - 1)
 
-void cpool__deps_note(cpool__deps *d, uint64_t stream, uint64_t upto) {
-    if (!stream || stream >> DEP_STREAM_BITS || upto > DEP_SEQ_MASK) return;
-    uint64_t word = stream << (64 - DEP_STREAM_BITS) | upto;
+uint64_t cpool__deps_pack(uint64_t stream, uint64_t upto) {
+    if (!stream || stream >> DEP_STREAM_BITS || upto > DEP_SEQ_MASK) return 0;
+    return stream << (64 - DEP_STREAM_BITS) | upto;
+}
+
+void cpool__deps_note(cpool__deps *d, uint64_t word) {
+    if (!word) return;
+    uint64_t stream = word >> (64 - DEP_STREAM_BITS), upto = word & DEP_SEQ_MASK;
     for (unsigned i = 0; i < CPOOL__DEPS; i++) {
         uint64_t old = atomic_load_explicit(&d->slot[i], memory_order_relaxed);
         while (old >> (64 - DEP_STREAM_BITS) == stream) {

@@ -104,7 +104,10 @@ typedef struct cpool__deps {
     _Atomic uint64_t slot[CPOOL__DEPS];
     _Atomic unsigned next; /* the slot a new stream takes */
 } cpool__deps;
-void cpool__deps_note(cpool__deps *d, uint64_t stream, uint64_t upto);
+/* The pair (stream, upto) as one word, or 0 when it does not fit one. */
+uint64_t cpool__deps_pack(uint64_t stream, uint64_t upto);
+/* Notes a packed pair (0: nothing to note). */
+void cpool__deps_note(cpool__deps *d, uint64_t pair);
 /* Whether work after the waits noted runs after a free on `stream` with
  * sequence `seq`. */
 bool cpool__deps_cover(const cpool__deps *d, uint64_t stream, uint64_t seq);

@@ -21,16 +21,17 @@ struct cpool_event {
     cpool_device *dev;
     cpool__bevent *impl;
     cpool__deferred deferred_destroy; /* a destroy from a stream callback */
-    /* The last record: whether there was one, the recording stream's id and
-     * the free clock then (a wait lets the waiting stream reuse the blocks
-     * freed there before), and, made in a capture, that capture's id (0:
-     * none) and the recording stream's handle. Atomics: records and waits
-     * may be on any thread. */
+    /* The last record: whether there was one; made outside capture, the
+     * recording stream and the free clock then, packed in one word (alloc.h,
+     * cpool__deps_pack: a wait lets the waiting stream reuse the blocks
+     * freed there before; 0 while a record is under way); made in a
+     * capture, that capture's id (0: none), the recording stream's handle
+     * and the free clock. Atomics: records and waits may be on any thread. */
     atomic_bool recorded;
-    _Atomic uint64_t recorder_id;
-    _Atomic uint64_t free_mark;
+    _Atomic uint64_t eager_mark;
     _Atomic uint64_t capture_id;
     _Atomic(cpool_stream *) recorder;
+    _Atomic uint64_t free_mark;
 };
 
 static cpool__slab event_slab = CPOOL__SLAB_INIT(cpool_event);
@@ -51,7 +52,7 @@ cpool_status cpool_event_create(cpool_device *dev_handle, cpool_event **out) {
     }
     e->dev = cpool__device_retain(dev);
     atomic_init(&e->recorded, false);
-    atomic_init(&e->recorder_id, 0);
+    atomic_init(&e->eager_mark, 0);
     atomic_init(&e->capture_id, 0);
     atomic_init(&e->recorder, NULL);
     atomic_init(&e->free_mark, 0);
@@ -102,7 +103,7 @@ static __attribute__((noinline)) cpool_status record_in_capture(cpool_event *e, 
     if (st == CPOOL_OK) {
         atomic_store(&e->recorder, s_handle);
         atomic_store(&e->free_mark, cpool__allocator_clock());
-        atomic_store(&e->recorder_id, 0); /* a captured record orders no eager work */
+        atomic_store(&e->eager_mark, 0); /* a captured record orders no eager work */
         atomic_store(&e->capture_id, cap ? cap->id : 0);
         atomic_store(&e->recorded, true);
     }
@@ -117,12 +118,13 @@ cpool_status cpool_event_record(cpool_event *e_handle, cpool_stream *s_handle) {
     if (st != CPOOL_OK) return st;
     if (cpool__stream_capture(s)) return record_in_capture(e, s, s_handle);
     /* The clock first: a free it does not count may not be before the
-     * record. */
-    uint64_t mark = cpool__allocator_clock();
+     * record. The mark is cleared while the record is under way, so that a
+     * wait racing it notes nothing it cannot be sure of (see the wait). */
+    uint64_t mark = cpool__deps_pack(cpool__stream_id(s), cpool__allocator_clock());
+    atomic_store(&e->eager_mark, 0);
     st = e->dev->be->user_event_record(e->impl, s->impl);
     if (st != CPOOL_OK) return cpool__fail_in("cpool_event_record", st);
-    atomic_store_explicit(&e->free_mark, mark, memory_order_relaxed);
-    atomic_store_explicit(&e->recorder_id, cpool__stream_id(s), memory_order_release);
+    atomic_store(&e->eager_mark, mark);
     if (atomic_load_explicit(&e->capture_id, memory_order_relaxed)) atomic_store(&e->capture_id, 0);
     if (!atomic_load_explicit(&e->recorded, memory_order_relaxed)) atomic_store(&e->recorded, true);
     return CPOOL_OK;
@@ -168,13 +170,13 @@ cpool_status cpool_stream_wait_event(cpool_stream *s_handle, cpool_event *e_hand
     if (st != CPOOL_OK) return st;
     uint64_t capture_id = atomic_load_explicit(&e->capture_id, memory_order_acquire);
     if (capture_id || cpool__stream_capture(s)) return wait_in_capture(s, e, capture_id);
-    uint64_t recorder = atomic_load_explicit(&e->recorder_id, memory_order_acquire);
-    uint64_t mark = atomic_load_explicit(&e->free_mark, memory_order_relaxed);
+    uint64_t before = atomic_load(&e->eager_mark);
     st = e->dev->be->stream_wait_event(s->impl, e->impl);
     if (st != CPOOL_OK) return cpool__fail_in("cpool_stream_wait_event", st);
     /* Reuse follows the event: what the recording stream freed before the
-     * record is the waiting stream's to reuse now. */
-    if (recorder && recorder != cpool__stream_id(s)) cpool__deps_note(&s->order.deps, recorder, mark);
+     * record is the waiting stream's to reuse now. Only when no record came
+     * in between: then the backend waited for the record the mark is of. */
+    if (before && atomic_load(&e->eager_mark) == before) cpool__deps_note(&s->order.deps, before);
     return CPOOL_OK;
 }
 
