@@ -752,8 +752,52 @@ static void fork_driven_from_another_thread(cpool_device *dev) {
     }
 }
 
+/* More forks than a capture record keeps inline: each of 6 side streams
+ * writes a block of its own from the pool; all join back and the replay
+ * writes every block. */
+static void many_forks_join(cpool_device *dev) {
+    enum { SIDES = 6, N = 4096 };
+    static ms_fixture f;
+    cpool_stream *side[SIDES] = {NULL};
+    cpool_event *fork = NULL, *join[SIDES] = {NULL};
+    void *buf[SIDES] = {NULL};
+    cpool_graph *g = NULL;
+    int i;
+    REQUIRE(ms_open(dev, &f));
+    REQUIRE_OK(cpool_event_create(dev, &fork));
+    for (i = 0; i < SIDES; i++) {
+        REQUIRE_OK(cpool_stream_create(dev, &side[i]));
+        REQUIRE_OK(cpool_event_create(dev, &join[i]));
+        REQUIRE(plain_block(&f, N, &buf[i]));
+    }
+    REQUIRE_OK(cpool_capture_begin(f.o, f.pool, CPOOL_CAPTURE_GLOBAL));
+    CHECK_OK(cpool_event_record(fork, f.o));
+    for (i = 0; i < SIDES; i++) {
+        void *scratch = NULL;
+        CHECK_OK(cpool_stream_wait_event(side[i], fork));
+        CHECK_EQ(state_of(side[i]), CPOOL_CAPTURE_ACTIVE);
+        CHECK_OK(cpool_alloc(f.pool, N, side[i], &scratch));
+        CHECK_OK(cpool_memset_async(side[i], scratch, 0x30 + i, N));
+        CHECK_OK(cpool_memcpy_async(side[i], buf[i], scratch, N));
+        CHECK_OK(cpool_free(f.pool, scratch, side[i]));
+        CHECK_OK(cpool_event_record(join[i], side[i]));
+        CHECK_OK(cpool_stream_wait_event(f.o, join[i]));
+    }
+    REQUIRE_OK(cpool_capture_end(f.o, &g));
+    for (i = 0; i < SIDES; i++) CHECK_EQ(state_of(side[i]), CPOOL_CAPTURE_NONE);
+    CHECK_OK(cpool_graph_launch(g, f.o));
+    for (i = 0; i < SIDES; i++) CHECK_BYTES(f.o, buf[i], N, 0x30 + i);
+    cpool_graph_release(g);
+    for (i = 0; i < SIDES; i++) {
+        cpool_event_destroy(join[i]);
+        cpool_stream_destroy(side[i]);
+    }
+    cpool_event_destroy(fork);
+}
+
 static const check_case cases[] = {
     CHECK_CASE(fork_joins_the_capture),
+    CHECK_CASE(many_forks_join),
     CHECK_CASE(fork_allocates_graph_memory),
     CHECK_CASE(fork_inside_scoped_capture),
     CHECK_CASE(forks_of_forks_join_through_a_fork),

@@ -33,8 +33,9 @@ void cpool__capture_init(cpool__capture *cap, cpool_capture_mode mode) {
     cap->all_outputs = false;
     cap->graph_id = 0;
     cap->id = 0;
-    cap->forks = NULL;
-    cap->fork_count = cap->fork_cap = 0;
+    cap->forks = cap->inline_forks;
+    cap->fork_count = 0;
+    cap->fork_cap = CPOOL__CAPTURE_INLINE_FORKS;
     cap->forked = false;
     cap->branch_tagged = false;
     cap->invalidated = false;
@@ -43,19 +44,27 @@ void cpool__capture_init(cpool__capture *cap, cpool_capture_mode mode) {
 void cpool__capture_move(cpool__capture *to, cpool__capture *from) {
     *to = *from;
     if (from->pools == from->inline_pools) to->pools = to->inline_pools;
+    if (from->forks == from->inline_forks) to->forks = to->inline_forks;
     cpool__capture_init(from, from->mode);
 }
 
-cpool_status cpool__capture_reserve(cpool__capture *cap) {
-    if (cap->pool_count < cap->pool_cap) return CPOOL_OK;
-    size_t n = 2 * cap->pool_cap;
-    bool on_heap = cap->pools != cap->inline_pools;
-    cpool__held_pool *pools = cpool__realloc(on_heap ? cap->pools : NULL, n * sizeof *pools);
-    if (!pools) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory holding a pool for a capture");
-    if (!on_heap) memcpy(pools, cap->inline_pools, cap->pool_count * sizeof *pools);
-    cap->pools = pools;
-    cap->pool_cap = n;
+/* Makes room for one more element in an array that starts in `inline_array`
+ * (room for *cap) and moves to the heap, doubling, when it is full. */
+static cpool_status reserve_inline(void **array, void *inline_array, size_t count, size_t *cap, size_t elem,
+                                   const char *what) {
+    if (count < *cap) return CPOOL_OK;
+    bool on_heap = *array != inline_array;
+    void *grown = cpool__realloc(on_heap ? *array : NULL, 2 * *cap * elem);
+    if (!grown) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory %s", what);
+    if (!on_heap) memcpy(grown, inline_array, count * elem);
+    *array = grown;
+    *cap *= 2;
     return CPOOL_OK;
+}
+
+cpool_status cpool__capture_reserve(cpool__capture *cap) {
+    return reserve_inline((void **)&cap->pools, cap->inline_pools, cap->pool_count, &cap->pool_cap, sizeof *cap->pools,
+                          "holding a pool for a capture");
 }
 
 void cpool__capture_add_pool(cpool__capture *cap, cpool_pool *pool, uint64_t generation) {
@@ -91,12 +100,12 @@ bool cpool__capture_next_is_output(cpool__capture *cap) {
 void cpool__capture_forget(cpool__capture *cap) {
     if (cap->pools != cap->inline_pools) free(cap->pools);
     free(cap->ranges);
-    free(cap->forks);
+    if (cap->forks != cap->inline_forks) free(cap->forks);
 }
 
 cpool_status cpool__capture_reserve_fork(cpool__capture *cap) {
-    return reserve_one((void **)&cap->forks, cap->fork_count, &cap->fork_cap, sizeof *cap->forks, 4,
-                       "forking a stream into a capture");
+    return reserve_inline((void **)&cap->forks, cap->inline_forks, cap->fork_count, &cap->fork_cap, sizeof *cap->forks,
+                          "forking a stream into a capture");
 }
 
 void cpool__capture_add_fork(cpool__capture *cap, struct cpool_stream *s, uint64_t stream_id) {

@@ -88,6 +88,8 @@ typedef struct cpool__held_pool {
 
 /* Pools a capture holds without a heap array: the bound one and a few more. */
 #define CPOOL__CAPTURE_INLINE_POOLS 4
+/* Streams forked into a capture without a heap array. */
+#define CPOOL__CAPTURE_INLINE_FORKS 3
 
 /* A stream forked into a capture (NULL once it left, destroyed), with its
  * id, which tags the blocks freed on its branch. */
@@ -104,8 +106,9 @@ typedef struct cpool__capture {
     cpool_capture_mode mode;
     uint64_t id; /* unique: an event recorded in the capture names it */
     /* Streams forked into it by events (the origin is the stream whose
-     * storage holds the record). From the first fork on, frees are tagged
-     * by branch (alloc.h, CPOOL__BRANCH_BIT). */
+     * storage holds the record); `forks` is inline_forks until more fork.
+     * From the first fork on, frees are tagged by branch (alloc.h,
+     * CPOOL__BRANCH_BIT). */
     cpool__fork *forks;
     size_t fork_count, fork_cap;
     bool forked;
@@ -131,6 +134,7 @@ typedef struct cpool__capture {
     bool all_outputs;
     uint64_t graph_id; /* the id its graph takes (an update: the graph's own) */
     cpool__held_pool inline_pools[CPOOL__CAPTURE_INLINE_POOLS];
+    cpool__fork inline_forks[CPOOL__CAPTURE_INLINE_FORKS];
 } cpool__capture;
 
 /* What a graphed call's last eager run allocated on its stream, in order,
