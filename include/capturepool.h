@@ -79,6 +79,8 @@ typedef enum cpool_status { /* values are part of the ABI: never renumbered */
     CPOOL_ERR_NOT_READY = 11,          /* cpool_event_query: the work before the record has not finished */
     CPOOL_ERR_OUTPUT_LIVE = 12,        /* launch refused: its replay would overwrite a live output of
                                           another graph that shares the pool (cpool_last_error names it) */
+    CPOOL_ERR_IO = 13,                 /* a file could not be opened or written (cpool_last_error says
+                                          which and why) */
 } cpool_status;
 
 /* A short static description of `s` ("invalid argument", ...); never NULL,
@@ -455,6 +457,24 @@ typedef struct cpool_pool_stats {
  * smaller than the fields up to segment_count). */
 cpool_status cpool_pool_get_stats(const cpool_pool *pool, cpool_pool_stats *out);
 
+/* Writes a picture of the pool's memory to `path` (created or replaced) as
+ * one JSON object: "version" (1), "backend", "stats" (cpool_pool_stats under
+ * its C names), "segments" (each {"address", "size", "blocks"}, every block
+ * {"offset", "size", "requested", "state", "stream", "graphs", "output",
+ * "param"}, state "free", "live", "graph_free" or "graph_live") and
+ * "graphs" (each {"id", "write_bytes", "shared_write_bytes",
+ * "live_output_bytes", "live_outputs"}, as cpool_graph_get_stats for this
+ * pool). docs/SNAPSHOT.md has the schema. It is one consistent moment:
+ * taken under the pool's lock (allocations on other threads wait for it),
+ * so segment sizes add up to stats.reserved_bytes, block sizes to their
+ * segment's, requested bytes of live and graph_live blocks to
+ * allocated_bytes, graph_free and graph_live sizes to graph_reserved_bytes;
+ * the file is written after the lock is dropped.
+ * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL or dead pool, NULL
+ * path), CPOOL_ERR_IO (the file could not be opened or written: nothing
+ * else changed; a partly written file is removed), CPOOL_ERR_OUT_OF_MEMORY. */
+cpool_status cpool_pool_write_snapshot(const cpool_pool *pool, const char *path);
+
 /* Gives every cached segment that holds no live block back to the device.
  * Graph-reserved segments are given back only while no graph and no capture
  * holds the pool. Waits for the stream work of the device first, as cudaFree
@@ -556,6 +576,24 @@ uint64_t cpool_graph_id(const cpool_graph *g);
 /* Number of successful launches (0 for NULL). */
 uint64_t cpool_graph_replays(const cpool_graph *g);
 
+/* A graph's share of its pools' memory, over every pool it holds. */
+typedef struct cpool_graph_stats {
+    size_t struct_size;          /* caller sets sizeof(cpool_graph_stats) */
+    uint64_t write_bytes;        /* graph-reserved bytes its replays write */
+    uint64_t shared_write_bytes; /* the part of write_bytes that other graphs' replays write too
+                                    (scratch shared by graphs that never run at once) */
+    uint64_t live_output_bytes;  /* its outputs still allocated (block sizes) */
+    uint64_t live_outputs;       /* their count */
+    uint64_t pool_count;         /* pools it holds */
+} cpool_graph_stats;
+
+/* Fills *out (its first out->struct_size bytes, as cpool_pool_get_stats),
+ * exact at the time of the call; costs a walk of the graph's footprint in
+ * each pool, under that pool's lock. Returns CPOOL_OK,
+ * CPOOL_ERR_INVALID_ARGUMENT (NULL or dead graph, NULL out, struct_size
+ * smaller than the fields up to pool_count), CPOOL_ERR_OUT_OF_MEMORY. */
+cpool_status cpool_graph_get_stats(const cpool_graph *g, cpool_graph_stats *out);
+
 /* The pool the graph was captured with, borrowed; NULL if none. */
 cpool_pool *cpool_graph_pool(const cpool_graph *g);
 
@@ -646,9 +684,10 @@ cpool_status cpool_graphed_call(cpool_stream *s, cpool_pool *pool, cpool_capture
 
 /* Writes the graph to `path` in Graphviz DOT: CUDA's own dump
  * (cudaGraphDebugDotPrint, verbose) on the CUDA backend, the recorded
- * operations in order on the host backend.
+ * operations with their dependencies on the host backend.
  * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL argument),
- * CPOOL_ERR_BACKEND (the file could not be written). */
+ * CPOOL_ERR_IO (the file could not be opened or written),
+ * CPOOL_ERR_BACKEND (CUDA's dump failed). */
 cpool_status cpool_graph_dump_dot(const cpool_graph *g, const char *path);
 
 #if defined(__GNUC__)

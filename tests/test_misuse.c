@@ -701,6 +701,18 @@ ROW_FN(graph_upload_stream_of_other_device) {
     CHECK_STATUS(cpool_graph_upload(f->g, f->s2), INV);
 }
 ROW_FN(graph_replays_null) { (void)f; CHECK_EQ(cpool_graph_replays(NULL), 0); }
+ROW_FN(graph_stats_null) {
+    cpool_graph_stats gs = {.struct_size = sizeof gs};
+    CHECK_STATUS(cpool_graph_get_stats(NULL, &gs), INV);
+    CHECK_STATUS(cpool_graph_get_stats(f->g, NULL), INV);
+    gs.struct_size = offsetof(cpool_graph_stats, pool_count);
+    CHECK_STATUS(cpool_graph_get_stats(f->g, &gs), INV);
+}
+ROW_FN(snapshot_bad_input) {
+    CHECK_STATUS(cpool_pool_write_snapshot(NULL, "/tmp/cpool-misuse-snapshot.json"), INV);
+    CHECK_STATUS(cpool_pool_write_snapshot(f->pool, NULL), INV);
+    CHECK_STATUS(cpool_pool_write_snapshot(f->pool, "/nonexistent-dir/snapshot.json"), CPOOL_ERR_IO);
+}
 ROW_FN(graph_id_null) { (void)f; CHECK_EQ(cpool_graph_id(NULL), 0); }
 ROW_FN(event_create_null) {
     cpool_event *e = (cpool_event *)SENTINEL;
@@ -775,7 +787,7 @@ ROW_FN(graph_update_body_fails) {
 ROW_FN(graph_dump_dot_null_graph) { (void)f; CHECK_STATUS(cpool_graph_dump_dot(NULL, "/tmp/cpool-misuse.dot"), INV); }
 ROW_FN(graph_dump_dot_null_path) { CHECK_STATUS(cpool_graph_dump_dot(f->g, NULL), INV); }
 ROW_FN(graph_dump_dot_unwritable) {
-    CHECK_STATUS(cpool_graph_dump_dot(f->g, "/nonexistent-capturepool-dir/g.dot"), CPOOL_ERR_BACKEND);
+    CHECK_STATUS(cpool_graph_dump_dot(f->g, "/nonexistent-capturepool-dir/g.dot"), CPOOL_ERR_IO);
 }
 
 /* parameter blocks */
@@ -1003,6 +1015,8 @@ static const row rows[] = {
     {"cpool_graph_upload", "stream of another device", NULL, graph_upload_stream_of_other_device, 0},
     {"cpool_graph_upload", "stale graph", setup_clear, graph_upload_stale, 0},
     {"cpool_graph_replays", "NULL: 0", NULL, graph_replays_null, 0},
+    {"cpool_graph_get_stats", "NULL graph or out, struct_size too small", NULL, graph_stats_null, 0},
+    {"cpool_pool_write_snapshot", "NULL pool or path, unwritable path", NULL, snapshot_bad_input, 0},
     {"cpool_graph_id", "NULL: 0", NULL, graph_id_null, 0},
     {"cpool_event_create", "NULL device or out", NULL, event_create_null, 0},
     {"cpool_event_destroy", "NULL: no-op", NULL, event_destroy_null, 0},

@@ -23,6 +23,7 @@
  * - Errors become statuses with the CUDA error's name and text, and the
  *   sticky per-thread error is cleared.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -694,7 +695,12 @@ static bool cuda_graph_update_in_place(cpool__bgraph *g, cpool__bgraph *fresh) {
     return true;
 }
 
+/* A path CUDA cannot write is a file error, told apart before CUDA is
+ * asked (it reports one as its own). */
 static cpool_status cuda_graph_dump_dot(const cpool__bgraph *g, const char *path) {
+    FILE *f = fopen(path, "w");
+    if (!f) return cpool__fail(CPOOL_ERR_IO, "cannot open %s for writing: %s", path, strerror(errno));
+    fclose(f);
     CHECK_CUDA(cudaGraphDebugDotPrint(g->graph, path, cudaGraphDebugDotFlagsVerbose));
     return CPOOL_OK;
 }

@@ -1096,11 +1096,11 @@ static void dot_ops(FILE *f, const cpool__bgraph *g) {
 
 static cpool_status host_graph_dump_dot(const cpool__bgraph *g, const char *path) {
     FILE *f = fopen(path, "w");
-    if (!f) return cpool__fail(CPOOL_ERR_BACKEND, "cannot open %s for writing", path);
+    if (!f) return cpool__fail(CPOOL_ERR_IO, "cannot open %s for writing: %s", path, strerror(errno));
     fprintf(f, "digraph capturepool_host_graph {\n  rankdir=TB;\n  label=\"host graph, %zu operations, %u streams\";\n", g->count, g->branches);
     dot_ops(f, g);
     fprintf(f, "}\n");
-    if (fclose(f) != 0) return cpool__fail(CPOOL_ERR_BACKEND, "cannot write %s", path);
+    if (fclose(f) != 0) return cpool__fail(CPOOL_ERR_IO, "cannot write %s: %s", path, strerror(errno));
     return CPOOL_OK;
 }
 

@@ -52,6 +52,7 @@ struct cpool__block {
     cpool__block *free_prev, *free_next; /* bin list while free */
     cpool__segment *seg;
     uint64_t stream;   /* free general block: the only stream that may reuse it, 0 for any */
+    uint64_t used_by;  /* the stream it was last handed out or freed on, 0 if unknown (snapshots) */
     uint64_t free_seq; /* when it was freed (restricted blocks) */
     uint16_t bin;
     bool live;
@@ -297,6 +298,9 @@ static cpool__block *release_block(cpool__allocator *a, cpool__block *b) {
     return b;
 }
 
+/* The branch tag in `tag`, or 0. */
+static uint64_t graph_branch(uint64_t tag) { return tag & CPOOL__BRANCH_BIT ? tag : 0; }
+
 /* Hands out free block b (already out of its heap) for `bytes`, splitting
  * off the rest. A branch of a multi-stream capture (`branch`, else 0) keeps
  * a graph-reserved rest for itself, as if each stream had segments of its
@@ -304,7 +308,8 @@ static cpool__block *release_block(cpool__allocator *a, cpool__block *b) {
  * that no branch can merge until the capture ends. Fails only when a record
  * or map slot cannot be had. */
 static bool hand_out(cpool__allocator *a, cpool__block *b, size_t bytes, size_t rounded, cpool__use use,
-                     uint64_t branch) {
+                     uint64_t stream) {
+    uint64_t branch = use != CPOOL__USE_STREAM ? graph_branch(stream) : 0;
     bool graph = use != CPOOL__USE_STREAM;
     if (a->map_count + 1 > a->map_cap / 2 && !map_grow(a)) return false;
     if (b->size - rounded >= CPOOL__BLOCK_ALIGN) {
@@ -317,6 +322,7 @@ static bool hand_out(cpool__allocator *a, cpool__block *b, size_t bytes, size_t 
         rest->apart = b->apart;
         rest->stream = b->stream;
         if (branch && rest->graph && !rest->stream) rest->stream = branch;
+        rest->used_by = b->used_by;
         rest->free_seq = b->free_seq;
         if (rest->stream) a->restricted_blocks++;
         rest->prev = b;
@@ -332,6 +338,7 @@ static bool hand_out(cpool__allocator *a, cpool__block *b, size_t bytes, size_t 
     b->graph = b->graph || graph;
     if (graph) b->apart = use == CPOOL__USE_OUTPUT;
     b->serial = ++a->next_serial;
+    b->used_by = stream & ~CPOOL__BRANCH_BIT;
     b->live = true;
     b->requested = bytes;
     map_insert(a, b);
@@ -340,9 +347,6 @@ static bool hand_out(cpool__allocator *a, cpool__block *b, size_t bytes, size_t 
     return true;
 }
 
-
-/* The branch tag in `tag`, or 0. */
-static uint64_t graph_branch(uint64_t tag) { return tag & CPOOL__BRANCH_BIT ? tag : 0; }
 
 /* The heap block that serves a request, searched in this order: for a graph,
  * graph-reserved blocks of the use's own set (scratch or outputs), then
@@ -376,7 +380,7 @@ bool cpool__allocator_alloc_cached(cpool__allocator *a, size_t bytes, uint64_t s
     cpool__block *b = heap_take(a, rounded, stream, deps, use, &from);
     if (!b) return false;
     heap_remove(from, b);
-    if (!hand_out(a, b, bytes, rounded, use, use != CPOOL__USE_STREAM ? graph_branch(stream) : 0)) {
+    if (!hand_out(a, b, bytes, rounded, use, stream)) {
         heap_insert(from, b);
         return false;
     }
@@ -386,7 +390,7 @@ bool cpool__allocator_alloc_cached(cpool__allocator *a, size_t bytes, uint64_t s
 
 static cpool_status segment_new(cpool__allocator *a, size_t seg_size, cpool__use use, bool large, cpool__block **out);
 
-cpool_status cpool__allocator_alloc_grow(cpool__allocator *a, size_t bytes, cpool__use use, uint64_t branch,
+cpool_status cpool__allocator_alloc_grow(cpool__allocator *a, size_t bytes, uint64_t stream, cpool__use use,
                                         void **out) {
     size_t rounded = cpool__block_size(bytes);
     bool large = rounded > CPOOL__SMALL_MAX;
@@ -404,7 +408,7 @@ cpool_status cpool__allocator_alloc_grow(cpool__allocator *a, size_t bytes, cpoo
     cpool__block *b = NULL;
     cpool_status st = segment_new(a, seg_size, use, large, &b);
     if (st != CPOOL_OK) return st;
-    if (!hand_out(a, b, bytes, rounded, use, use != CPOOL__USE_STREAM ? graph_branch(branch) : 0)) {
+    if (!hand_out(a, b, bytes, rounded, use, stream)) {
         /* The segment stays, free and cached: nothing is lost. */
         heap_insert(heap_for(a, b), b);
         return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for allocator records");
@@ -484,6 +488,7 @@ cpool_status cpool__allocator_free(cpool__allocator *a, void *ptr, uint64_t stre
      * (for its branch only, in a forked capture); any other block waits for
      * its stream's work (see the top). */
     b->stream = b->graph && graph ? branch : stream;
+    b->used_by = stream;
     if (graph && !b->graph) {
         /* Freed inside a capture: the graph still uses it on every replay. */
         b->graph = true;
@@ -497,6 +502,23 @@ cpool_status cpool__allocator_free(cpool__allocator *a, void *ptr, uint64_t stre
     if (b->stream) a->restricted_blocks++;
     release_block(a, b);
     return CPOOL_OK;
+}
+
+void cpool__allocator_note_stream(cpool__allocator *a, void *ptr, uint64_t stream) {
+    size_t j = map_find(a, (uintptr_t)ptr);
+    if (j != SIZE_MAX) a->map[j]->used_by = stream;
+}
+
+void cpool__allocator_walk(const cpool__allocator *a, const cpool__walker *w) {
+    for (const cpool__segment *seg = a->segments; seg; seg = seg->next) {
+        w->segment(w->ctx, seg->base, seg->size);
+        for (const cpool__block *b = seg->first; b; b = b->next) {
+            cpool__block_view v = {.addr = b->addr, .size = b->size, .requested = b->requested,
+                                   .stream = b->used_by, .live = b->live, .graph = b->graph,
+                                   .pinned = b->pinned, .output = b->output};
+            w->block(w->ctx, &v);
+        }
+    }
 }
 
 void cpool__allocator_pin(cpool__allocator *a, void *ptr) {

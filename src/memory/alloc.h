@@ -119,9 +119,9 @@ bool cpool__deps_cover(const cpool__deps *d, uint64_t stream, uint64_t seq);
  * its `deps`, which may be NULL). false on a miss. */
 bool cpool__allocator_alloc_cached(cpool__allocator *a, size_t bytes, uint64_t stream, const cpool__deps *deps,
                                    cpool__use use, void **out);
-/* Takes a new segment for the request and serves it from there (for a
- * graph's `branch`, when not 0, which keeps the rest). */
-cpool_status cpool__allocator_alloc_grow(cpool__allocator *a, size_t bytes, cpool__use use, uint64_t branch,
+/* Takes a new segment for the request and serves it from there; `stream`
+ * as for cpool__allocator_alloc_cached (a graph's branch keeps the rest). */
+cpool_status cpool__allocator_alloc_grow(cpool__allocator *a, size_t bytes, uint64_t stream, cpool__use use,
                                         void **out);
 
 /* Adds a free general segment of at least `bytes` (pool reserve), for
@@ -154,6 +154,25 @@ typedef struct cpool__block_info {
 } cpool__block_info;
 /* Fills *info for the live block at ptr; false if there is none. */
 bool cpool__allocator_live_block(const cpool__allocator *a, const void *ptr, cpool__block_info *info);
+
+/* Notes the stream a live block is used on, where the allocation did not
+ * name it (a graph's, outside a forked capture): snapshots show it. */
+void cpool__allocator_note_stream(cpool__allocator *a, void *ptr, uint64_t stream);
+
+/* One block as a snapshot sees it. */
+typedef struct cpool__block_view {
+    uintptr_t addr;
+    size_t size, requested;
+    uint64_t stream; /* the stream it was last handed out or freed on (0: not known) */
+    bool live, graph, pinned, output;
+} cpool__block_view;
+typedef struct cpool__walker {
+    void *ctx;
+    void (*segment)(void *ctx, uintptr_t base, size_t size);
+    void (*block)(void *ctx, const cpool__block_view *b); /* the segment's blocks, in address order */
+} cpool__walker;
+/* Every segment, then its blocks. */
+void cpool__allocator_walk(const cpool__allocator *a, const cpool__walker *w);
 
 /* The free sequence number of the last free (fences cover up to it). Free
  * sequence numbers come from one clock for every allocator, so that a mark

@@ -253,6 +253,28 @@ cpool_status cpool__front_free_slow(cpool__front *f, cpool__allocator *a, void *
     return st;
 }
 
+static cpool__front_counts counts_of(const cpool__front *f) {
+    return (cpool__front_counts){f->allocated, f->allocated_peak, f->alloc_count, f->free_count, f->free_bytes};
+}
+
+static int view_by_addr(const void *x, const void *y) {
+    uintptr_t a = ((const cpool__front_view *)x)->addr, b = ((const cpool__front_view *)y)->addr;
+    return a < b ? -1 : a > b;
+}
+
+size_t cpool__front_view_blocks(cpool__front *f, cpool__front_view *out, cpool__front_counts *counts) {
+    size_t n = 0;
+    lock(f);
+    for (unsigned i = 0; i < CPOOL__FRONT_ENTRIES; i++) {
+        const cpool__front_entry *e = &f->entries[i];
+        if (e->used) out[n++] = (cpool__front_view){e->addr, e->stream, e->out ? e->requested : 0, e->out};
+    }
+    *counts = counts_of(f);
+    unlock(f);
+    qsort(out, n, sizeof *out, view_by_addr);
+    return n;
+}
+
 size_t cpool__front_flush(cpool__front *f, cpool__allocator *a) {
     size_t n = 0;
     lock(f);
@@ -271,15 +293,11 @@ size_t cpool__front_flush(cpool__front *f, cpool__allocator *a) {
     return n;
 }
 
-void cpool__front_counters(cpool__front *f, uint64_t *allocated, uint64_t *allocated_peak, uint64_t *alloc_count,
-                           uint64_t *free_count, uint64_t *free_bytes) {
+cpool__front_counts cpool__front_counters(cpool__front *f) {
     lock(f);
-    *allocated = f->allocated;
-    *allocated_peak = f->allocated_peak;
-    *alloc_count = f->alloc_count;
-    *free_count = f->free_count;
-    *free_bytes = f->free_bytes;
+    cpool__front_counts c = counts_of(f);
     unlock(f);
+    return c;
 }
 
 /* ---- invariants ---------------------------------------------------------- */

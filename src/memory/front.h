@@ -77,6 +77,21 @@ cpool__front_result cpool__front_free(cpool__front *f, void *ptr, uint64_t strea
 
 /* The rest is called under the pool mutex. */
 
+/* The front's blocks as a snapshot sees them: to the allocator they are
+ * live, to the callers free (parked) or handed out. */
+typedef struct cpool__front_view {
+    uintptr_t addr;
+    uint64_t stream;
+    size_t requested; /* handed out: the caller's size; parked: 0 */
+    bool out;
+} cpool__front_view;
+/* Fills out[0 .. CPOOL__FRONT_ENTRIES) with the blocks the front knows,
+ * sorted by address, and *counts with the counters of the same moment
+ * (the fast paths change both under the front's lock alone); returns the
+ * blocks' count. */
+struct cpool__front_counts;
+size_t cpool__front_view_blocks(cpool__front *f, cpool__front_view *out, struct cpool__front_counts *counts);
+
 /* Counts an allocation the allocator served. */
 void cpool__front_count_alloc(cpool__front *f, size_t bytes);
 /* The free path when the fast one did not serve: under capture (`graph`,
@@ -90,8 +105,10 @@ cpool_status cpool__front_free_slow(cpool__front *f, cpool__allocator *a, void *
 size_t cpool__front_flush(cpool__front *f, cpool__allocator *a);
 
 /* The callers' counters, and the bytes free in the front. */
-void cpool__front_counters(cpool__front *f, uint64_t *allocated, uint64_t *allocated_peak, uint64_t *alloc_count,
-                           uint64_t *free_count, uint64_t *free_bytes);
+typedef struct cpool__front_counts {
+    uint64_t allocated, allocated_peak, alloc_count, free_count, free_bytes;
+} cpool__front_counts;
+cpool__front_counts cpool__front_counters(cpool__front *f);
 /* Checks the front's invariants against the allocator; aborts on the first
  * broken one. */
 void cpool__front_check(cpool__front *f, const cpool__allocator *a);

@@ -56,8 +56,9 @@ typedef struct cpool__outputs {
 } cpool__outputs;
 
 /* Registers the footprint of graph `graph_id` from its capture's ranges in
- * this pool (`ranges[i].pool` is ignored) and makes its outputs live.
- * *out is NULL when the capture wrote no graph-reserved memory here.
+ * this pool (`ranges[i].pool` is ignored) and makes its outputs live; a
+ * capture that wrote no graph-reserved memory here gets an empty one (the
+ * pool then still lists the graph).
  * Returns CPOOL_OK or CPOOL_ERR_OUT_OF_MEMORY (nothing changed). */
 cpool_status cpool__outputs_add_graph(cpool__outputs *o, cpool__allocator *a, uint64_t graph_id,
                                       const cpool__capture_range *ranges, size_t n, cpool__footprint **out);
@@ -71,5 +72,15 @@ void cpool__outputs_freed(cpool__outputs *o, uintptr_t addr);
  * there is none. */
 bool cpool__outputs_find_conflict(const cpool__outputs *o, const cpool__footprint *fp, cpool__live_output *found);
 void cpool__outputs_destroy(cpool__outputs *o);
+
+/* What graph fp's replays write here, how much of that other graphs'
+ * replays write too, and its live outputs here (bytes and count). */
+typedef struct cpool__footprint_stats {
+    uint64_t write_bytes, shared_write_bytes, live_output_bytes, live_outputs;
+} cpool__footprint_stats;
+cpool_status cpool__outputs_footprint_stats(const cpool__outputs *o, const cpool__footprint *fp,
+                                            cpool__footprint_stats *out);
+/* Whether fp's replays write some of [addr, addr + size). */
+bool cpool__footprint_overlaps(const cpool__footprint *fp, uintptr_t addr, size_t size);
 
 #endif /* CPOOL_OUTPUTS_H */

@@ -170,6 +170,28 @@ uint64_t cpool_graph_replays(const cpool_graph *handle) {
     return g ? atomic_load(&g->replays) : 0;
 }
 
+cpool_status cpool_graph_get_stats(const cpool_graph *handle, cpool_graph_stats *out) {
+    const cpool_graph *g;
+    CPOOL__RESOLVE(g, handle, "cpool_graph_get_stats", "graph");
+    if (!out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_graph_get_stats: NULL argument");
+    size_t size = out->struct_size;
+    if (size < offsetof(cpool_graph_stats, pool_count) + sizeof out->pool_count)
+        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_graph_get_stats: struct_size %zu is too small", size);
+    cpool_graph_stats s = {.struct_size = size, .pool_count = g->pool_count};
+    for (size_t i = 0; i < g->pool_count; i++) {
+        if (!g->pools[i].footprint) continue;
+        cpool__footprint_stats fs;
+        cpool_status st = cpool__pool_footprint_stats(g->pools[i].pool, g->pools[i].footprint, &fs);
+        if (st != CPOOL_OK) return cpool__fail_in("cpool_graph_get_stats", st);
+        s.write_bytes += fs.write_bytes;
+        s.shared_write_bytes += fs.shared_write_bytes;
+        s.live_output_bytes += fs.live_output_bytes;
+        s.live_outputs += fs.live_outputs;
+    }
+    memcpy(out, &s, size < sizeof s ? size : sizeof s);
+    return CPOOL_OK;
+}
+
 /* The bound pool's object, or NULL. */
 static cpool_pool *bound_pool(const cpool_graph *g) { return g->has_bound_pool ? g->pools[0].pool : NULL; }
 

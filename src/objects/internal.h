@@ -22,6 +22,7 @@
 #include "fault.h"
 #include "handle.h"
 #include "lock.h"
+#include "front.h"
 #include "order.h"
 #include "status.h"
 #include "thread.h"
@@ -318,6 +319,22 @@ cpool_status cpool__pool_output_conflict(cpool_pool *pool, const struct cpool__f
  * message on the first broken one. For tests and the fuzzer, which link the
  * static library and include this header. */
 void cpool__pool_check(const cpool_pool *pool);
+/* What a snapshot reads of a pool, all at one moment: fn runs under the
+ * pool's lock (it must not call the library). */
+typedef struct cpool__pool_view {
+    cpool_pool_stats stats;
+    const char *backend;
+    const cpool__allocator *alloc;
+    const struct cpool__outputs *outputs;
+    cpool__front_view front[CPOOL__FRONT_ENTRIES]; /* sorted by address */
+    size_t front_count;
+} cpool__pool_view;
+cpool_status cpool__pool_inspect(const cpool_pool *pool, cpool_status (*fn)(void *ctx, const cpool__pool_view *v),
+                              void *ctx);
+/* A graph's footprint in pool, counted under the pool's lock. */
+struct cpool__footprint_stats;
+cpool_status cpool__pool_footprint_stats(cpool_pool *pool, const struct cpool__footprint *fp,
+                                         struct cpool__footprint_stats *out);
 /* Allocates a block for the pool's whole life (a parameter block) and keeps
  * `param` in the pool's list, freed with the pool. */
 cpool_status cpool__pool_add_param(cpool_pool *pool, cpool_param *param);

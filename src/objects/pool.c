@@ -409,12 +409,12 @@ static cpool_status alloc_miss(cpool_pool *pool, size_t bytes, cpool_stream *s, 
         return CPOOL_OK;
     add_fences(pool, use != CPOOL__USE_STREAM ? s : NULL);
     if (cpool__allocator_alloc_cached(a, bytes, stream, deps, use, out)) return CPOOL_OK;
-    cpool_status st = cpool__allocator_alloc_grow(a, bytes, use, branch, out);
+    cpool_status st = cpool__allocator_alloc_grow(a, bytes, stream, use, out);
     if (st != CPOOL_ERR_OUT_OF_MEMORY) return st;
     poll_fences(pool);
     if (cpool__allocator_alloc_cached(a, bytes, stream, deps, use, out)) return CPOOL_OK;
     if (cpool__allocator_trim(a) == 0) return st;
-    return cpool__allocator_alloc_grow(a, bytes, use, branch, out);
+    return cpool__allocator_alloc_grow(a, bytes, stream, use, out);
 }
 
 /* alloc_miss, leaving cpool_last_error() as it was when it succeeds in the
@@ -469,6 +469,7 @@ static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *
     if (st == CPOOL_OK) {
         cpool__front_count_alloc(&pool->front, bytes);
         cpool__allocator_live_block(&pool->alloc, *ptr_out, &info);
+        if (!branch) cpool__allocator_note_stream(&pool->alloc, *ptr_out, cpool__stream_id(s));
     }
     CHECK_ALLOCATOR(pool);
     cpool__mutex_unlock(&pool->mu);
@@ -646,6 +647,21 @@ cpool_status cpool__pool_add_param(cpool_pool *pool, cpool_param *param) {
 
 /* ---- stats and trim ------------------------------------------------------ */
 
+/* The counters, under mu, with the front's of the same moment. */
+static void fill_stats(const cpool_pool *p, const cpool__front_counts *front, cpool_pool_stats *s) {
+    const cpool__allocator *a = &p->alloc;
+    s->allocated_bytes = front->allocated;
+    s->allocated_bytes_peak = front->allocated_peak;
+    s->alloc_count = front->alloc_count;
+    s->free_count = front->free_count;
+    s->reserved_bytes = a->reserved;
+    s->reserved_bytes_peak = a->reserved_peak;
+    s->graph_reserved_bytes = a->graph_reserved;
+    s->segment_count = a->segment_count;
+    s->cached_bytes = a->reserved - a->live_block_bytes + front->free_bytes;
+    s->graph_count = atomic_load(&p->graph_count);
+}
+
 cpool_status cpool_pool_get_stats(const cpool_pool *handle, cpool_pool_stats *out) {
     const cpool_pool *pool;
     CPOOL__RESOLVE(pool, handle, "cpool_pool_get_stats", "pool");
@@ -656,19 +672,33 @@ cpool_status cpool_pool_get_stats(const cpool_pool *handle, cpool_pool_stats *ou
     cpool_pool *p = (cpool_pool *)pool; /* locking is not a logical change */
     cpool_pool_stats s = {.struct_size = size};
     cpool__mutex_lock(&p->mu);
-    const cpool__allocator *a = &p->alloc;
-    uint64_t front_free_bytes;
-    cpool__front_counters(&p->front, &s.allocated_bytes, &s.allocated_bytes_peak, &s.alloc_count, &s.free_count,
-                          &front_free_bytes);
-    s.reserved_bytes = a->reserved;
-    s.reserved_bytes_peak = a->reserved_peak;
-    s.graph_reserved_bytes = a->graph_reserved;
-    s.segment_count = a->segment_count;
-    s.cached_bytes = a->reserved - a->live_block_bytes + front_free_bytes;
-    s.graph_count = atomic_load(&p->graph_count);
+    cpool__front_counts front = cpool__front_counters(&p->front);
+    fill_stats(p, &front, &s);
     cpool__mutex_unlock(&p->mu);
     memcpy(out, &s, size < sizeof s ? size : sizeof s);
     return CPOOL_OK;
+}
+
+cpool_status cpool__pool_inspect(const cpool_pool *pool, cpool_status (*fn)(void *ctx, const cpool__pool_view *v),
+                              void *ctx) {
+    cpool_pool *p = (cpool_pool *)pool; /* locking is not a logical change */
+    cpool__pool_view v = {.stats = {.struct_size = sizeof v.stats}, .backend = p->dev->be->name};
+    cpool__front_counts front;
+    cpool__mutex_lock(&p->mu);
+    v.front_count = cpool__front_view_blocks(&p->front, v.front, &front);
+    fill_stats(p, &front, &v.stats);
+    v.alloc = &p->alloc;
+    v.outputs = &p->outputs;
+    cpool_status st = fn(ctx, &v);
+    cpool__mutex_unlock(&p->mu);
+    return st;
+}
+
+cpool_status cpool__pool_footprint_stats(cpool_pool *pool, const cpool__footprint *fp, cpool__footprint_stats *out) {
+    cpool__mutex_lock(&pool->mu);
+    cpool_status st = cpool__outputs_footprint_stats(&pool->outputs, fp, out);
+    cpool__mutex_unlock(&pool->mu);
+    return st;
 }
 
 cpool_status cpool_pool_trim(cpool_pool *handle) {

@@ -24,7 +24,8 @@
     X(CPOOL_ERR_BACKEND, "backend error")                                                          \
     X(CPOOL_ERR_UNSUPPORTED, "not supported on this backend")                                      \
     X(CPOOL_ERR_NOT_READY, "the work before the event has not finished")                          \
-    X(CPOOL_ERR_OUTPUT_LIVE, "the replay would overwrite a live output of another graph")
+    X(CPOOL_ERR_OUTPUT_LIVE, "the replay would overwrite a live output of another graph")         \
+    X(CPOOL_ERR_IO, "a file could not be written")
 
 const char *cpool_status_string(cpool_status s) {
     switch (s) {

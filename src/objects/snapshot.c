@@ -1,0 +1,156 @@
+/*
+ * Snapshots: a pool's memory as one JSON object (docs/SNAPSHOT.md), built
+ * in memory under the pool's lock (cpool__pool_view) and written to the
+ * file after it is dropped, so a slow disk never holds up allocations.
+ *
+ * To the allocator a block in the pool's front cache is live; the snapshot
+ * shows the callers' view: a block the front keeps free is "free", one it
+ * handed out is "live" with the caller's size.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "outputs.h"
+#include "text.h"
+
+typedef struct snapshot {
+    cpool__text t;
+    const cpool__pool_view *v;
+    uintptr_t segment_base;
+    bool first_segment, first_block;
+} snapshot;
+
+static void key_u64(cpool__text *t, const char *key, uint64_t value) {
+    cpool__text_put(t, key);
+    cpool__text_u64(t, value);
+}
+
+static void put_stats(cpool__text *t, const cpool_pool_stats *s) {
+    key_u64(t, "{\"struct_size\":", s->struct_size);
+    key_u64(t, ",\"reserved_bytes\":", s->reserved_bytes);
+    key_u64(t, ",\"reserved_bytes_peak\":", s->reserved_bytes_peak);
+    key_u64(t, ",\"allocated_bytes\":", s->allocated_bytes);
+    key_u64(t, ",\"allocated_bytes_peak\":", s->allocated_bytes_peak);
+    key_u64(t, ",\"graph_reserved_bytes\":", s->graph_reserved_bytes);
+    key_u64(t, ",\"alloc_count\":", s->alloc_count);
+    key_u64(t, ",\"free_count\":", s->free_count);
+    key_u64(t, ",\"segment_count\":", s->segment_count);
+    key_u64(t, ",\"cached_bytes\":", s->cached_bytes);
+    key_u64(t, ",\"graph_count\":", s->graph_count);
+    cpool__text_put(t, "}");
+}
+
+static void on_segment(void *ctx, uintptr_t base, size_t size) {
+    snapshot *sn = ctx;
+    cpool__text_put(&sn->t, sn->first_segment ? "\n{\"address\":" : "]},\n{\"address\":");
+    cpool__text_u64(&sn->t, base);
+    key_u64(&sn->t, ",\"size\":", size);
+    cpool__text_put(&sn->t, ",\"blocks\":[");
+    sn->first_segment = false;
+    sn->first_block = true;
+    sn->segment_base = base;
+}
+
+/* The front's view of the live block at addr, or NULL (a binary search of
+ * its few blocks, sorted by address). */
+static const cpool__front_view *front_block(const snapshot *sn, uintptr_t addr) {
+    const cpool__pool_view *v = sn->v;
+    size_t lo = 0, hi = v->front_count;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (v->front[mid].addr < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < v->front_count && v->front[lo].addr == addr ? &v->front[lo] : NULL;
+}
+
+static void on_block(void *ctx, const cpool__block_view *b) {
+    snapshot *sn = ctx;
+    cpool__text *t = &sn->t;
+    size_t requested = b->live ? b->requested : 0;
+    uint64_t stream = b->stream;
+    bool live = b->live;
+    const cpool__front_view *fb = b->live && !b->graph ? front_block(sn, b->addr) : NULL;
+    if (fb) { /* the callers' view of a block the front knows */
+        live = fb->out;
+        requested = fb->requested;
+        stream = fb->stream;
+    }
+    const char *state = b->graph ? (live ? "graph_live" : "graph_free") : (live ? "live" : "free");
+    key_u64(t, sn->first_block ? "\n {\"offset\":" : ",\n {\"offset\":", b->addr - sn->segment_base);
+    key_u64(t, ",\"size\":", b->size);
+    key_u64(t, ",\"requested\":", requested);
+    cpool__text_put(t, ",\"state\":\"");
+    cpool__text_put(t, state);
+    key_u64(t, "\",\"stream\":", stream);
+    cpool__text_put(t, ",\"graphs\":[");
+    bool first = true;
+    if (b->graph)
+        for (const cpool__footprint *fp = sn->v->outputs->footprints; fp; fp = fp->next)
+            if (cpool__footprint_overlaps(fp, b->addr, b->size)) {
+                if (!first) cpool__text_put(t, ",");
+                cpool__text_u64(t, fp->graph_id);
+                first = false;
+            }
+    cpool__text_put(t, "],\"output\":");
+    cpool__text_bool(t, b->output);
+    cpool__text_put(t, ",\"param\":");
+    cpool__text_bool(t, b->pinned);
+    cpool__text_put(t, "}");
+    sn->first_block = false;
+}
+
+/* The document, under the pool's lock. */
+static cpool_status build(void *ctx, const cpool__pool_view *v) {
+    snapshot *sn = ctx;
+    cpool__text *t = &sn->t;
+    sn->v = v;
+    cpool__text_put(t, "{\"version\":1,\"backend\":\"");
+    cpool__text_put(t, v->backend);
+    cpool__text_put(t, "\",\n\"stats\":");
+    put_stats(t, &v->stats);
+    cpool__text_put(t, ",\n\"segments\":[");
+    sn->first_segment = true;
+    cpool__walker w = {sn, on_segment, on_block};
+    cpool__allocator_walk(v->alloc, &w);
+    cpool__text_put(t, sn->first_segment ? "],\n\"graphs\":[" : "]}],\n\"graphs\":[");
+    bool first = true;
+    for (const cpool__footprint *fp = v->outputs->footprints; fp; fp = fp->next) {
+        cpool__footprint_stats fs;
+        cpool_status st = cpool__outputs_footprint_stats(v->outputs, fp, &fs);
+        if (st != CPOOL_OK) return st;
+        key_u64(t, first ? "\n{\"id\":" : ",\n{\"id\":", fp->graph_id);
+        key_u64(t, ",\"write_bytes\":", fs.write_bytes);
+        key_u64(t, ",\"shared_write_bytes\":", fs.shared_write_bytes);
+        key_u64(t, ",\"live_output_bytes\":", fs.live_output_bytes);
+        key_u64(t, ",\"live_outputs\":", fs.live_outputs);
+        cpool__text_put(t, "}");
+        first = false;
+    }
+    cpool__text_put(t, "]}\n");
+    return t->failed ? cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory building a snapshot") : CPOOL_OK;
+}
+
+static cpool_status io_failure(const char *path, const char *what, int err) {
+    return cpool__fail(CPOOL_ERR_IO, "cannot %s %s: %s", what, path, strerror(err));
+}
+
+cpool_status cpool_pool_write_snapshot(const cpool_pool *handle, const char *path) {
+    const cpool_pool *pool;
+    CPOOL__RESOLVE(pool, handle, "cpool_pool_write_snapshot", "pool");
+    if (!path) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_pool_write_snapshot: path is NULL");
+    FILE *f = fopen(path, "w"); /* first: a path that cannot be written costs the pool nothing */
+    if (!f) return cpool__fail_in("cpool_pool_write_snapshot", io_failure(path, "open", errno));
+    snapshot sn = {.t = {0}};
+    cpool_status st = cpool__pool_inspect(pool, build, &sn);
+    if (st == CPOOL_OK && fwrite(sn.t.data, 1, sn.t.len, f) != sn.t.len) st = io_failure(path, "write", errno);
+    if (fclose(f) != 0 && st == CPOOL_OK) st = io_failure(path, "write", errno);
+    if (st != CPOOL_OK) remove(path);
+    cpool__text_free(&sn.t);
+    return st == CPOOL_OK ? st : cpool__fail_in("cpool_pool_write_snapshot", st);
+}

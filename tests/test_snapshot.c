@@ -1,0 +1,352 @@
+/* Snapshots and per-graph accounting, on every backend: every snapshot is
+ * read back with a JSON parser (json.h) and its sums checked against the
+ * stats it carries and against cpool_pool_get_stats of the same moment, in
+ * many states: empty, eager blocks on two streams (some parked in the front
+ * cache), a parameter block, graphs with scratch and outputs that share
+ * scratch, after release and trim, and while another thread allocates.
+ * cpool_graph_get_stats agrees with the snapshot's graphs. Bad input (NULL,
+ * dead handles, an unwritable path) is refused and changes nothing. */
+#include "check.h"
+#include "helpers.h"
+#include "json.h"
+
+#include <pthread.h>
+#include <unistd.h>
+
+/* A file name of this process's own. */
+static const char *snapshot_path(void) {
+    static char path[256];
+    const char *dir = getenv("TMPDIR");
+    snprintf(path, sizeof path, "%s/cpool-snapshot-%ld.json", dir && *dir ? dir : "/tmp", (long)getpid());
+    return path;
+}
+
+static uint64_t member_u64(const json *obj, const char *key) {
+    const json *v = json_get(obj, key);
+    return v && v->kind == JSON_NUMBER && v->is_integer ? v->integer : UINT64_MAX;
+}
+
+/* What a snapshot says, summed. */
+typedef struct snapshot_sums {
+    uint64_t segments, segment_bytes, live_requested, graph_bytes, free_bytes, blocks, outputs, params;
+    uint64_t graphs;
+    uint64_t streams[8]; /* distinct streams of live blocks */
+    size_t stream_count;
+} snapshot_sums;
+
+/* Checks one block's shape, adds it to the sums. */
+static void add_block(const json *b, uint64_t expect_offset, snapshot_sums *sum) {
+    const json *state = json_get(b, "state"), *graphs = json_get(b, "graphs");
+    const json *output = json_get(b, "output"), *param = json_get(b, "param");
+    uint64_t size = member_u64(b, "size"), requested = member_u64(b, "requested"), stream = member_u64(b, "stream");
+    CHECK_EQ(member_u64(b, "offset"), expect_offset);
+    CHECK(size != UINT64_MAX && size % 512 == 0 && size > 0);
+    CHECK(requested <= size);
+    CHECK(stream != UINT64_MAX);
+    REQUIRE(state && state->kind == JSON_STRING && graphs && graphs->kind == JSON_ARRAY);
+    REQUIRE(output && output->kind == JSON_BOOL && param && param->kind == JSON_BOOL);
+    for (size_t i = 0; i < graphs->count; i++) CHECK(graphs->items[i]->kind == JSON_NUMBER);
+    const char *s = state->string;
+    int live = !strcmp(s, "live") || !strcmp(s, "graph_live");
+    int graph = !strcmp(s, "graph_free") || !strcmp(s, "graph_live");
+    CHECK(live || graph || !strcmp(s, "free"));
+    if (!live) CHECK_EQ(requested, 0);
+    if (live) sum->live_requested += requested;
+    if (graph) sum->graph_bytes += size;
+    if (!live) sum->free_bytes += size;
+    if (!graph) CHECK_EQ(graphs->count, 0);
+    if (output->boolean) {
+        CHECK(live && graph);
+        sum->outputs++;
+    }
+    if (param->boolean) {
+        CHECK(live);
+        sum->params++;
+    }
+    if (live && stream) {
+        size_t k = 0;
+        while (k < sum->stream_count && sum->streams[k] != stream) k++;
+        if (k == sum->stream_count && k < 8) sum->streams[sum->stream_count++] = stream;
+    }
+    sum->blocks++;
+}
+
+/* Writes a snapshot of pool, reads it back, checks its shape and that its
+ * sums equal the stats in it, and those the stats of the moment (`stats`:
+ * taken just before, when nothing else runs; NULL when another thread
+ * allocates). Returns the tree (json_free it) and the sums, or NULL. */
+static json *checked_snapshot(cpool_pool *pool, const cpool_pool_stats *stats, snapshot_sums *sum) {
+    char error[160] = "";
+    memset(sum, 0, sizeof *sum);
+    if (!CHECK_OK(cpool_pool_write_snapshot(pool, snapshot_path()))) return NULL;
+    char *text = json_read_file(snapshot_path());
+    remove(snapshot_path());
+    if (!text) {
+        check_report_(__FILE__, __LINE__, "cannot read the snapshot back");
+        return NULL;
+    }
+    json *root = json_parse(text, error, sizeof error);
+    free(text);
+    if (!root) {
+        check_report_(__FILE__, __LINE__, "the snapshot is not JSON: %s", error);
+        return NULL;
+    }
+    const json *st = json_get(root, "stats"), *segments = json_get(root, "segments"), *graphs = json_get(root, "graphs");
+    const json *backend = json_get(root, "backend");
+    CHECK_EQ(member_u64(root, "version"), 1);
+    CHECK(backend && backend->kind == JSON_STRING && (!strcmp(backend->string, "host") || !strcmp(backend->string, "cuda")));
+    if (!st || !segments || segments->kind != JSON_ARRAY || !graphs || graphs->kind != JSON_ARRAY) {
+        check_report_(__FILE__, __LINE__, "the snapshot lacks stats, segments or graphs");
+        json_free(root);
+        return NULL;
+    }
+    static const char *const fields[] = {"struct_size",   "reserved_bytes",       "reserved_bytes_peak",
+                                         "allocated_bytes", "allocated_bytes_peak", "graph_reserved_bytes",
+                                         "alloc_count",   "free_count",           "segment_count",
+                                         "cached_bytes",  "graph_count"};
+    for (size_t i = 0; i < sizeof fields / sizeof *fields; i++) CHECK(member_u64(st, fields[i]) != UINT64_MAX);
+    for (size_t i = 0; i < segments->count; i++) {
+        const json *seg = segments->items[i], *blocks = json_get(seg, "blocks");
+        uint64_t size = member_u64(seg, "size"), offset = 0;
+        CHECK(member_u64(seg, "address") != UINT64_MAX);
+        if (!blocks || blocks->kind != JSON_ARRAY) {
+            check_report_(__FILE__, __LINE__, "segment %zu has no blocks array", i);
+            continue;
+        }
+        for (size_t k = 0; k < blocks->count; k++) {
+            add_block(blocks->items[k], offset, sum);
+            offset += member_u64(blocks->items[k], "size");
+        }
+        CHECK_EQ(offset, size); /* the blocks tile the segment */
+        sum->segments++;
+        sum->segment_bytes += size;
+    }
+    for (size_t i = 0; i < graphs->count; i++) {
+        const json *g = graphs->items[i];
+        CHECK(member_u64(g, "id") != UINT64_MAX && member_u64(g, "id") != 0);
+        CHECK(member_u64(g, "shared_write_bytes") <= member_u64(g, "write_bytes"));
+        CHECK(member_u64(g, "live_outputs") != UINT64_MAX);
+    }
+    sum->graphs = graphs->count;
+    /* Its sums are its stats. */
+    CHECK_EQ(sum->segment_bytes, member_u64(st, "reserved_bytes"));
+    CHECK_EQ(sum->segments, member_u64(st, "segment_count"));
+    CHECK_EQ(sum->live_requested, member_u64(st, "allocated_bytes"));
+    CHECK_EQ(sum->graph_bytes, member_u64(st, "graph_reserved_bytes"));
+    CHECK_EQ(sum->free_bytes, member_u64(st, "cached_bytes"));
+    CHECK_EQ(sum->graphs, member_u64(st, "graph_count"));
+    if (stats) { /* and the stats of the moment */
+        CHECK_EQ(member_u64(st, "reserved_bytes"), stats->reserved_bytes);
+        CHECK_EQ(member_u64(st, "allocated_bytes"), stats->allocated_bytes);
+        CHECK_EQ(member_u64(st, "graph_reserved_bytes"), stats->graph_reserved_bytes);
+        CHECK_EQ(member_u64(st, "cached_bytes"), stats->cached_bytes);
+        CHECK_EQ(member_u64(st, "alloc_count"), stats->alloc_count);
+        CHECK_EQ(member_u64(st, "graph_count"), stats->graph_count);
+    }
+    return root;
+}
+
+static void empty_pool(cpool_device *dev) {
+    static stream_pool f;
+    snapshot_sums sum;
+    REQUIRE(fixture_open(dev, NULL, &f));
+    cpool_pool_stats st = stats_of(f.pool);
+    json *root = checked_snapshot(f.pool, &st, &sum);
+    CHECK_EQ(sum.segments, 0);
+    CHECK_EQ(sum.graphs, 0);
+    json_free(root);
+}
+
+/* Blocks on two streams, some freed (a few parked in the front cache), a
+ * large one, and a parameter block. */
+static void eager_blocks_on_two_streams(cpool_device *dev) {
+    static stream_pool f;
+    cpool_stream *t = NULL;
+    cpool_param *param = NULL;
+    void *p[12] = {NULL};
+    snapshot_sums sum;
+    REQUIRE(fixture_open(dev, NULL, &f));
+    REQUIRE_OK(cpool_stream_create(dev, &t));
+    for (int i = 0; i < 12; i++) REQUIRE_OK(cpool_alloc(f.pool, (size_t)(1000 + 3000 * i), i % 2 ? t : f.s, &p[i]));
+    void *big = NULL;
+    REQUIRE_OK(cpool_alloc(f.pool, (size_t)5 << 20, f.s, &big));
+    for (int i = 0; i < 12; i += 3) CHECK_OK(cpool_free(f.pool, p[i], i % 2 ? t : f.s));
+    REQUIRE_OK(cpool_param_create(f.pool, 4096, &param));
+    cpool_pool_stats st = stats_of(f.pool);
+    json *root = checked_snapshot(f.pool, &st, &sum);
+    CHECK_EQ(sum.stream_count, 2); /* live blocks name both streams */
+    CHECK_EQ(sum.params, 1);
+    CHECK_EQ(sum.graphs, 0);
+    CHECK_GE(sum.segments, 2);
+    json_free(root);
+    for (int i = 0; i < 12; i++)
+        if (i % 3) CHECK_OK(cpool_free(f.pool, p[i], i % 2 ? t : f.s));
+    CHECK_OK(cpool_free(f.pool, big, f.s));
+    CHECK_OK(cpool_stream_synchronize(t));
+    cpool_stream_destroy(t);
+}
+
+/* Two graphs into one pool: each allocates scratch, frees it, and allocates
+ * an output; their scratch is shared, their outputs apart. */
+typedef struct graph_body {
+    cpool_pool *pool;
+    size_t scratch, out;
+    void *output;
+} graph_body;
+
+static cpool_status body_scratch_and_output(cpool_stream *s, void *ctx) {
+    graph_body *b = (graph_body *)ctx;
+    void *scratch = NULL;
+    cpool_status st = cpool_alloc(b->pool, b->scratch, s, &scratch);
+    if (st != CPOOL_OK) return st;
+    st = cpool_memset_async(s, scratch, 1, b->scratch);
+    if (st == CPOOL_OK) st = cpool_alloc_output(b->pool, b->out, s, &b->output);
+    if (st == CPOOL_OK) st = cpool_memcpy_async(s, b->output, scratch, b->out);
+    cpool_status freed = cpool_free(b->pool, scratch, s);
+    return st == CPOOL_OK ? freed : st;
+}
+
+static const json *graph_entry(const json *root, uint64_t id) {
+    const json *graphs = json_get(root, "graphs");
+    for (size_t i = 0; graphs && i < graphs->count; i++)
+        if (member_u64(graphs->items[i], "id") == id) return graphs->items[i];
+    return NULL;
+}
+
+/* The graph's accounting from C agrees with the snapshot's. */
+static void check_graph_stats(const json *root, cpool_graph *g, uint64_t outputs) {
+    cpool_graph_stats gs = {.struct_size = sizeof gs};
+    REQUIRE_OK(cpool_graph_get_stats(g, &gs));
+    const json *entry = graph_entry(root, cpool_graph_id(g));
+    REQUIRE(entry != NULL);
+    CHECK_EQ(gs.write_bytes, member_u64(entry, "write_bytes"));
+    CHECK_EQ(gs.shared_write_bytes, member_u64(entry, "shared_write_bytes"));
+    CHECK_EQ(gs.live_output_bytes, member_u64(entry, "live_output_bytes"));
+    CHECK_EQ(gs.live_outputs, outputs);
+    CHECK_EQ(gs.pool_count, 1);
+    CHECK_GT(gs.write_bytes, 0);
+}
+
+static void graphs_with_scratch_and_outputs(cpool_device *dev) {
+    static stream_pool f;
+    graph_body b1, b2;
+    cpool_graph *g1 = NULL, *g2 = NULL;
+    snapshot_sums sum;
+    REQUIRE(fixture_open(dev, NULL, &f));
+    b1 = (graph_body){f.pool, 256 << 10, 4096, NULL};
+    b2 = (graph_body){f.pool, 128 << 10, 8192, NULL};
+    REQUIRE_OK(cpool_capture(f.s, f.pool, CPOOL_CAPTURE_GLOBAL, body_scratch_and_output, &b1, &g1));
+    REQUIRE_OK(cpool_capture(f.s, f.pool, CPOOL_CAPTURE_GLOBAL, body_scratch_and_output, &b2, &g2));
+    CHECK_OK(cpool_graph_launch(g1, f.s));
+    CHECK_OK(cpool_graph_launch(g2, f.s));
+    CHECK_OK(cpool_stream_synchronize(f.s));
+    cpool_pool_stats st = stats_of(f.pool);
+    json *root = checked_snapshot(f.pool, &st, &sum);
+    REQUIRE(root != NULL);
+    CHECK_EQ(sum.graphs, 2);
+    CHECK_EQ(sum.outputs, 2);
+    check_graph_stats(root, g1, 1);
+    check_graph_stats(root, g2, 1);
+    /* g2's scratch went where g1's was: both write it. */
+    cpool_graph_stats s2 = {.struct_size = sizeof s2};
+    CHECK_OK(cpool_graph_get_stats(g2, &s2));
+    CHECK_GT(s2.shared_write_bytes, 0);
+    json_free(root);
+    /* Released graphs leave; their outputs stay live until freed. */
+    cpool_graph_release(g1);
+    cpool_graph_release(g2);
+    CHECK(wait_graph_count(f.pool, 0, WAIT_TIMEOUT_MS));
+    st = stats_of(f.pool);
+    root = checked_snapshot(f.pool, &st, &sum);
+    CHECK_EQ(sum.graphs, 0);
+    json_free(root);
+    CHECK_OK(cpool_free(f.pool, b1.output, f.s));
+    CHECK_OK(cpool_free(f.pool, b2.output, f.s));
+    CHECK_OK(cpool_pool_trim(f.pool));
+    st = stats_of(f.pool);
+    root = checked_snapshot(f.pool, &st, &sum);
+    CHECK_EQ(sum.segments, st.segment_count);
+    CHECK_EQ(sum.live_requested, 0);
+    json_free(root);
+}
+
+/* While another thread allocates and frees, every snapshot is one moment:
+ * its sums are its own stats. */
+typedef struct churn {
+    cpool_pool *pool;
+    cpool_stream *s;
+    int stop;
+} churn;
+
+static void *churn_main(void *arg) {
+    churn *c = (churn *)arg;
+    void *p[16] = {NULL};
+    for (unsigned i = 0; !aload(&c->stop); i++) {
+        unsigned k = i % 16;
+        if (p[k]) {
+            cpool_free(c->pool, p[k], c->s);
+            p[k] = NULL;
+        } else {
+            cpool_alloc(c->pool, 512 + (i * 7919u) % (3 << 20), c->s, &p[k]);
+        }
+    }
+    for (unsigned k = 0; k < 16; k++)
+        if (p[k]) cpool_free(c->pool, p[k], c->s);
+    return NULL;
+}
+
+static void consistent_under_concurrent_allocation(cpool_device *dev) {
+    static stream_pool f;
+    static churn c;
+    pthread_t th;
+    snapshot_sums sum;
+    REQUIRE(fixture_open(dev, NULL, &f));
+    c = (churn){f.pool, f.s, 0};
+    REQUIRE(pthread_create(&th, NULL, churn_main, &c) == 0);
+    for (int i = 0; i < 40; i++) json_free(checked_snapshot(f.pool, NULL, &sum));
+    astore(&c.stop, 1);
+    pthread_join(th, NULL);
+    CHECK_OK(cpool_stream_synchronize(f.s));
+}
+
+static void bad_input_refused(cpool_device *dev) {
+    static stream_pool f;
+    cpool_pool *dead = NULL;
+    cpool_graph_stats gs = {.struct_size = sizeof gs};
+    REQUIRE(fixture_open(dev, NULL, &f));
+    void *p = NULL;
+    REQUIRE_OK(cpool_alloc(f.pool, 4096, f.s, &p));
+    cpool_pool_stats before = stats_of(f.pool);
+    CHECK_STATUS(cpool_pool_write_snapshot(NULL, snapshot_path()), CPOOL_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(cpool_pool_write_snapshot(f.pool, NULL), CPOOL_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(cpool_pool_write_snapshot(f.pool, "/nonexistent-dir/cpool/snapshot.json"), CPOOL_ERR_IO);
+    CHECK(strstr(cpool_last_error(), "/nonexistent-dir/cpool/snapshot.json") != NULL);
+    CHECK_STATUS(cpool_pool_write_snapshot(f.pool, "/"), CPOOL_ERR_IO); /* a directory */
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &dead));
+    cpool_pool_release(dead);
+    CHECK_STATUS(cpool_pool_write_snapshot(dead, snapshot_path()), CPOOL_ERR_INVALID_ARGUMENT);
+    CHECK(access(snapshot_path(), F_OK) != 0); /* nothing written */
+    cpool_pool_stats after = stats_of(f.pool);
+    CHECK(memcmp(&before, &after, sizeof before) == 0);
+    CHECK_STATUS(cpool_graph_get_stats(NULL, &gs), CPOOL_ERR_INVALID_ARGUMENT);
+    CHECK_OK(cpool_free(f.pool, p, f.s));
+    graph_body b = {f.pool, 4096, 512, NULL};
+    cpool_graph *g = NULL;
+    REQUIRE_OK(cpool_capture(f.s, f.pool, CPOOL_CAPTURE_GLOBAL, body_scratch_and_output, &b, &g));
+    CHECK_STATUS(cpool_graph_get_stats(g, NULL), CPOOL_ERR_INVALID_ARGUMENT);
+    gs.struct_size = sizeof(size_t);
+    CHECK_STATUS(cpool_graph_get_stats(g, &gs), CPOOL_ERR_INVALID_ARGUMENT);
+    cpool_graph_release(g);
+    gs.struct_size = sizeof gs;
+    CHECK_STATUS(cpool_graph_get_stats(g, &gs), CPOOL_ERR_INVALID_ARGUMENT); /* dead */
+    CHECK_OK(cpool_free(f.pool, b.output, f.s));
+}
+
+static const check_case cases[] = {
+    CHECK_CASE(empty_pool),
+    CHECK_CASE(eager_blocks_on_two_streams),
+    CHECK_CASE(graphs_with_scratch_and_outputs),
+    CHECK_CASE(consistent_under_concurrent_allocation),
+    CHECK_CASE(bad_input_refused),
+};
+CHECK_MAIN(cases, CHECK_ON_ALL)
