@@ -14,11 +14,14 @@ visualizer reads:
    "device_traces": [[]]}
 
 Mapping: live and graph_live blocks are "active_allocated", free and
-graph_free ones "inactive"; a segment that holds graph memory (any
-graph_free or graph_live block) is put in pool (1, 0), the others in (0, 0),
-so that the visualizer shows graph memory as a pool of its own, as PyTorch
-does for a CUDA graph's private pool. Segments of at most 2 MiB are "small"
-(PyTorch's small-pool segment size), larger ones "large". There are no
+graph_free ones "inactive". Graph memory (graph_free and graph_live blocks)
+goes in pool (1, 0), the rest in (0, 0), so that the visualizer shows it as
+a pool of its own, as PyTorch does for a CUDA graph's private pool. A
+PyTorch segment belongs to one pool, while a capturepool segment may hold
+both kinds of blocks: such a segment becomes one PyTorch segment per run of
+consecutive blocks of one kind, each at the address of its first block.
+Segments of at most 2 MiB are "small" (PyTorch's small-pool segment size),
+larger ones "large", by the capturepool segment's size. There are no
 stack frames and no trace of events: the visualizer's allocator state views
 show the segments and blocks, its timelines stay empty. Everything is on
 device 0. The snapshot's sums are checked first (snapshot_check.py), one
@@ -38,42 +41,56 @@ EAGER_POOL, GRAPH_POOL = (0, 0), (1, 0)
 
 
 def segment_stream(seg):
-    """The stream a segment was last used on: PyTorch gives each segment the
-    one it was allocated for; the snapshot has one per block, 0 for none."""
+    """The stream of a segment's first block that names one: PyTorch gives
+    each segment the stream it was allocated for; the snapshot has one per
+    block, the one it was last used on (0: none)."""
     for b in seg["blocks"]:
         if b.get("stream"):
             return b["stream"]
     return 0
 
 
+def runs(blocks):
+    """The blocks cut into runs of consecutive graph or non-graph blocks."""
+    out = []
+    for b in blocks:
+        graph = b.get("state") in GRAPH
+        if out and out[-1][0] == graph:
+            out[-1][1].append(b)
+        else:
+            out.append((graph, [b]))
+    return out
+
+
 def convert(snap):
     segments = []
     for seg in sorted(snap["segments"], key=lambda s: s["address"]):
-        blocks = []
-        for b in seg["blocks"]:
-            active = b.get("state") in ACTIVE
-            blocks.append({
-                "address": seg["address"] + b["offset"],
-                "size": b["size"],
-                "requested_size": b["requested"] if active else 0,
-                "state": "active_allocated" if active else "inactive",
+        for graph, run in runs(seg["blocks"]):
+            blocks = []
+            for b in run:
+                active = b.get("state") in ACTIVE
+                blocks.append({
+                    "address": seg["address"] + b["offset"],
+                    "size": b["size"],
+                    "requested_size": b["requested"] if active else 0,
+                    "state": "active_allocated" if active else "inactive",
+                    "frames": [],
+                })
+            allocated = sum(b["size"] for b in blocks if b["state"] == "active_allocated")
+            segments.append({
+                "device": 0,
+                "address": blocks[0]["address"],
+                "total_size": sum(b["size"] for b in blocks),
+                "allocated_size": allocated,
+                "active_size": allocated,  # no block is pending a free
+                "requested_size": sum(b["requested_size"] for b in blocks),
+                "stream": segment_stream({"blocks": run}),
+                "segment_type": "small" if seg["size"] <= SMALL_SEGMENT else "large",
+                "segment_pool_id": GRAPH_POOL if graph else EAGER_POOL,
+                "is_expandable": False,
                 "frames": [],
+                "blocks": blocks,
             })
-        allocated = sum(b["size"] for b in blocks if b["state"] == "active_allocated")
-        segments.append({
-            "device": 0,
-            "address": seg["address"],
-            "total_size": seg["size"],
-            "allocated_size": allocated,
-            "active_size": allocated,  # no block is pending a free
-            "requested_size": sum(b["requested_size"] for b in blocks),
-            "stream": segment_stream(seg),
-            "segment_type": "small" if seg["size"] <= SMALL_SEGMENT else "large",
-            "segment_pool_id": GRAPH_POOL if any(b.get("state") in GRAPH for b in seg["blocks"]) else EAGER_POOL,
-            "is_expandable": False,
-            "frames": [],
-            "blocks": blocks,
-        })
     return {"segments": segments, "device_traces": [[]]}
 
 
@@ -93,8 +110,8 @@ def main():
     with open(out, "wb") as f:
         pickle.dump(torch_snap, f, protocol=4)
     graph_segs = sum(s["segment_pool_id"] == GRAPH_POOL for s in torch_snap["segments"])
-    print(f"snapshot_to_torch: wrote {out}: {len(torch_snap['segments'])} segments "
-          f"({graph_segs} of graph memory, pool {GRAPH_POOL})")
+    print(f"snapshot_to_torch: wrote {out}: {len(torch_snap['segments'])} PyTorch segments from "
+          f"{len(snap['segments'])}, {graph_segs} of them graph memory (pool {GRAPH_POOL})")
 
 
 if __name__ == "__main__":
