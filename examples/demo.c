@@ -21,7 +21,11 @@
  * cpool_stream_native(s) (demo_kernels.cu); on the host backend they are
  * host functions enqueued with cpool_launch_host.
  *
- * Usage: demo [--quick] [--n ELEMENTS] [--steps K] [--repeats R]
+ * With --snapshot PATH it writes a snapshot of the pool to PATH
+ * (cpool_pool_write_snapshot) after the replays, while the graph still holds
+ * the pool; scripts/snapshot_plot.py draws it.
+ *
+ * Usage: demo [--quick] [--n ELEMENTS] [--steps K] [--repeats R] [--snapshot PATH]
  * Defaults: n = 16384, K = 500 on CUDA and 100 on the host backend, R = 7.
  * Exit status: 0 if the graph's results match the eager ones, 1 otherwise.
  */
@@ -255,7 +259,8 @@ static void print_stats(const char *when, const cpool_pool *pool)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: demo [--quick] [--n ELEMENTS] [--steps K] [--repeats R]\n");
+    fprintf(stderr, "usage: demo [--quick] [--n ELEMENTS] [--steps K] [--repeats R] [--snapshot PATH]\n"
+                    "  --snapshot PATH  write a JSON snapshot of the pool after the replays\n");
     exit(2);
 }
 
@@ -274,6 +279,7 @@ int main(int argc, char **argv)
 {
     size_t n = 16384;
     int steps = 0, repeats = 7; /* steps 0: the backend's default */
+    const char *snapshot_path = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) {
             n = 4096;
@@ -285,6 +291,8 @@ int main(int argc, char **argv)
             steps = (int)parse_positive(argv[++i]);
         } else if (strcmp(argv[i], "--repeats") == 0 && i + 1 < argc) {
             repeats = (int)parse_positive(argv[++i]);
+        } else if (strcmp(argv[i], "--snapshot") == 0 && i + 1 < argc) {
+            snapshot_path = argv[++i];
         } else {
             usage();
         }
@@ -361,6 +369,11 @@ int main(int argc, char **argv)
         CHECK(cpool_graph_launch(graph, d.s));
     read_state(&d, got_x, &got_loss);
     print_stats("after the replays:", d.pool);
+    if (snapshot_path) {
+        /* The graph still holds the pool: its memory is in the picture. */
+        CHECK(cpool_pool_write_snapshot(d.pool, snapshot_path));
+        printf("pool snapshot written to %s\n", snapshot_path);
+    }
 
     int mismatch = 0;
     size_t first_bad = 0;
