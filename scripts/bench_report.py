@@ -108,6 +108,23 @@ def main():
     md += ["## Multi-stream graph memory: graph-reserved MiB after one capture", "",
            table(["streams", "allocs", "peak live MiB", "ours MiB", "PyTorch MiB", "ours/PyTorch"], rows), ""]
 
+    # Stats and snapshots: what looking at a pool costs (snapshot_bench).
+    sn = csv_rows(out, "snapshot")
+    sp = csv_rows(out, "snapshotpair")
+    md += ["## Stats and snapshots (ns; medians)", "",
+           table(["backend", "pool_get_stats ns (target well under 1000)", "graph_get_stats ns", "snapshot blocks",
+                  "ns per block (target at most 200)", "snapshot ms", "file MiB"],
+                 [[r[0], f"{float(r[1]):.1f}", f"{float(r[2]):.1f}", r[3], f"{float(r[4]):.1f}",
+                   f"{float(r[5]):.2f}", f"{float(r[6]):.2f}"] for r in sn]), ""]
+    md += ["Cached alloc+free pair on the snapshotted pool, alone and while another thread writes snapshots "
+           "(ns; medians of windows; ratio: median of side-by-side windows):", "",
+           table(["backend", "bytes", "alone", "with snapshots", "ratio", "longest alone us", "longest during us",
+                  "snapshots"],
+                 [[r[0], r[1], f"{float(r[2]):.1f}", f"{float(r[3]):.1f}", f"{float(r[4]):.2f}x",
+                   f"{float(r[5]):.1f}", f"{float(r[6]):.1f}", r[7]] for r in sp]), ""]
+    if not sn or not sp:
+        md += ["(snapshot_bench gave no figures for some rows: see snapshot-bench.log)", ""]
+
     tr = [r[1:] for r in csv_rows(out, "trace") if r[0] == "cuda"]
     md += ["## Real-model traces: peak reserved", "",
            table(["trace", "events", "ours MiB", "PyTorch MiB", "ours/PyTorch", "peak in use MiB", "ns/op"],

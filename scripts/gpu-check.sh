@@ -96,6 +96,8 @@ step event-bench build-gpu/rel/bench/event_bench
 # PyTorch's side runs also when capturepool's fails, so that its log has both.
 step multistream-memory bash -c 'build-gpu/rel/bench/multistream_memory_bench; rc=$?
     python3 bench/multistream_memory_torch.py && exit $rc'
+# The snapshot file (about 11 MiB) goes to /tmp, not into OUTDIR.
+step snapshot-bench build-gpu/rel/bench/snapshot_bench 100000 /tmp/capturepool_snapshot_bench.json
 if [[ ! -s bench/traces/resnet50_train.trace || ${CPOOL_RECORD_TRACES:-0} == 1 ]]; then
     step record-traces python3 bench/traces/record_traces.py "$out/traces"
     trace_dir=$out/traces
