@@ -112,8 +112,8 @@ static __attribute__((noinline)) cpool_status record_in_capture(cpool_event *e, 
 }
 
 cpool_status cpool_event_record(cpool_event *e_handle, cpool_stream *s_handle) {
-    cpool_event *e;
-    cpool_stream *s;
+    cpool_event *e = NULL;
+    cpool_stream *s = NULL; /* set when st is CPOOL_OK (gcc cannot tell) */
     cpool_status st = event_and_stream("cpool_event_record", e_handle, s_handle, &e, &s);
     if (st != CPOOL_OK) return st;
     if (cpool__stream_capture(s)) return record_in_capture(e, s, s_handle);
@@ -164,8 +164,8 @@ static __attribute__((noinline)) cpool_status wait_in_capture(cpool_stream *s, c
 }
 
 cpool_status cpool_stream_wait_event(cpool_stream *s_handle, cpool_event *e_handle) {
-    cpool_event *e;
-    cpool_stream *s;
+    cpool_event *e = NULL;
+    cpool_stream *s = NULL; /* set when st is CPOOL_OK (gcc cannot tell) */
     cpool_status st = event_and_stream("cpool_stream_wait_event", e_handle, s_handle, &e, &s);
     if (st != CPOOL_OK) return st;
     uint64_t capture_id = atomic_load_explicit(&e->capture_id, memory_order_acquire);

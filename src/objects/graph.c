@@ -126,8 +126,8 @@ static inline __attribute__((always_inline)) cpool_status launch_begin(const cha
 }
 
 cpool_status cpool_graph_launch(cpool_graph *g_handle, cpool_stream *s_handle) {
-    cpool_graph *g;
-    cpool_stream *s;
+    cpool_graph *g = NULL;
+    cpool_stream *s = NULL; /* set when st is CPOOL_OK (gcc cannot tell) */
     cpool_status st = launch_begin("cpool_graph_launch", g_handle, s_handle, &g, &s);
     if (st != CPOOL_OK) return st;
     /* A host callback it launches may release the graph's last reference
@@ -143,8 +143,8 @@ cpool_status cpool_graph_launch(cpool_graph *g_handle, cpool_stream *s_handle) {
 }
 
 cpool_status cpool_graph_upload(cpool_graph *g_handle, cpool_stream *s_handle) {
-    cpool_graph *g;
-    cpool_stream *s;
+    cpool_graph *g = NULL;
+    cpool_stream *s = NULL; /* set when st is CPOOL_OK (gcc cannot tell) */
     cpool_status st = launch_begin("cpool_graph_upload", g_handle, s_handle, &g, &s);
     if (st != CPOOL_OK) return st;
     st = g->dev->be->graph_upload(g->impl, s->impl);
