@@ -465,10 +465,13 @@ cpool_status cpool__fail_not_live(const void *ptr) {
     return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%p was not handed out by this pool, or is already freed", ptr);
 }
 
-/* The one clock of free sequence numbers (alloc.h). */
-static _Atomic uint64_t free_clock;
+/* The one clock of free sequence numbers (alloc.h). A free only reads it,
+ * so the free path takes no locked instruction for it; whoever needs to
+ * tell the frees before a point from those after (a fence, an event's
+ * record, a trim) moves it on. */
+static _Atomic uint64_t free_clock = 1;
 
-uint64_t cpool__allocator_clock(void) { return atomic_load(&free_clock); }
+uint64_t cpool__allocator_clock(void) { return atomic_fetch_add(&free_clock, 1); }
 
 cpool_status cpool__allocator_free(cpool__allocator *a, void *ptr, uint64_t stream, bool graph, uint64_t branch,
                                    size_t *requested) {
@@ -498,7 +501,7 @@ cpool_status cpool__allocator_free(cpool__allocator *a, void *ptr, uint64_t stre
      * back to the set it was placed in. */
     if (graph) b->apart = false;
     b->output = false;
-    b->free_seq = a->next_free_seq = atomic_fetch_add(&free_clock, 1) + 1;
+    b->free_seq = atomic_load_explicit(&free_clock, memory_order_relaxed);
     if (b->stream) a->restricted_blocks++;
     release_block(a, b);
     return CPOOL_OK;
@@ -544,7 +547,6 @@ bool cpool__allocator_live_block(const cpool__allocator *a, const void *ptr, cpo
     return true;
 }
 
-uint64_t cpool__allocator_free_seq(const cpool__allocator *a) { return a->next_free_seq; }
 
 size_t cpool__allocator_restricted_streams(const cpool__allocator *a, uint64_t *streams, uint64_t *seqs, size_t cap) {
     size_t n = 0;

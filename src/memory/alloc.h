@@ -67,7 +67,6 @@ typedef struct cpool__allocator {
     cpool__block **map;
     size_t map_cap, map_count;
     cpool__block *spare_blocks; /* recycled block records */
-    uint64_t next_free_seq;
     uint64_t next_serial; /* numbers every allocation */
     size_t restricted_blocks; /* free blocks reusable by one stream only */
     uint64_t max_reserved;    /* 0: unbounded */
@@ -174,11 +173,10 @@ typedef struct cpool__walker {
 /* Every segment, then its blocks. */
 void cpool__allocator_walk(const cpool__allocator *a, const cpool__walker *w);
 
-/* The free sequence number of the last free (fences cover up to it). Free
- * sequence numbers come from one clock for every allocator, so that a mark
- * in a multi-stream capture orders frees in all its pools. */
-uint64_t cpool__allocator_free_seq(const cpool__allocator *a);
-/* The clock's reading now: every free from now on has a larger number. */
+/* A mark in the free clock: every free before the call has a sequence
+ * number at most the value returned, every free after it a larger one.
+ * Free sequence numbers come from one clock for every allocator, so that a
+ * mark (a fence, an event's record) orders frees in all pools. */
 uint64_t cpool__allocator_clock(void);
 /* Free blocks tagged branch `from` and freed with sequence <= upto take tag
  * `to` (another branch, or 0: free for any graph). */

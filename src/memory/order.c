@@ -287,6 +287,8 @@ static bool fence_room(cpool__fences *f) {
 void cpool__fences_add(cpool__fences *f, cpool__order *o, cpool__allocator *a, cpool__order_stream *capturing) {
     enum { MAX_STREAMS = 64 };
     uint64_t streams[MAX_STREAMS], seqs[MAX_STREAMS];
+    /* Frees from now on are numbered after every block a fence here covers. */
+    (void)cpool__allocator_clock();
     size_t n = cpool__allocator_restricted_streams(a, streams, seqs, MAX_STREAMS);
     for (size_t i = 0; i < n; i++) {
         bool covered = false;

@@ -710,7 +710,7 @@ cpool_status cpool_pool_trim(cpool_pool *handle) {
      * finished with once it returns. */
     cpool__mutex_lock(&pool->mu);
     cpool__front_flush(&pool->front, &pool->alloc);
-    uint64_t upto = cpool__allocator_free_seq(&pool->alloc);
+    uint64_t upto = cpool__allocator_clock();
     uint64_t holders = atomic_load(&pool->holders);
     cpool__mutex_unlock(&pool->mu);
     cpool_status st = cpool__device_quiesce(pool->dev);
