@@ -29,6 +29,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+
+#include "../tests/json.h" /* reads snapshots back */
 
 #include "capturepool.h"
 #include "model.h"
@@ -637,11 +640,66 @@ void op_trim(rd *r) {
     do_trim(pi, "cpool_pool_trim");
 }
 
+static uint64_t json_u64(const json *obj, const char *key) {
+    const json *v = json_get(obj, key);
+    return v && v->kind == JSON_NUMBER && v->is_integer ? v->integer : UINT64_MAX;
+}
+
+/* A snapshot of pool pi, read back: one JSON object whose sums are its own
+ * stats (callbacks on other threads may change the pool meanwhile, so not
+ * the stats of another moment); and every live graph's accounting. */
+static void check_snapshot(int pi) {
+    char path[128], error[160] = "";
+    snprintf(path, sizeof path, "/tmp/capturepool-fuzz-%ld.json", (long)getpid());
+    EXPECT_OK(cpool_pool_write_snapshot(P[pi].p, path));
+    char *text = json_read_file(path);
+    remove(path);
+    if (!text) fail("cannot read a snapshot back");
+    json *root = json_parse(text, error, sizeof error);
+    free(text);
+    if (!root) fail("a snapshot is not JSON: %s", error);
+    const json *st = json_get(root, "stats"), *segs = json_get(root, "segments");
+    if (!st || !segs || segs->kind != JSON_ARRAY) fail("a snapshot lacks stats or segments");
+    uint64_t reserved = 0, live = 0, graph = 0, cached = 0;
+    for (size_t i = 0; i < segs->count; i++) {
+        const json *blocks = json_get(segs->items[i], "blocks");
+        uint64_t tiled = 0;
+        for (size_t k = 0; blocks && k < blocks->count; k++) {
+            const json *blk = blocks->items[k], *state = json_get(blk, "state");
+            uint64_t size = json_u64(blk, "size");
+            if (!state || state->kind != JSON_STRING) fail("a snapshot block has no state");
+            bool is_live = !strcmp(state->string, "live") || !strcmp(state->string, "graph_live");
+            if (is_live) live += json_u64(blk, "requested");
+            else cached += size;
+            if (!strncmp(state->string, "graph_", 6)) graph += size;
+            tiled += size;
+        }
+        if (tiled != json_u64(segs->items[i], "size")) fail("a snapshot segment's blocks do not tile it");
+        reserved += tiled;
+    }
+    if (reserved != json_u64(st, "reserved_bytes") || live != json_u64(st, "allocated_bytes") ||
+        graph != json_u64(st, "graph_reserved_bytes") || cached != json_u64(st, "cached_bytes"))
+        fail("pool #%u: a snapshot's sums (reserved %llu, allocated %llu, graph %llu, cached %llu) are not its stats",
+             P[pi].uid, (unsigned long long)reserved, (unsigned long long)live, (unsigned long long)graph,
+             (unsigned long long)cached);
+    json_free(root);
+    for (int gi = 0; gi < NGRAPH; gi++) {
+        if (!G[gi].g) continue;
+        cpool_graph_stats gs = {.struct_size = sizeof gs};
+        EXPECT_OK(cpool_graph_get_stats(G[gi].g, &gs));
+        if (gs.shared_write_bytes > gs.write_bytes) fail("a graph shares more than it writes");
+    }
+}
+
 void op_stats(rd *r) {
     uint8_t b = u8(r), v = u8(r);
     int pi = pick_pool(b);
     if (pi < 0) return;
     TRACE("stats #%u variant %d\n", P[pi].uid, v % 4);
+    if (v & 0x80) {
+        TRACE("snapshot #%u\n", P[pi].uid);
+        check_snapshot(pi);
+    }
     cpool_pool_stats full = stats_of(pi);
     unsigned char buf[sizeof(cpool_pool_stats) + 32];
     memset(buf, 0xA5, sizeof buf);
