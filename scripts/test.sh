@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds capturepool with warnings as errors, the allocator's internal
 # checks and the fault injection hooks (in build-test/), then runs the whole
-# test suite with ctest (the fault sweep included).
+# test suite with ctest (the fault sweep included), and lists the tests that
+# skipped with the reason each printed (its "SKIPPED: " line).
 # Extra arguments go to the CMake configure step; CPOOL_BUILD_DIR picks another
 # build directory (e.g. for a sanitizer build). Safe to run again.
 set -euo pipefail
@@ -24,4 +25,16 @@ fi
 cmake "${configure_args[@]}" "$@"
 cmake --build "$build_dir" -j "$jobs"
 cd "$build_dir"
-ctest --output-on-failure
+status=0
+ctest --output-on-failure || status=$?
+# ctest shows a skipped test's output nowhere but in its log.
+log=Testing/Temporary/LastTest.log
+if [[ -f $log ]]; then
+    skips=$(awk '/^[0-9]+\/[0-9]+ Test: /{name = $3}
+                 /^SKIPPED: /{sub(/^SKIPPED: /, ""); print "  " name ": " $0}' "$log")
+    if [[ -n $skips ]]; then
+        echo "Skipped tests and why:"
+        echo "$skips"
+    fi
+fi
+exit "$status"

@@ -14,7 +14,8 @@
  *
  * The last line of every binary is exactly "N passed, N failed" (cases times
  * backends); the exit status is 1 on any failure, 77 (ctest's SKIP_RETURN_CODE)
- * when every case was skipped, 0 otherwise.
+ * when every case was skipped, 0 otherwise. Before exiting 77 it prints one
+ * line "SKIPPED: <why>", which scripts/test.sh collects from ctest's log.
  *
  * The header is valid C11 and C++ (test_kernels.cu includes it), and its
  * counters are updated atomically so that checks may run on worker threads.
@@ -234,6 +235,8 @@ static inline int check_run_(int argc, char **argv, const check_case *cases, siz
             fflush(stdout);
         }
     }
+    if (!failed && passed == 0 && skipped > 0)
+        printf("SKIPPED: all %d case(s) need the CUDA backend, and no GPU is usable (%s)\n", skipped, cuda_reason);
     printf("%d passed, %d failed\n", passed, failed);
     fflush(stdout);
     if (failed) return 1;

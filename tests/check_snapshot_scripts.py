@@ -217,7 +217,7 @@ def main():
     try:
         import matplotlib  # noqa: F401
     except ImportError as e:
-        print(f"SKIP: matplotlib cannot be imported by {sys.executable} ({e}); "
+        print(f"SKIPPED: matplotlib cannot be imported by {sys.executable} ({e}); "
               "python3 -m pip install --user matplotlib")
         sys.exit(77)
     if sys.argv[1] == "fixture":

@@ -65,7 +65,7 @@ install_find_package)
 
 install_pkg_config)
     if ! command -v pkg-config >/dev/null 2>&1; then
-        echo "SKIP: pkg-config is not installed"
+        echo "SKIPPED: pkg-config is not installed"
         exit 77
     fi
     rm -rf "$work"
