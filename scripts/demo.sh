@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds capturepool (Release, in build/) and runs the demo. Arguments are
-# passed to the demo (e.g. --quick, --n 65536). Safe to run again.
+# passed to the demo (e.g. --quick, --n 65536). Safe to run again. It builds
+# the installed libraries too, so that `cmake --install build` works after it.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -18,5 +19,5 @@ if [[ ! -f $build_dir/CMakeCache.txt ]]; then
 fi
 
 cmake "${configure_args[@]}"
-cmake --build "$build_dir" --target demo -j "$jobs"
+cmake --build "$build_dir" --target demo capturepool capturepool_static -j "$jobs"
 "$build_dir/examples/demo" "$@"
