@@ -52,12 +52,32 @@ extern "C" {
 #pragma GCC visibility push(default)
 #endif
 
+/* The version of this header, in semantic versioning: a new minor version
+ * adds API and keeps the ABI of the same major version (structs grow only at
+ * the end and carry struct_size, statuses are never renumbered, functions are
+ * never removed); a new patch version changes no API. Major version 0 keeps
+ * these rules too (README, "Versions"). */
 #define CPOOL_VERSION_MAJOR 0
-#define CPOOL_VERSION_MINOR 1
+#define CPOOL_VERSION_MINOR 2
 #define CPOOL_VERSION_PATCH 0
+
+/* The header's version as one number, MAJOR * 10000 + MINOR * 100 + PATCH
+ * (0.2.0 is 200), so versions compare with < and >. */
+#define CPOOL_VERSION_NUMBER (CPOOL_VERSION_MAJOR * 10000 + CPOOL_VERSION_MINOR * 100 + CPOOL_VERSION_PATCH)
+
+/* Whether this header is version major.minor.patch or later, at compile time:
+ * #if CPOOL_VERSION_AT_LEAST(0, 2, 0) guards code that uses what 0.2.0 added.
+ * Minor and patch below 100. */
+#define CPOOL_VERSION_AT_LEAST(major, minor, patch)                                                          \
+    (CPOOL_VERSION_NUMBER >= ((major) * 10000 + (minor) * 100 + (patch)))
 
 /* "MAJOR.MINOR.PATCH" of the library actually linked (static text). */
 const char *cpool_version_string(void);
+
+/* CPOOL_VERSION_NUMBER of the library actually linked, which may be newer
+ * than the header a program was compiled with: compare it with the header's
+ * CPOOL_VERSION_NUMBER at run time. Never fails. */
+unsigned cpool_version(void);
 
 /* ------------------------------------------------------------------------ */
 /* Errors                                                                    */

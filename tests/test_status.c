@@ -64,6 +64,37 @@ static void version_string_matches_macros(cpool_device *dev) {
     CHECK_GE(CPOOL_VERSION_PATCH, 0);
 }
 
+/* The numeric version, at run time and at compile time. */
+static void version_number_and_at_least(cpool_device *dev) {
+    (void)dev;
+    CHECK_EQ(CPOOL_VERSION_NUMBER, CPOOL_VERSION_MAJOR * 10000 + CPOOL_VERSION_MINOR * 100 + CPOOL_VERSION_PATCH);
+    CHECK_EQ(cpool_version(), CPOOL_VERSION_NUMBER);
+    CHECK_LT(CPOOL_VERSION_MINOR, 100);
+    CHECK_LT(CPOOL_VERSION_PATCH, 100);
+    /* This version and every earlier one. */
+    CHECK(CPOOL_VERSION_AT_LEAST(CPOOL_VERSION_MAJOR, CPOOL_VERSION_MINOR, CPOOL_VERSION_PATCH));
+    CHECK(CPOOL_VERSION_AT_LEAST(0, 0, 0));
+    CHECK(CPOOL_VERSION_AT_LEAST(0, 1, 0));
+    CHECK(CPOOL_VERSION_AT_LEAST(0, 2, 0));
+    CHECK(CPOOL_VERSION_AT_LEAST(CPOOL_VERSION_MAJOR, CPOOL_VERSION_MINOR, 0));
+    /* No later one: the next patch, minor and major. */
+    CHECK(!CPOOL_VERSION_AT_LEAST(CPOOL_VERSION_MAJOR, CPOOL_VERSION_MINOR, CPOOL_VERSION_PATCH + 1));
+    CHECK(!CPOOL_VERSION_AT_LEAST(CPOOL_VERSION_MAJOR, CPOOL_VERSION_MINOR + 1, 0));
+    CHECK(!CPOOL_VERSION_AT_LEAST(CPOOL_VERSION_MAJOR + 1, 0, 0));
+    /* An earlier minor is earlier whatever its patch. */
+    CHECK(CPOOL_VERSION_AT_LEAST(0, 1, 99));
+    /* Usable in #if, where it is meant to be used. */
+#if CPOOL_VERSION_AT_LEAST(0, 2, 0)
+    int guarded = 1;
+#else
+    int guarded = 0;
+#endif
+#if CPOOL_VERSION_AT_LEAST(CPOOL_VERSION_MAJOR + 1, 0, 0)
+    guarded = 0;
+#endif
+    CHECK_EQ(guarded, 1);
+}
+
 /* ---- cpool_last_error ---------------------------------------------------------- */
 
 typedef struct last_error_probe {
@@ -141,6 +172,7 @@ static const check_case cases[] = {
     CHECK_CASE(status_values_are_fixed),
     CHECK_CASE(status_strings_never_null),
     CHECK_CASE(version_string_matches_macros),
+    CHECK_CASE(version_number_and_at_least),
     CHECK_CASE(last_error_empty_on_fresh_thread),
     CHECK_CASE(last_error_is_per_thread_and_sticky),
     CHECK_CASE(last_error_set_by_each_failure),
