@@ -17,6 +17,9 @@ static void status_values_are_fixed(cpool_device *dev) {
     CHECK_EQ(CPOOL_ERR_NO_DEVICE, 8);
     CHECK_EQ(CPOOL_ERR_BACKEND, 9);
     CHECK_EQ(CPOOL_ERR_UNSUPPORTED, 10);
+    CHECK_EQ(CPOOL_ERR_NOT_READY, 11);
+    CHECK_EQ(CPOOL_ERR_OUTPUT_LIVE, 12);
+    CHECK_EQ(CPOOL_ERR_IO, 13);
     CHECK_EQ(CPOOL_BACKEND_AUTO, 0);
     CHECK_EQ(CPOOL_BACKEND_CUDA, 1);
     CHECK_EQ(CPOOL_BACKEND_HOST, 2);
@@ -31,9 +34,9 @@ static void status_values_are_fixed(cpool_device *dev) {
 /* Every status has its own non-empty text; any other value still gets one. */
 static void status_strings_never_null(cpool_device *dev) {
     int i, j;
-    const int out_of_range[] = {11, 12, 100, 1 << 20, -1, -100};
+    const int out_of_range[] = {14, 15, 100, 1 << 20, -1, -100};
     (void)dev;
-    for (i = CPOOL_OK; i <= CPOOL_ERR_UNSUPPORTED; i++) {
+    for (i = CPOOL_OK; i <= CPOOL_ERR_IO; i++) {
         const char *s = cpool_status_string((cpool_status)i);
         CHECK(s != NULL);
         if (!s) continue;
