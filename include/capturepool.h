@@ -31,7 +31,22 @@
  *   CUDA there (a last release, a stream destroy) is handed to a thread of
  *   the library (see cpool_pool_release).
  * - A successful call leaves cpool_last_error() as it was.
- * - The stream argument comes last on every stream-ordered call.
+ * - Argument order. The object a call acts on comes first: the one its
+ *   name says (cpool_pool_*, cpool_graph_*, cpool_event_*, cpool_param_*:
+ *   that object; cpool_stream_*: the stream, so cpool_stream_wait_event
+ *   takes (stream, event)), the pool for cpool_alloc, cpool_alloc_output and
+ *   cpool_free, and the stream for the calls that enqueue on or capture a
+ *   stream and name no other object (cpool_launch_host, cpool_memcpy_async,
+ *   cpool_memset_async, cpool_capture_*, cpool_capture, cpool_graphed_call).
+ *   A create (cpool_*_create, cpool_stream_wrap) takes instead what it is
+ *   made on first: a device, or the pool for cpool_param_create. Then come the call's values (sizes, pointers,
+ *   modes, options), then a stream that is not the object
+ *   (cpool_free(pool, ptr, stream), cpool_event_record(event, stream),
+ *   cpool_graph_launch(graph, stream), cpool_param_set(param, value, bytes,
+ *   stream)), then a callback beside the pointer it is handed
+ *   (cpool_graph_update(graph, stream, body, ctx)), and an out-pointer is
+ *   always last (cpool_alloc(pool, bytes, stream, &ptr)). Unlike CUDA's
+ *   copies, cpool_memcpy_async and cpool_memset_async take the stream first.
  * - Raw CUDA handles cross the API as `void *`: this header needs no CUDA
  *   header and compiles as C11 and as C++.
  */
