@@ -17,7 +17,9 @@
  * The demo runs the step eagerly K times, captures it once, replays the graph
  * K times from the same starting state, and checks that x and loss are
  * bitwise equal. Then it times both (median of several repeats) and prints
- * the pool's statistics. On CUDA the operations are kernels launched on
+ * a summary: the times, and the pool's statistics at each stage, in one
+ * table. On the host backend the speed-up of the replay measures the
+ * library's host task queue, not a GPU. On CUDA the operations are kernels launched on
  * cpool_stream_native(s) (demo_kernels.cu); on the host backend they are
  * host functions enqueued with cpool_launch_host.
  *
@@ -244,17 +246,51 @@ static void read_state(demo *d, float *x_out, float *loss_out)
     CHECK(cpool_stream_synchronize(d->s));
 }
 
-static void print_stats(const char *when, const cpool_pool *pool)
-{
+/* The pool's statistics at each stage of the run, printed together at the
+ * end (print_summary). */
+enum { MAX_STAGES = 8 };
+
+typedef struct stage {
+    const char *when;
     cpool_pool_stats st;
-    memset(&st, 0, sizeof st);
-    st.struct_size = sizeof st;
-    CHECK(cpool_pool_get_stats(pool, &st));
-    printf("  %-26s reserved %8.1f KiB (graph %8.1f KiB, peak %8.1f KiB)  allocated %8.1f KiB  "
-           "segments %llu  allocs %llu  frees %llu\n",
-           when, st.reserved_bytes / 1024.0, st.graph_reserved_bytes / 1024.0, st.reserved_bytes_peak / 1024.0,
-           st.allocated_bytes / 1024.0, (unsigned long long)st.segment_count, (unsigned long long)st.alloc_count,
-           (unsigned long long)st.free_count);
+} stage;
+
+typedef struct stages {
+    stage v[MAX_STAGES];
+    int count;
+} stages;
+
+static void take_stats(stages *log, const char *when, const cpool_pool *pool)
+{
+    if (log->count == MAX_STAGES)
+        return;
+    stage *sg = &log->v[log->count++];
+    memset(sg, 0, sizeof *sg);
+    sg->when = when;
+    sg->st.struct_size = sizeof sg->st;
+    CHECK(cpool_pool_get_stats(pool, &sg->st));
+}
+
+static void print_summary(const stages *log, bool cuda, int repeats, int steps, double eager_s, double graph_s,
+                          uint64_t replays, size_t n)
+{
+    printf("\nsummary\n");
+    printf("  time per step (median of %d runs of %d steps): eager %.2f us, graph %.2f us, eager/graph %.2fx\n",
+           repeats, steps, eager_s * 1e6, graph_s * 1e6, eager_s / graph_s);
+    if (!cuda)
+        printf("  (host backend: eager/graph measures the library's host task queue, not a GPU: the operations are host functions)\n");
+    printf("  graph replays: %llu; intermediates per step: %.1f KiB\n", (unsigned long long)replays,
+           (3.0 * n + (double)demo_parts(n)) * sizeof(float) / 1024.0);
+    printf("  pool statistics (KiB):\n");
+    printf("    %-26s %10s %10s %10s %10s %8s %8s %8s\n", "stage", "reserved", "graph", "peak", "allocated",
+           "segments", "allocs", "frees");
+    for (int i = 0; i < log->count; i++) {
+        const cpool_pool_stats *st = &log->v[i].st;
+        printf("    %-26s %10.1f %10.1f %10.1f %10.1f %8llu %8llu %8llu\n", log->v[i].when,
+               st->reserved_bytes / 1024.0, st->graph_reserved_bytes / 1024.0, st->reserved_bytes_peak / 1024.0,
+               st->allocated_bytes / 1024.0, (unsigned long long)st->segment_count,
+               (unsigned long long)st->alloc_count, (unsigned long long)st->free_count);
+    }
 }
 
 static void usage(void)
@@ -343,8 +379,9 @@ int main(int argc, char **argv)
     CHECK(cpool_memcpy_async(d.s, d.b2, host_b, n * sizeof(float)));
     CHECK(cpool_stream_synchronize(d.s));
 
-    printf("pool statistics:\n");
-    print_stats("after the inputs:", d.pool);
+    stages log;
+    memset(&log, 0, sizeof log);
+    take_stats(&log, "after the inputs", d.pool);
 
     /* 1. Eager reference: K steps from x0. */
     float ref_loss, got_loss;
@@ -352,7 +389,7 @@ int main(int argc, char **argv)
     for (int k = 0; k < steps; k++)
         CHECK(step(d.s, &d));
     read_state(&d, ref_x, &ref_loss);
-    print_stats("after the eager steps:", d.pool);
+    take_stats(&log, "after the eager steps", d.pool);
 
     /* 2. Capture one step, with the pool: its intermediates come from
      *    memory the pool keeps for the graph. */
@@ -361,14 +398,14 @@ int main(int argc, char **argv)
     CHECK(cpool_capture(d.s, d.pool, CPOOL_CAPTURE_GLOBAL, step, &d, &graph));
     d.capturing = false;
     CHECK(cpool_graph_upload(graph, d.s));
-    print_stats("after the capture:", d.pool);
+    take_stats(&log, "after the capture", d.pool);
 
     /* 3. Replay K times from x0 and compare bit for bit. */
     reset_state(&d, x0);
     for (int k = 0; k < steps; k++)
         CHECK(cpool_graph_launch(graph, d.s));
     read_state(&d, got_x, &got_loss);
-    print_stats("after the replays:", d.pool);
+    take_stats(&log, "after the replays", d.pool);
     if (snapshot_path) {
         /* The graph still holds the pool: its memory is in the picture. */
         CHECK(cpool_pool_write_snapshot(d.pool, snapshot_path));
@@ -411,11 +448,7 @@ int main(int argc, char **argv)
         t_graph[r] = (now_s() - t0) / steps;
     }
     double me = median(t_eager, repeats), mg = median(t_graph, repeats);
-    printf("time per step (median of %d runs of %d steps): eager %.2f us, graph %.2f us, eager/graph %.2fx\n",
-           repeats, steps, me * 1e6, mg * 1e6, me / mg);
-    printf("graph replays: %llu; intermediates per step: %.1f KiB\n",
-           (unsigned long long)cpool_graph_replays(graph),
-           (3.0 * n + (double)demo_parts(n)) * sizeof(float) / 1024.0);
+    uint64_t replays = cpool_graph_replays(graph);
 
     /* 5. Tear down. The graph holds its own reference to the pool. */
     cpool_graph_release(graph);
@@ -424,9 +457,9 @@ int main(int argc, char **argv)
     CHECK(cpool_free(d.pool, d.b2, d.s));
     CHECK(cpool_free(d.pool, d.loss, d.s));
     CHECK(cpool_stream_synchronize(d.s));
-    print_stats("after the graph's release:", d.pool);
+    take_stats(&log, "after the graph's release", d.pool);
     CHECK(cpool_pool_trim(d.pool)); /* no graph holds the pool now: all of it can go */
-    print_stats("after a trim:", d.pool);
+    take_stats(&log, "after a trim", d.pool);
     cpool_pool_release(d.pool);
     cpool_stream_destroy(d.s);
     cpool_device_close(d.dev);
@@ -436,6 +469,7 @@ int main(int argc, char **argv)
     free(got_x);
     free(t_eager);
     free(t_graph);
+    print_summary(&log, d.cuda, repeats, steps, me, mg, replays, n);
     printf("OK: graph results match the eager run bit for bit\n");
     return 0;
 }

@@ -2023,6 +2023,7 @@ void op_misc(rd *r, int s) {
         char want[32];
         snprintf(want, sizeof want, "%d.%d.%d", CPOOL_VERSION_MAJOR, CPOOL_VERSION_MINOR, CPOOL_VERSION_PATCH);
         if (strcmp(cpool_version_string(), want) != 0) fail("cpool_version_string is %s", cpool_version_string());
+        if (cpool_version() != CPOOL_VERSION_NUMBER) fail("cpool_version is %u", cpool_version());
         if (!cpool_last_error()) fail("cpool_last_error is NULL");
         break;
     }

@@ -31,7 +31,22 @@
  *   CUDA there (a last release, a stream destroy) is handed to a thread of
  *   the library (see cpool_pool_release).
  * - A successful call leaves cpool_last_error() as it was.
- * - The stream argument comes last on every stream-ordered call.
+ * - Argument order. The object a call acts on comes first: the one its
+ *   name says (cpool_pool_*, cpool_graph_*, cpool_event_*, cpool_param_*:
+ *   that object; cpool_stream_*: the stream, so cpool_stream_wait_event
+ *   takes (stream, event)), the pool for cpool_alloc, cpool_alloc_output and
+ *   cpool_free, and the stream for the calls that enqueue on or capture a
+ *   stream and name no other object (cpool_launch_host, cpool_memcpy_async,
+ *   cpool_memset_async, cpool_capture_*, cpool_capture, cpool_graphed_call).
+ *   A create (cpool_*_create, cpool_stream_wrap) takes instead what it is
+ *   made on first: a device, or the pool for cpool_param_create. Then come the call's values (sizes, pointers,
+ *   modes, options), then a stream that is not the object
+ *   (cpool_free(pool, ptr, stream), cpool_event_record(event, stream),
+ *   cpool_graph_launch(graph, stream), cpool_param_set(param, value, bytes,
+ *   stream)), then a callback beside the pointer it is handed
+ *   (cpool_graph_update(graph, stream, body, ctx)), and an out-pointer is
+ *   always last (cpool_alloc(pool, bytes, stream, &ptr)). Unlike CUDA's
+ *   copies, cpool_memcpy_async and cpool_memset_async take the stream first.
  * - Raw CUDA handles cross the API as `void *`: this header needs no CUDA
  *   header and compiles as C11 and as C++.
  */
@@ -52,12 +67,32 @@ extern "C" {
 #pragma GCC visibility push(default)
 #endif
 
+/* The version of this header, in semantic versioning: a new minor version
+ * adds API and keeps the ABI of the same major version (structs grow only at
+ * the end and carry struct_size, statuses are never renumbered, functions are
+ * never removed); a new patch version changes no API. Major version 0 keeps
+ * these rules too (README, "Versions"). */
 #define CPOOL_VERSION_MAJOR 0
-#define CPOOL_VERSION_MINOR 1
+#define CPOOL_VERSION_MINOR 2
 #define CPOOL_VERSION_PATCH 0
+
+/* The header's version as one number, MAJOR * 10000 + MINOR * 100 + PATCH
+ * (0.2.0 is 200), so versions compare with < and >. */
+#define CPOOL_VERSION_NUMBER (CPOOL_VERSION_MAJOR * 10000 + CPOOL_VERSION_MINOR * 100 + CPOOL_VERSION_PATCH)
+
+/* Whether this header is version major.minor.patch or later, at compile time:
+ * #if CPOOL_VERSION_AT_LEAST(0, 2, 0) guards code that uses what 0.2.0 added.
+ * Minor and patch below 100. */
+#define CPOOL_VERSION_AT_LEAST(major, minor, patch)                                                          \
+    (CPOOL_VERSION_NUMBER >= ((major) * 10000 + (minor) * 100 + (patch)))
 
 /* "MAJOR.MINOR.PATCH" of the library actually linked (static text). */
 const char *cpool_version_string(void);
+
+/* CPOOL_VERSION_NUMBER of the library actually linked, which may be newer
+ * than the header a program was compiled with: compare it with the header's
+ * CPOOL_VERSION_NUMBER at run time. Never fails. */
+unsigned cpool_version(void);
 
 /* ------------------------------------------------------------------------ */
 /* Errors                                                                    */
@@ -101,12 +136,19 @@ typedef enum cpool_backend { CPOOL_BACKEND_AUTO = 0, CPOOL_BACKEND_CUDA, CPOOL_B
 /* A device: one CUDA device, or the CPU for the host backend.
  * Created by cpool_device_open, ended by cpool_device_close. Streams, pools
  * and graphs made on a device keep it alive: closing it while they live only
- * drops the caller's reference. */
+ * drops the caller's reference.
+ * Thread-safe: opens, closes and every call on a device may come from any
+ * thread at once; a close ends only a reference of its own caller's. */
 typedef struct cpool_device cpool_device;
 
 /* An in-order queue of work on a device.
  * Created by cpool_stream_create or cpool_stream_wrap, ended by
- * cpool_stream_destroy. */
+ * cpool_stream_destroy.
+ * Thread-safety is CUDA's for streams: any thread may enqueue on a stream,
+ * calls from two threads at once each land whole, in the order they get in;
+ * a capture not begun in CPOOL_CAPTURE_RELAXED ends on the thread that began
+ * it (CUDA requires it); cpool_stream_destroy must not race another call
+ * with the same stream. */
 typedef struct cpool_stream cpool_stream;
 
 /* Opens a device. CPOOL_BACKEND_AUTO opens CUDA device `ordinal` where a GPU
@@ -189,8 +231,10 @@ cpool_status cpool_memset_async(cpool_stream *s, void *dst, int value, size_t by
 /* A mark in a stream's order: a CUDA event on the CUDA backend, a position
  * in the stream's queue on the host backend.
  * Created by cpool_event_create, ended by cpool_event_destroy. Thread-safe
- * like a CUDA event: a record and a query or wait may race, the outcome is
- * one of the two orders.
+ * like a CUDA event: records, waits, queries and synchronizes may come from
+ * any thread at once; a record and a query or wait may race, the outcome is
+ * one of the two orders. cpool_event_destroy must not race another call
+ * with the same event.
  *
  * Multi-stream capture, CUDA's rules on both backends. A record on a stream
  * that captures marks its captured work. Another stream that is not
@@ -268,7 +312,10 @@ cpool_status cpool_event_elapsed_ms(cpool_event *start, cpool_event *end, float 
 /* A reference-counted pool of memory and recorded objects.
  * Created by cpool_pool_create (one reference), ended by the last
  * cpool_pool_release; graphs captured with it hold references of their own.
- * Every pool function is thread-safe.
+ * Every pool function is thread-safe: any of them may come from any thread
+ * at once, retains and releases too, as long as each call is made with a
+ * reference that is still held (its caller's, or a graph's through
+ * cpool_graph_pool).
  *
  * Memory. The pool caches what it takes from the device in segments (2 MiB
  * ones for requests up to 1 MiB, 20 MiB ones for requests up to 10 MiB,
@@ -507,7 +554,12 @@ typedef enum cpool_capture_state {
 
 /* An instantiated, launchable graph.
  * Created by cpool_capture_end or cpool_capture, ended by the last
- * cpool_graph_release. */
+ * cpool_graph_release.
+ * Thread-safe but for update: launches, uploads, retains, releases and the
+ * getters may come from any thread at once; cpool_graph_update must not race
+ * another call with the same graph. Its replays must be ordered one after
+ * another (one stream, or events between streams), like those of graphs
+ * sharing its pool (see cpool_pool): they use the same scratch memory. */
 typedef struct cpool_graph cpool_graph;
 
 /* Starts capturing the work enqueued on `s`: from now on it is recorded, not
@@ -641,7 +693,9 @@ cpool_status cpool_graph_update(cpool_graph *g, cpool_stream *s, cpool_capture_f
  * address for the pool's whole life, for captured work to read on every
  * replay (a step counter, a scale, a pointer table).
  * Created by cpool_param_create; it ends with its pool (there is no
- * destroy: graphs that read it keep the pool, and so the block, alive). */
+ * destroy: graphs that read it keep the pool, and so the block, alive).
+ * Thread-safe as a copy is: cpool_param_set may come from any thread; sets
+ * on streams with no order between them race on the block's contents. */
 typedef struct cpool_param cpool_param;
 
 /* Creates a parameter block of `bytes` in `pool`; its contents are

@@ -293,6 +293,16 @@ ROW_FN(version_string_matches_macros) {
     snprintf(want, sizeof want, "%d.%d.%d", CPOOL_VERSION_MAJOR, CPOOL_VERSION_MINOR, CPOOL_VERSION_PATCH);
     CHECK_STR_EQ(cpool_version_string(), want);
 }
+/* The number and the string of the linked library say the same version,
+ * the header's. */
+ROW_FN(version_number_matches_macros) {
+    char from_number[64];
+    unsigned v = cpool_version();
+    (void)f;
+    CHECK_EQ(v, CPOOL_VERSION_NUMBER);
+    snprintf(from_number, sizeof from_number, "%u.%u.%u", v / 10000, v / 100 % 100, v % 100);
+    CHECK_STR_EQ(cpool_version_string(), from_number);
+}
 ROW_FN(status_string_out_of_range) {
     (void)f;
     CHECK(cpool_status_string((cpool_status)1000) != NULL);
@@ -915,6 +925,7 @@ typedef struct row {
 /* misuse-table-begin */
 static const row rows[] = {
     {"cpool_version_string", "matches the version macros", NULL, version_string_matches_macros, 0},
+    {"cpool_version", "CPOOL_VERSION_NUMBER, the same version as the string", NULL, version_number_matches_macros, 0},
     {"cpool_status_string", "values outside the enum: static text, never NULL", NULL, status_string_out_of_range, 0},
     {"cpool_last_error", "after a failed call: non-empty", NULL, last_error_after_failure, 0},
 

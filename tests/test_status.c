@@ -17,6 +17,9 @@ static void status_values_are_fixed(cpool_device *dev) {
     CHECK_EQ(CPOOL_ERR_NO_DEVICE, 8);
     CHECK_EQ(CPOOL_ERR_BACKEND, 9);
     CHECK_EQ(CPOOL_ERR_UNSUPPORTED, 10);
+    CHECK_EQ(CPOOL_ERR_NOT_READY, 11);
+    CHECK_EQ(CPOOL_ERR_OUTPUT_LIVE, 12);
+    CHECK_EQ(CPOOL_ERR_IO, 13);
     CHECK_EQ(CPOOL_BACKEND_AUTO, 0);
     CHECK_EQ(CPOOL_BACKEND_CUDA, 1);
     CHECK_EQ(CPOOL_BACKEND_HOST, 2);
@@ -31,9 +34,9 @@ static void status_values_are_fixed(cpool_device *dev) {
 /* Every status has its own non-empty text; any other value still gets one. */
 static void status_strings_never_null(cpool_device *dev) {
     int i, j;
-    const int out_of_range[] = {11, 12, 100, 1 << 20, -1, -100};
+    const int out_of_range[] = {14, 15, 100, 1 << 20, -1, -100};
     (void)dev;
-    for (i = CPOOL_OK; i <= CPOOL_ERR_UNSUPPORTED; i++) {
+    for (i = CPOOL_OK; i <= CPOOL_ERR_IO; i++) {
         const char *s = cpool_status_string((cpool_status)i);
         CHECK(s != NULL);
         if (!s) continue;
@@ -62,6 +65,37 @@ static void version_string_matches_macros(cpool_device *dev) {
     CHECK_GE(CPOOL_VERSION_MAJOR, 0);
     CHECK_GE(CPOOL_VERSION_MINOR, 0);
     CHECK_GE(CPOOL_VERSION_PATCH, 0);
+}
+
+/* The numeric version, at run time and at compile time. */
+static void version_number_and_at_least(cpool_device *dev) {
+    (void)dev;
+    CHECK_EQ(CPOOL_VERSION_NUMBER, CPOOL_VERSION_MAJOR * 10000 + CPOOL_VERSION_MINOR * 100 + CPOOL_VERSION_PATCH);
+    CHECK_EQ(cpool_version(), CPOOL_VERSION_NUMBER);
+    CHECK_LT(CPOOL_VERSION_MINOR, 100);
+    CHECK_LT(CPOOL_VERSION_PATCH, 100);
+    /* This version and every earlier one. */
+    CHECK(CPOOL_VERSION_AT_LEAST(CPOOL_VERSION_MAJOR, CPOOL_VERSION_MINOR, CPOOL_VERSION_PATCH));
+    CHECK(CPOOL_VERSION_AT_LEAST(0, 0, 0));
+    CHECK(CPOOL_VERSION_AT_LEAST(0, 1, 0));
+    CHECK(CPOOL_VERSION_AT_LEAST(0, 2, 0));
+    CHECK(CPOOL_VERSION_AT_LEAST(CPOOL_VERSION_MAJOR, CPOOL_VERSION_MINOR, 0));
+    /* No later one: the next patch, minor and major. */
+    CHECK(!CPOOL_VERSION_AT_LEAST(CPOOL_VERSION_MAJOR, CPOOL_VERSION_MINOR, CPOOL_VERSION_PATCH + 1));
+    CHECK(!CPOOL_VERSION_AT_LEAST(CPOOL_VERSION_MAJOR, CPOOL_VERSION_MINOR + 1, 0));
+    CHECK(!CPOOL_VERSION_AT_LEAST(CPOOL_VERSION_MAJOR + 1, 0, 0));
+    /* An earlier minor is earlier whatever its patch. */
+    CHECK(CPOOL_VERSION_AT_LEAST(0, 1, 99));
+    /* Usable in #if, where it is meant to be used. */
+#if CPOOL_VERSION_AT_LEAST(0, 2, 0)
+    int guarded = 1;
+#else
+    int guarded = 0;
+#endif
+#if CPOOL_VERSION_AT_LEAST(CPOOL_VERSION_MAJOR + 1, 0, 0)
+    guarded = 0;
+#endif
+    CHECK_EQ(guarded, 1);
 }
 
 /* ---- cpool_last_error ---------------------------------------------------------- */
@@ -141,6 +175,7 @@ static const check_case cases[] = {
     CHECK_CASE(status_values_are_fixed),
     CHECK_CASE(status_strings_never_null),
     CHECK_CASE(version_string_matches_macros),
+    CHECK_CASE(version_number_and_at_least),
     CHECK_CASE(last_error_empty_on_fresh_thread),
     CHECK_CASE(last_error_is_per_thread_and_sticky),
     CHECK_CASE(last_error_set_by_each_failure),

@@ -45,6 +45,8 @@ const char *cpool_version_string(void) {
     return CPOOL_STR(CPOOL_VERSION_MAJOR) "." CPOOL_STR(CPOOL_VERSION_MINOR) "." CPOOL_STR(CPOOL_VERSION_PATCH);
 }
 
+unsigned cpool_version(void) { return CPOOL_VERSION_NUMBER; }
+
 static _Thread_local char last_error[sizeof(cpool__error_mark)];
 
 const char *cpool_last_error(void) { return last_error; }
