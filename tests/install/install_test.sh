@@ -79,6 +79,13 @@ install_pkg_config)
         echo "FAIL: pkg-config --modversion capturepool says '$version', expected '$CPOOL_VERSION'"
         exit 1
     fi
+    case $(pkg-config --variable=cuda_backend capturepool) in
+    yes | no) ;;
+    *)
+        echo "FAIL: pkg-config --variable=cuda_backend capturepool is neither yes nor no"
+        exit 1
+        ;;
+    esac
     # The .pc file finds its prefix relative to where it was installed, so
     # it must resolve to this --prefix without any override.
     pc_prefix=$(pkg-config --variable=prefix capturepool)
