@@ -109,6 +109,22 @@ int main(int argc, char **argv) {
         double sys = time_malloc(sizes[i], pairs);
         printf("%10zu %10.1f %12.1f %13.2fx\n", sizes[i], ours, sys, ours / sys);
     }
+    /* The same pair in a pool that holds many live small blocks of other
+     * sizes, with frees between them: the blocks the callers keep, or no
+     * longer ask for, must not keep this size out of the front cache. */
+    enum { LIVE = 10000 };
+    static void *live[LIVE];
+    cpool_pool *busy;
+    BENCH_CHECK(cpool_pool_create(dev, NULL, &busy));
+    for (int i = 0; i < LIVE; i++) BENCH_CHECK(cpool_alloc(busy, 256 + (size_t)(i % 8) * 256, s, &live[i]));
+    for (int i = 0; i < LIVE; i += 8) BENCH_CHECK(cpool_free(busy, live[i], s));
+    double plain = time_ours(pool, s, 4096, pairs), crowded = time_ours(busy, s, 4096, pairs);
+    printf("4096-byte pair, ns: fresh pool %.1f, pool with %d live small blocks and frees between them %.1f "
+           "(%.2fx)\n",
+           plain, LIVE - LIVE / 8, crowded, crowded / plain);
+    for (int i = 1; i < LIVE; i++)
+        if (i % 8) BENCH_CHECK(cpool_free(busy, live[i], s));
+    cpool_pool_release(busy);
     bench_close(dev, s, pool);
     return 0;
 }

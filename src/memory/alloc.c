@@ -529,6 +529,13 @@ void cpool__allocator_pin(cpool__allocator *a, void *ptr) {
     if (j != SIZE_MAX) a->map[j]->pinned = true;
 }
 
+void cpool__allocator_set_requested(cpool__allocator *a, void *ptr, size_t requested) {
+    size_t j = map_find(a, (uintptr_t)ptr);
+    if (j == SIZE_MAX) return;
+    a->allocated = a->allocated - a->map[j]->requested + requested;
+    a->map[j]->requested = requested;
+}
+
 void cpool__allocator_set_output(cpool__allocator *a, void *ptr, bool output) {
     size_t j = map_find(a, (uintptr_t)ptr);
     if (j != SIZE_MAX) a->map[j]->output = output;

@@ -129,6 +129,9 @@ cpool_status cpool__allocator_reserve(cpool__allocator *a, size_t bytes);
 
 /* Marks a live block as the pool's own (a parameter block): free refuses it. */
 void cpool__allocator_pin(cpool__allocator *a, void *ptr);
+/* Records `requested` as the size a live block is allocated for (the front
+ * cache hands its blocks out again at other sizes and gives one back). */
+void cpool__allocator_set_requested(cpool__allocator *a, void *ptr, size_t requested);
 /* Marks a live block as a graph's output (or no longer one); a free clears
  * it and tells it in cpool__block_info. */
 void cpool__allocator_set_output(cpool__allocator *a, void *ptr, bool output);

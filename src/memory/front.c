@@ -218,6 +218,37 @@ static int16_t adopt(cpool__front *f, void *ptr, const cpool__block_info *info) 
     return i;
 }
 
+/* Makes an entry unused in a full front: one of its free blocks goes back
+ * to the allocator (the classes in turn), or, with none free, a block it
+ * handed out becomes the allocator's alone, with the caller's size (its
+ * free then takes the slow path once). So blocks of sizes the callers no
+ * longer ask for, or hold for long, do not keep the sizes they do ask for
+ * out of the front. */
+static void evict_one(cpool__front *f, cpool__allocator *a) {
+    for (unsigned k = 0; f->free_bytes && k < CPOOL__FRONT_CLASSES; k++) {
+        unsigned c = (f->evict_class + k) % CPOOL__FRONT_CLASSES;
+        int16_t i = f->classes[c];
+        if (i < 0) continue;
+        cpool__front_entry *e = &f->entries[i];
+        f->classes[c] = e->next;
+        f->free_bytes -= e->size;
+        /* The allocator still has it live: this free cannot fail. */
+        cpool__allocator_free(a, (void *)e->addr, e->stream, false, 0, NULL);
+        forget(f, (unsigned)slot_find(f, e->addr));
+        f->evict_class = (uint16_t)((c + 1) % CPOOL__FRONT_CLASSES);
+        return;
+    }
+    for (unsigned k = 0; k < CPOOL__FRONT_ENTRIES; k++) {
+        unsigned i = (f->evict_entry + k) % CPOOL__FRONT_ENTRIES;
+        cpool__front_entry *e = &f->entries[i];
+        if (!e->used || !e->out) continue;
+        cpool__allocator_set_requested(a, (void *)e->addr, e->requested);
+        forget(f, (unsigned)slot_find(f, e->addr));
+        f->evict_entry = (uint16_t)((i + 1) % CPOOL__FRONT_ENTRIES);
+        return;
+    }
+}
+
 cpool_status cpool__front_free_slow(cpool__front *f, cpool__allocator *a, void *ptr, uint64_t stream, bool graph,
                                    uint64_t branch) {
     cpool_status st = CPOOL_OK;
@@ -240,8 +271,10 @@ cpool_status cpool__front_free_slow(cpool__front *f, cpool__allocator *a, void *
     } else {
         /* Only a free the front could keep looks the block up first. */
         cpool__block_info info;
-        if (!graph && f->unused >= 0 && cpool__allocator_live_block(a, ptr, &info) && !info.graph && !info.pinned &&
-            info.size <= CPOOL__FRONT_MAX) {
+        bool keep = !graph && cpool__allocator_live_block(a, ptr, &info) && !info.graph && !info.pinned &&
+                    info.size <= CPOOL__FRONT_MAX;
+        if (keep && f->unused < 0) evict_one(f, a);
+        if (keep && f->unused >= 0) {
             park(f, adopt(f, ptr, &info), stream);
         } else {
             size_t requested;

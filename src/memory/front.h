@@ -58,6 +58,8 @@ typedef struct cpool__front {
     _Atomic uint8_t maybe[CPOOL__FRONT_SLOTS];
     int16_t classes[CPOOL__FRONT_CLASSES];  /* free entries by size, newest first */
     int16_t unused;                         /* entries not in use */
+    uint16_t evict_class;                   /* a full front gives a free block back from this class next, */
+    uint16_t evict_entry;                   /* or, with none free, forgets this entry next */
     uint64_t free_bytes;
     /* The callers' view, reported by cpool_pool_get_stats. */
     uint64_t allocated, allocated_peak, alloc_count, free_count;
