@@ -752,6 +752,59 @@ static void fork_driven_from_another_thread(cpool_device *dev) {
     }
 }
 
+/* A fork, and allocations and frees on the fork, from another thread while
+ * this one ends the capture (a program that races its own capture's end):
+ * never a crash or a leak; each call either lands in the capture or finds
+ * it ended; afterwards both streams are out of capture and usable. */
+typedef struct end_racer {
+    ms_fixture *f;
+    cpool_event *e;
+    int go, forked;
+} end_racer;
+
+static void *race_the_end(void *arg) {
+    end_racer *r = (end_racer *)arg;
+    while (!aload(&r->go)) {
+    }
+    cpool_status st = cpool_stream_wait_event(r->f->x, r->e);
+    if (st != CPOOL_OK && st != CPOOL_ERR_INVALID_ARGUMENT)
+        check_report_(__FILE__, __LINE__, "a fork racing the end returned %d", (int)st);
+    if (st == CPOOL_OK) astore(&r->forked, 1);
+    for (int i = 0; i < 8; i++) {
+        void *p = NULL;
+        if (cpool_alloc(r->f->pool, 4096 << (i % 4), r->f->x, &p) == CPOOL_OK) cpool_free(r->f->pool, p, r->f->x);
+    }
+    return NULL;
+}
+
+static void fork_racing_the_end(cpool_device *dev) {
+    static ms_fixture f;
+    static end_racer r;
+    REQUIRE(ms_open(dev, &f));
+    for (int round = 0; round < 60; round++) {
+        cpool_graph *g = NULL;
+        pthread_t th;
+        r = (end_racer){&f, f.e[0], 0, 0};
+        REQUIRE_OK(cpool_capture_begin(f.o, f.pool, CPOOL_CAPTURE_RELAXED));
+        REQUIRE_OK(cpool_event_record(f.e[0], f.o));
+        REQUIRE(pthread_create(&th, NULL, race_the_end, &r) == 0);
+        astore(&r.go, 1);
+        cpool_status st = cpool_capture_end(f.o, &g);
+        pthread_join(th, NULL);
+        /* Ended with the fork's allocations in it, or without the fork, or
+         * broken by work the fork added unjoined: never anything else. */
+        if (st != CPOOL_OK && st != CPOOL_ERR_CAPTURE_INVALIDATED)
+            check_report_(__FILE__, __LINE__, "round %d: the end returned %d", round, (int)st);
+        cpool_graph_release(g);
+        CHECK_EQ(state_of(f.o), CPOOL_CAPTURE_NONE);
+        CHECK_EQ(state_of(f.x), CPOOL_CAPTURE_NONE);
+        CHECK_OK(cpool_stream_synchronize(f.x));
+        CHECK_OK(cpool_stream_synchronize(f.o));
+    }
+    cpool_pool_stats st = stats_of(f.pool);
+    CHECK_EQ(st.allocated_bytes, 0);
+}
+
 /* More forks than a capture record keeps inline: each of 6 side streams
  * writes a block of its own from the pool; all join back and the replay
  * writes every block. */
@@ -798,6 +851,7 @@ static void many_forks_join(cpool_device *dev) {
 static const check_case cases[] = {
     CHECK_CASE(fork_joins_the_capture),
     CHECK_CASE(many_forks_join),
+    CHECK_CASE(fork_racing_the_end),
     CHECK_CASE(fork_allocates_graph_memory),
     CHECK_CASE(fork_inside_scoped_capture),
     CHECK_CASE(forks_of_forks_join_through_a_fork),
