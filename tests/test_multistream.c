@@ -805,6 +805,66 @@ static void fork_racing_the_end(cpool_device *dev) {
     CHECK_EQ(st.allocated_bytes, 0);
 }
 
+/* Graphed calls whose body forks a stream: scratch on the fork (allocated
+ * first), an output on the origin. The eager run is learned stream by
+ * stream, so each capture places its output apart and the scratch is
+ * shared: the graphs replay in any order, never refused, outputs intact. */
+typedef struct fork_body {
+    ms_fixture *f;
+    unsigned char value;
+    void *out, *eager_out; /* the capture's output, the eager run's */
+} fork_body;
+
+static cpool_status forked_graphed_body(cpool_stream *o, void *ctx) {
+    fork_body *b = (fork_body *)ctx;
+    void *scratch = NULL;
+    cpool_status st = cpool_event_record(b->f->e[0], o);
+    if (st == CPOOL_OK) st = cpool_stream_wait_event(b->f->x, b->f->e[0]);
+    if (st == CPOOL_OK) st = cpool_alloc(b->f->pool, MIB, b->f->x, &scratch);
+    if (st == CPOOL_OK) st = cpool_memset_async(b->f->x, scratch, b->value, MIB);
+    cpool_capture_state state = CPOOL_CAPTURE_NONE;
+    if (st == CPOOL_OK) st = cpool_capture_status(o, &state);
+    if (st == CPOOL_OK) st = cpool_alloc(b->f->pool, 4096, o, state == CPOOL_CAPTURE_NONE ? &b->eager_out : &b->out);
+    void *out = state == CPOOL_CAPTURE_NONE ? b->eager_out : b->out;
+    if (st == CPOOL_OK) st = cpool_event_record(b->f->e[1], b->f->x);
+    if (st == CPOOL_OK) st = cpool_stream_wait_event(o, b->f->e[1]);
+    if (st == CPOOL_OK) st = cpool_memcpy_async(o, out, scratch, 4096);
+    if (scratch) {
+        cpool_status freed = cpool_free(b->f->pool, scratch, b->f->x);
+        if (st == CPOOL_OK) st = freed;
+    }
+    return st;
+}
+
+static void graphed_calls_with_forks_place_outputs_apart(cpool_device *dev) {
+    static ms_fixture f;
+    static fork_body b1, b2;
+    cpool_graph *g1 = NULL, *g2 = NULL;
+    REQUIRE(ms_open(dev, &f));
+    b1 = (fork_body){&f, 0x11, NULL, NULL};
+    b2 = (fork_body){&f, 0x22, NULL, NULL};
+    REQUIRE_OK(cpool_graphed_call(f.o, f.pool, CPOOL_CAPTURE_GLOBAL, 1, forked_graphed_body, &b1, &g1));
+    check_defer(release_graph_, g1);
+    REQUIRE_OK(cpool_graphed_call(f.o, f.pool, CPOOL_CAPTURE_GLOBAL, 1, forked_graphed_body, &b2, &g2));
+    check_defer(release_graph_, g2);
+    CHECK_LT(stats_of(f.pool).graph_reserved_bytes, 2 * MIB + MIB); /* the scratch is shared */
+    for (int round = 0; round < 3; round++) {
+        CHECK_OK(cpool_graph_launch(g2, f.o));
+        CHECK_OK(cpool_graph_launch(g1, f.o));
+        CHECK_BYTES(f.o, b1.out, 4096, 0x11);
+        CHECK_BYTES(f.o, b2.out, 4096, 0x22);
+        CHECK_OK(cpool_graph_launch(g1, f.o));
+        CHECK_OK(cpool_graph_launch(g2, f.o));
+        CHECK_BYTES(f.o, b1.out, 4096, 0x11);
+        CHECK_BYTES(f.o, b2.out, 4096, 0x22);
+    }
+    CHECK_OK(cpool_stream_synchronize(f.o));
+    CHECK_OK(cpool_free(f.pool, b1.out, f.o));
+    CHECK_OK(cpool_free(f.pool, b2.out, f.o));
+    CHECK_OK(cpool_free(f.pool, b1.eager_out, f.o));
+    CHECK_OK(cpool_free(f.pool, b2.eager_out, f.o));
+}
+
 /* More forks than a capture record keeps inline: each of 6 side streams
  * writes a block of its own from the pool; all join back and the replay
  * writes every block. */
@@ -852,6 +912,7 @@ static const check_case cases[] = {
     CHECK_CASE(fork_joins_the_capture),
     CHECK_CASE(many_forks_join),
     CHECK_CASE(fork_racing_the_end),
+    CHECK_CASE(graphed_calls_with_forks_place_outputs_apart),
     CHECK_CASE(fork_allocates_graph_memory),
     CHECK_CASE(fork_inside_scoped_capture),
     CHECK_CASE(forks_of_forks_join_through_a_fork),

@@ -53,6 +53,7 @@ static cpool_status capture_begin(cpool_stream *s, cpool_pool *pool, cpool_captu
     cap.id = atomic_fetch_add(&last_capture_id, 1) + 1;
     if (plan) {
         cap.plan = plan->outputs;
+        cap.plan_streams = plan->streams;
         cap.plan_bits = plan->bits;
         cap.all_outputs = plan->all_outputs;
         cap.graph_id = plan->graph_id;
@@ -171,7 +172,7 @@ cpool_status cpool_capture(cpool_stream *s_handle, cpool_pool *pool_handle, cpoo
 
 /* The plan of a graphed call from what its last eager run left allocated;
  * false (no plan) when there is nothing to learn or no memory for it. */
-static bool plan_from(const cpool__learn *l, cpool__capture_plan *plan) {
+static bool plan_from(cpool__learn *l, cpool__capture_plan *plan) {
     *plan = (cpool__capture_plan){.bits = l->count};
     if (l->failed || !l->count) return false;
     uint64_t *bits = cpool__calloc((l->count + 63) / 64, sizeof *bits);
@@ -179,6 +180,8 @@ static bool plan_from(const cpool__learn *l, cpool__capture_plan *plan) {
     for (size_t i = 0; i < l->count; i++)
         if (l->ptrs[i]) bits[i / 64] |= (uint64_t)1 << (i % 64);
     plan->outputs = bits;
+    plan->streams = l->streams; /* the plan's now */
+    l->streams = NULL;
     return true;
 }
 
@@ -193,21 +196,22 @@ cpool_status cpool_graphed_call(cpool_stream *s_handle, cpool_pool *pool_handle,
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_graphed_call: negative warmup_runs %d", warmup_runs);
     cpool_status check = capture_check("cpool_graphed_call", s, pool, mode, true);
     if (check != CPOOL_OK) return check;
-    /* The last eager run shows which allocations outlive the body: the
-     * capture places them apart from every graph's scratch. */
-    cpool__learn learn = {0};
+    /* The last eager run shows which allocations outlive the body, stream
+     * by stream (a body may fork streams into its capture): the capture
+     * places them apart from every graph's scratch. */
+    cpool__learn learn = {0}, *outer = cpool__learning; /* a graphed call inside a body's eager run */
     for (int i = 0; i < warmup_runs; i++) {
-        if (i == warmup_runs - 1) s->learn = &learn;
+        if (i == warmup_runs - 1) cpool__learning = &learn;
         cpool_status st = body(s_handle, ctx);
-        s->learn = NULL;
+        cpool__learning = outer;
         if (st != CPOOL_OK) {
-            free(learn.ptrs);
+            cpool__learn_forget(&learn);
             return st;
         }
     }
     cpool__capture_plan plan;
     bool planned = plan_from(&learn, &plan);
-    free(learn.ptrs);
+    cpool__learn_forget(&learn);
     if (warmup_runs == 0) {
         /* Nothing to learn from: every allocation is placed apart, so no
          * launch is refused, though the scratch is not shared either. */
@@ -216,6 +220,7 @@ cpool_status cpool_graphed_call(cpool_stream *s_handle, cpool_pool *pool_handle,
     }
     cpool_status st = cpool__capture_run(s, pool, mode, body, ctx, planned ? &plan : NULL, true, out);
     free((void *)plan.outputs);
+    free((void *)plan.streams);
     if (st == CPOOL_OK) *out = cpool__handle_of(*out);
     return st;
 }

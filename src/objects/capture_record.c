@@ -29,6 +29,7 @@ void cpool__capture_init(cpool__capture *cap, cpool_capture_mode mode) {
     cap->ranges = NULL;
     cap->range_count = cap->range_cap = 0;
     cap->plan = NULL;
+    cap->plan_streams = NULL;
     cap->plan_bits = cap->alloc_index = 0;
     cap->all_outputs = false;
     cap->graph_id = 0;
@@ -92,9 +93,26 @@ void cpool__capture_note_range(cpool__capture *cap, cpool_pool *pool, uintptr_t 
     cap->ranges[cap->range_count++] = (cpool__capture_range){pool, addr, size, serial};
 }
 
-bool cpool__capture_next_is_output(cpool__capture *cap) {
-    size_t i = cap->alloc_index;
-    return cap->all_outputs || (cap->plan && i < cap->plan_bits && (cap->plan[i / 64] >> (i % 64) & 1));
+/* Where stream_id's next allocation is looked up in the plan. */
+static size_t *plan_place(cpool__capture *cap, uint64_t stream_id) {
+    for (size_t i = 0; i < cap->fork_count; i++)
+        if (cap->forks[i].stream_id == stream_id) return &cap->forks[i].plan_next;
+    return &cap->alloc_index; /* the origin */
+}
+
+bool cpool__capture_next_is_output(const cpool__capture *cap, uint64_t stream_id, size_t *entry) {
+    *entry = SIZE_MAX;
+    if (cap->all_outputs) return true;
+    if (!cap->plan) return false;
+    size_t i = *plan_place((cpool__capture *)cap, stream_id);
+    while (i < cap->plan_bits && cap->plan_streams[i] != stream_id) i++;
+    if (i == cap->plan_bits) return false; /* the eager run did not allocate it: scratch */
+    *entry = i;
+    return cap->plan[i / 64] >> (i % 64) & 1;
+}
+
+void cpool__capture_plan_taken(cpool__capture *cap, uint64_t stream_id, size_t entry) {
+    if (entry != SIZE_MAX) *plan_place(cap, stream_id) = entry + 1;
 }
 
 void cpool__capture_forget(cpool__capture *cap) {
@@ -109,23 +127,34 @@ cpool_status cpool__capture_reserve_fork(cpool__capture *cap) {
 }
 
 void cpool__capture_add_fork(cpool__capture *cap, struct cpool_stream *s, uint64_t stream_id) {
-    cap->forks[cap->fork_count++] = (cpool__fork){s, stream_id};
+    cap->forks[cap->fork_count++] = (cpool__fork){s, stream_id, 0};
     cap->forked = true;
 }
 
-void cpool__learn_alloc(cpool__learn *l, void *ptr) {
+_Thread_local cpool__learn *cpool__learning;
+
+void cpool__learn_alloc(cpool__learn *l, void *ptr, uint64_t stream_id) {
     if (l->failed) return;
     if (l->count == l->cap) {
         size_t cap = l->cap ? 2 * l->cap : 16;
         void **ptrs = cpool__realloc(l->ptrs, cap * sizeof *ptrs);
-        if (!ptrs) {
+        if (ptrs) l->ptrs = ptrs;
+        uint64_t *streams = ptrs ? cpool__realloc(l->streams, cap * sizeof *streams) : NULL;
+        if (streams) l->streams = streams;
+        if (!ptrs || !streams) {
             l->failed = true;
             return;
         }
-        l->ptrs = ptrs;
         l->cap = cap;
     }
+    l->streams[l->count] = stream_id;
     l->ptrs[l->count++] = ptr;
+}
+
+void cpool__learn_forget(cpool__learn *l) {
+    free(l->ptrs);
+    free(l->streams);
+    *l = (cpool__learn){0};
 }
 
 void cpool__learn_free(cpool__learn *l, void *ptr) {

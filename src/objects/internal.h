@@ -97,6 +97,7 @@ typedef struct cpool__held_pool {
 typedef struct cpool__fork {
     struct cpool_stream *s;
     uint64_t stream_id;
+    size_t plan_next; /* a graphed call's plan: where its next allocation is looked up */
 } cpool__fork;
 
 /* A capture record. Once published in its origin stream's capture_storage
@@ -128,9 +129,13 @@ typedef struct cpool__capture {
      * pool: the graph's footprint (outputs.h). */
     struct cpool__capture_range *ranges;
     size_t range_count, range_cap;
-    /* A graphed call's plan: bit i set when the capture's i-th allocation is
-     * an output, to be placed apart from every graph's scratch. */
+    /* A graphed call's plan: entry i is the eager run's i-th allocation,
+     * on stream plan_streams[i], with bit i set when it is an output, to be
+     * placed apart from every graph's scratch. Each stream of the capture
+     * takes its own entries in order: `alloc_index` is the origin's place,
+     * a fork's is in its cpool__fork. */
     const uint64_t *plan;
+    const uint64_t *plan_streams;
     size_t plan_bits, alloc_index;
     bool all_outputs;
     uint64_t graph_id; /* the id its graph takes (an update: the graph's own) */
@@ -138,15 +143,21 @@ typedef struct cpool__capture {
     cpool__fork inline_forks[CPOOL__CAPTURE_INLINE_FORKS];
 } cpool__capture;
 
-/* What a graphed call's last eager run allocated on its stream, in order,
- * with NULL for what it freed again: the rest outlived the body. */
+/* What a graphed call's last eager run allocated, in order, on any stream
+ * from the calling thread, with the stream and NULL for what it freed
+ * again: the rest outlived the body. */
 typedef struct cpool__learn {
     void **ptrs;
+    uint64_t *streams;
     size_t count, cap;
     bool failed; /* out of host memory: nothing learned */
 } cpool__learn;
-void cpool__learn_alloc(cpool__learn *l, void *ptr);
+/* The learning under way on this thread (a graphed call's last eager run),
+ * or NULL. */
+extern _Thread_local cpool__learn *cpool__learning;
+void cpool__learn_alloc(cpool__learn *l, void *ptr, uint64_t stream_id);
 void cpool__learn_free(cpool__learn *l, void *ptr);
+void cpool__learn_forget(cpool__learn *l);
 
 /* ---- stream.c ------------------------------------------------------------ */
 
@@ -162,7 +173,6 @@ struct cpool_stream {
     cpool__capture capture_storage;
     cpool__mutex capture_mu; /* guards capture_storage once published */
     cpool__deferred deferred_destroy; /* a destroy from a stream callback */
-    cpool__learn *learn; /* a graphed call's eager run on this stream, by its owner */
 };
 
 static inline cpool_device *cpool__stream_device(const cpool_stream *s) { return s->dev; }
@@ -224,9 +234,11 @@ void cpool__capture_note_range(cpool__capture *cap, cpool_pool *pool, uintptr_t 
  * forked into the capture. */
 cpool_status cpool__capture_reserve_fork(cpool__capture *cap);
 void cpool__capture_add_fork(cpool__capture *cap, struct cpool_stream *s, uint64_t stream_id);
-/* Whether the capture's next allocation is an output, by the graphed call's
- * plan. */
-bool cpool__capture_next_is_output(cpool__capture *cap);
+/* Whether the next allocation of the capture on stream `stream_id` is an
+ * output, by the graphed call's plan; *entry gets the plan's entry (for
+ * cpool__capture_plan_taken once the allocation succeeded). */
+bool cpool__capture_next_is_output(const cpool__capture *cap, uint64_t stream_id, size_t *entry);
+void cpool__capture_plan_taken(cpool__capture *cap, uint64_t stream_id, size_t entry);
 
 /* ---- capture.c ----------------------------------------------------------- */
 
@@ -234,6 +246,7 @@ bool cpool__capture_next_is_output(cpool__capture *cap);
  * outputs, and the id its graph takes (0: a new one). */
 typedef struct cpool__capture_plan {
     const uint64_t *outputs;
+    const uint64_t *streams; /* the stream of each entry */
     size_t bits;
     bool all_outputs; /* nothing was learned: every allocation is placed apart */
     uint64_t graph_id;

@@ -440,7 +440,7 @@ static __attribute__((noinline)) cpool_status alloc_locked(cpool_pool *pool, siz
     CHECK_ALLOCATOR(pool);
     cpool__mutex_unlock(&pool->mu);
     if (st != CPOOL_OK) return cpool__fail_in(fn, st);
-    if (s->learn) cpool__learn_alloc(s->learn, *ptr_out);
+    if (cpool__learning) cpool__learn_alloc(cpool__learning, *ptr_out, cpool__stream_id(s));
     return st;
 }
 
@@ -460,7 +460,9 @@ static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *
     cpool_status st = cpool__capture_holds(cap, pool) ? CPOOL_OK : cpool__capture_reserve(cap);
     if (st == CPOOL_OK) st = cpool__capture_reserve_range(cap);
     if (st != CPOOL_OK) return st;
-    cpool__use use = output || cpool__capture_next_is_output(cap) ? CPOOL__USE_OUTPUT : CPOOL__USE_SCRATCH;
+    size_t entry;
+    cpool__use use = cpool__capture_next_is_output(cap, cpool__stream_id(s), &entry) || output ? CPOOL__USE_OUTPUT
+                                                                                            : CPOOL__USE_SCRATCH;
     cpool__block_info info = {0};
     uint64_t branch = branch_of(cap, s);
     cpool__mutex_lock(&pool->mu);
@@ -476,7 +478,7 @@ static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *
     if (st != CPOOL_OK) return cpool__fail_in(fn, st);
     cpool__pool_hold_in_capture(cap, pool);
     cpool__capture_note_range(cap, pool, (uintptr_t)*ptr_out, info.size, info.serial);
-    cap->alloc_index++;
+    cpool__capture_plan_taken(cap, cpool__stream_id(s), entry);
     return st;
 }
 
@@ -522,7 +524,7 @@ static inline __attribute__((always_inline)) cpool_status pool_alloc(cpool_pool 
     if (!cpool__front_alloc(&pool->front, bytes, cpool__stream_id(s), ptr_out))
         return alloc_locked(pool, bytes, s, ptr_out, fn);
     CHECK_ALLOCATOR_LOCKING(pool);
-    if (s->learn) cpool__learn_alloc(s->learn, *ptr_out);
+    if (cpool__learning) cpool__learn_alloc(cpool__learning, *ptr_out, cpool__stream_id(s));
     return CPOOL_OK;
 }
 
@@ -558,8 +560,8 @@ static __attribute__((noinline)) cpool_status free_locked(cpool_pool *pool, void
     if (cap) {
         cpool__pool_hold_in_capture(cap, pool);
         cpool__capture_note_range(cap, pool, (uintptr_t)ptr, info.size, 0);
-    } else if (s->learn) {
-        cpool__learn_free(s->learn, ptr);
+    } else if (cpool__learning) {
+        cpool__learn_free(cpool__learning, ptr);
     }
     return st;
 }
@@ -583,7 +585,7 @@ cpool_status cpool_free(cpool_pool *pool_handle, void *ptr, cpool_stream *stream
     switch (cpool__front_free(&pool->front, ptr, cpool__stream_id(s))) {
     case CPOOL__FRONT_DONE:
         CHECK_ALLOCATOR_LOCKING(pool);
-        if (s->learn) cpool__learn_free(s->learn, ptr);
+        if (cpool__learning) cpool__learn_free(cpool__learning, ptr);
         return CPOOL_OK;
     case CPOOL__FRONT_FREED: /* a double free: the front said so in cpool_last_error() */
         return cpool__fail_in("cpool_free", CPOOL_ERR_INVALID_ARGUMENT);
