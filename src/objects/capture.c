@@ -201,9 +201,16 @@ cpool_status cpool_graphed_call(cpool_stream *s_handle, cpool_pool *pool_handle,
      * places them apart from every graph's scratch. */
     cpool__learn learn = {0}, *outer = cpool__learning; /* a graphed call inside a body's eager run */
     for (int i = 0; i < warmup_runs; i++) {
-        if (i == warmup_runs - 1) cpool__learning = &learn;
+        bool last = i == warmup_runs - 1;
+        if (last) {
+            atomic_fetch_add(&cpool__learners, 1);
+            cpool__learning = &learn;
+        }
         cpool_status st = body(s_handle, ctx);
-        cpool__learning = outer;
+        if (last) {
+            cpool__learning = outer;
+            atomic_fetch_sub(&cpool__learners, 1);
+        }
         if (st != CPOOL_OK) {
             cpool__learn_forget(&learn);
             return st;

@@ -132,6 +132,7 @@ void cpool__capture_add_fork(cpool__capture *cap, struct cpool_stream *s, uint64
 }
 
 _Thread_local cpool__learn *cpool__learning;
+atomic_int cpool__learners;
 
 void cpool__learn_alloc(cpool__learn *l, void *ptr, uint64_t stream_id) {
     if (l->failed) return;

@@ -153,8 +153,14 @@ typedef struct cpool__learn {
     bool failed; /* out of host memory: nothing learned */
 } cpool__learn;
 /* The learning under way on this thread (a graphed call's last eager run),
- * or NULL. */
+ * or NULL; and how many threads learn now, so that the allocation fast path
+ * reads one plain global, not the thread's storage, when none does. */
 extern _Thread_local cpool__learn *cpool__learning;
+extern atomic_int cpool__learners;
+static inline cpool__learn *cpool__learning_now(void) {
+    return __builtin_expect(atomic_load_explicit(&cpool__learners, memory_order_relaxed) != 0, 0) ? cpool__learning
+                                                                                                  : NULL;
+}
 void cpool__learn_alloc(cpool__learn *l, void *ptr, uint64_t stream_id);
 void cpool__learn_free(cpool__learn *l, void *ptr);
 void cpool__learn_forget(cpool__learn *l);

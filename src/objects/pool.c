@@ -440,7 +440,7 @@ static __attribute__((noinline)) cpool_status alloc_locked(cpool_pool *pool, siz
     CHECK_ALLOCATOR(pool);
     cpool__mutex_unlock(&pool->mu);
     if (st != CPOOL_OK) return cpool__fail_in(fn, st);
-    if (cpool__learning) cpool__learn_alloc(cpool__learning, *ptr_out, cpool__stream_id(s));
+    if (cpool__learning_now()) cpool__learn_alloc(cpool__learning, *ptr_out, cpool__stream_id(s));
     return st;
 }
 
@@ -524,7 +524,7 @@ static inline __attribute__((always_inline)) cpool_status pool_alloc(cpool_pool 
     if (!cpool__front_alloc(&pool->front, bytes, cpool__stream_id(s), ptr_out))
         return alloc_locked(pool, bytes, s, ptr_out, fn);
     CHECK_ALLOCATOR_LOCKING(pool);
-    if (cpool__learning) cpool__learn_alloc(cpool__learning, *ptr_out, cpool__stream_id(s));
+    if (cpool__learning_now()) cpool__learn_alloc(cpool__learning, *ptr_out, cpool__stream_id(s));
     return CPOOL_OK;
 }
 
@@ -560,7 +560,7 @@ static __attribute__((noinline)) cpool_status free_locked(cpool_pool *pool, void
     if (cap) {
         cpool__pool_hold_in_capture(cap, pool);
         cpool__capture_note_range(cap, pool, (uintptr_t)ptr, info.size, 0);
-    } else if (cpool__learning) {
+    } else if (cpool__learning_now()) {
         cpool__learn_free(cpool__learning, ptr);
     }
     return st;
@@ -585,7 +585,7 @@ cpool_status cpool_free(cpool_pool *pool_handle, void *ptr, cpool_stream *stream
     switch (cpool__front_free(&pool->front, ptr, cpool__stream_id(s))) {
     case CPOOL__FRONT_DONE:
         CHECK_ALLOCATOR_LOCKING(pool);
-        if (cpool__learning) cpool__learn_free(cpool__learning, ptr);
+        if (cpool__learning_now()) cpool__learn_free(cpool__learning, ptr);
         return CPOOL_OK;
     case CPOOL__FRONT_FREED: /* a double free: the front said so in cpool_last_error() */
         return cpool__fail_in("cpool_free", CPOOL_ERR_INVALID_ARGUMENT);
