@@ -309,6 +309,47 @@ static void consistent_under_concurrent_allocation(cpool_device *dev) {
     CHECK_OK(cpool_stream_synchronize(f.s));
 }
 
+/* In the middle of a multi-stream capture: blocks a capture holds are
+ * graph_live, those its branches freed graph_free (with their branch tags),
+ * and the sums still hold. */
+static void during_a_multi_stream_capture(cpool_device *dev) {
+    static stream_pool f;
+    cpool_stream *x = NULL;
+    cpool_event *fork = NULL, *join = NULL;
+    cpool_graph *g = NULL;
+    void *a = NULL, *b = NULL, *c = NULL;
+    snapshot_sums sum;
+    REQUIRE(fixture_open(dev, NULL, &f));
+    REQUIRE_OK(cpool_stream_create(dev, &x));
+    REQUIRE_OK(cpool_event_create(dev, &fork));
+    REQUIRE_OK(cpool_event_create(dev, &join));
+    REQUIRE_OK(cpool_capture_begin(f.s, f.pool, CPOOL_CAPTURE_RELAXED));
+    CHECK_OK(cpool_event_record(fork, f.s));
+    CHECK_OK(cpool_stream_wait_event(x, fork));
+    CHECK_OK(cpool_alloc(f.pool, 64 << 10, x, &a));
+    CHECK_OK(cpool_alloc(f.pool, 8 << 10, f.s, &b));
+    CHECK_OK(cpool_free(f.pool, a, x));
+    CHECK_OK(cpool_alloc(f.pool, 4 << 10, x, &c));
+    cpool_pool_stats st = stats_of(f.pool);
+    json *root = checked_snapshot(f.pool, &st, &sum);
+    CHECK_GT(sum.graph_bytes, 0);
+    CHECK_EQ(sum.graphs, 0); /* no graph yet: the capture has not ended */
+    json_free(root);
+    CHECK_OK(cpool_free(f.pool, c, x));
+    CHECK_OK(cpool_free(f.pool, b, f.s));
+    CHECK_OK(cpool_event_record(join, x));
+    CHECK_OK(cpool_stream_wait_event(f.s, join));
+    REQUIRE_OK(cpool_capture_end(f.s, &g));
+    st = stats_of(f.pool);
+    root = checked_snapshot(f.pool, &st, &sum);
+    CHECK_EQ(sum.graphs, 1);
+    json_free(root);
+    cpool_graph_release(g);
+    cpool_event_destroy(fork);
+    cpool_event_destroy(join);
+    cpool_stream_destroy(x);
+}
+
 static void bad_input_refused(cpool_device *dev) {
     static stream_pool f;
     cpool_pool *dead = NULL;
@@ -347,6 +388,7 @@ static const check_case cases[] = {
     CHECK_CASE(eager_blocks_on_two_streams),
     CHECK_CASE(graphs_with_scratch_and_outputs),
     CHECK_CASE(consistent_under_concurrent_allocation),
+    CHECK_CASE(during_a_multi_stream_capture),
     CHECK_CASE(bad_input_refused),
 };
 CHECK_MAIN(cases, CHECK_ON_ALL)
