@@ -476,8 +476,53 @@ static void small_block_freed_under_capture(cpool_device *dev) {
     cpool_stream_destroy(s);
 }
 
+/* Many live small blocks of many sizes on two streams, freed and allocated
+ * in a random order, so that the front cache is full most of the time and
+ * makes room for frees (giving free blocks back, or handing lent ones over
+ * to the allocator): live blocks never overlap, hold their bytes, and the
+ * stats count every byte (debug builds also check the front cache and the
+ * allocator after every call). */
+static void full_front_cache_churn(cpool_device *dev) {
+    enum { SLOTS = 400, OPS = 6000 };
+    static stream_pool f;
+    static void *p[SLOTS];
+    static size_t size[SLOTS];
+    cpool_stream *t = NULL;
+    uint64_t x = 0x9e3779b97f4a7c15ull, live_bytes = 0;
+    REQUIRE(fixture_open(dev, NULL, &f));
+    REQUIRE_OK(cpool_stream_create(dev, &t));
+    memset(p, 0, sizeof p);
+    for (int op = 0; op < OPS; op++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        unsigned k = (unsigned)(x % SLOTS);
+        cpool_stream *on = (x >> 20) & 1 ? t : f.s;
+        if (p[k]) {
+            if (!CHECK_OK(cpool_free(f.pool, p[k], on))) break;
+            live_bytes -= size[k];
+            p[k] = NULL;
+        } else {
+            size[k] = 256 + (size_t)((x >> 32) % 64) * 512;
+            if (!CHECK_OK(cpool_alloc(f.pool, size[k], on, &p[k]))) break;
+            live_bytes += size[k];
+            for (unsigned j = 0; j < SLOTS; j++)
+                if (j != k && p[j] && ranges_overlap(p[k], size[k], p[j], size[j])) {
+                    check_report_(__FILE__, __LINE__, "op %d: slot %u overlaps live slot %u", op, k, j);
+                    break;
+                }
+        }
+        if (op % 500 == 0) CHECK_EQ(stats_of(f.pool).allocated_bytes, live_bytes);
+    }
+    CHECK_EQ(stats_of(f.pool).allocated_bytes, live_bytes);
+    for (unsigned k = 0; k < SLOTS; k++)
+        if (p[k]) CHECK_OK(cpool_free(f.pool, p[k], f.s));
+    CHECK_EQ(stats_of(f.pool).allocated_bytes, 0);
+    CHECK_OK(cpool_stream_synchronize(t));
+    cpool_stream_destroy(t);
+}
+
 static const check_case cases[] = {
     CHECK_CASE(alloc_rejects_bad_arguments),
+    CHECK_CASE(full_front_cache_churn),
     CHECK_CASE(alloc_free_exact_stats),
     CHECK_CASE(alloc_aligned_disjoint_usable),
     CHECK_CASE(free_foreign_and_double_free),
