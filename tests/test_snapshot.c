@@ -62,6 +62,8 @@ static void add_block(const json *b, uint64_t expect_offset, snapshot_sums *sum)
     if (param->boolean) {
         CHECK(live);
         sum->params++;
+    } else if (live) {
+        CHECK(stream != 0); /* every block a caller holds names its stream, graph blocks too */
     }
     if (live && stream) {
         size_t k = 0;

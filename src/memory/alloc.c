@@ -20,9 +20,13 @@
  *   event recorded after the free complete and calls unfence. A block with
  *   `stream` == 0 is free for anyone. A graph-reserved block freed under
  *   capture is 0: graphs sharing a pool are ordered by the user (they never
- *   run at once). A general block freed under capture joins the
- *   graph-reserved set but keeps S's tag: work on S from before the capture
- *   may still use it, and no graph may take it until that work is fenced.
+ *   run at once); in a capture with forked streams it carries its branch's
+ *   tag instead (alloc.h, CPOOL__BRANCH_BIT) until a join or the end. A
+ *   general block freed under capture joins the graph-reserved set but
+ *   keeps S's tag: work on S from before the capture may still use it, and
+ *   no graph may take it until that work is fenced. Work on another stream
+ *   that waited for an event recorded on S after the free may take it at
+ *   once (its cpool__deps).
  * - Adjacent free blocks of the same set merge when their stream tags allow
  *   it (see mergeable). Freed blocks are merged at once. Exact-size reuse
  *   without merging is the pool's front cache (front.c), bounded to a few
@@ -505,11 +509,6 @@ cpool_status cpool__allocator_free(cpool__allocator *a, void *ptr, uint64_t stre
     if (b->stream) a->restricted_blocks++;
     release_block(a, b);
     return CPOOL_OK;
-}
-
-void cpool__allocator_note_stream(cpool__allocator *a, void *ptr, uint64_t stream) {
-    size_t j = map_find(a, (uintptr_t)ptr);
-    if (j != SIZE_MAX) a->map[j]->used_by = stream;
 }
 
 void cpool__allocator_walk(const cpool__allocator *a, const cpool__walker *w) {

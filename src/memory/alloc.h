@@ -112,10 +112,12 @@ void cpool__deps_note(cpool__deps *d, uint64_t pair);
 bool cpool__deps_cover(const cpool__deps *d, uint64_t stream, uint64_t seq);
 
 /* Serves `bytes` from cached blocks only: for a graph (graph-reserved blocks
- * of the use's set free for any graph or tagged `stream` when that is a
- * branch tag, then unrestricted general ones), or for work on stream
- * `stream` (blocks free for any stream, freed on this one, or covered by
- * its `deps`, which may be NULL). false on a miss. */
+ * of the use's set free for any graph, or tagged `stream` when that is a
+ * branch tag, then unrestricted general ones; `stream` is otherwise the
+ * capturing stream's id), or for work on stream `stream` (blocks free for
+ * any stream, freed on this one, or covered by its `deps`, which may be
+ * NULL). false on a miss. The block remembers `stream` without its branch
+ * bit as the stream it was last used on. */
 bool cpool__allocator_alloc_cached(cpool__allocator *a, size_t bytes, uint64_t stream, const cpool__deps *deps,
                                    cpool__use use, void **out);
 /* Takes a new segment for the request and serves it from there; `stream`
@@ -156,10 +158,6 @@ typedef struct cpool__block_info {
 } cpool__block_info;
 /* Fills *info for the live block at ptr; false if there is none. */
 bool cpool__allocator_live_block(const cpool__allocator *a, const void *ptr, cpool__block_info *info);
-
-/* Notes the stream a live block is used on, where the allocation did not
- * name it (a graph's, outside a forked capture): snapshots show it. */
-void cpool__allocator_note_stream(cpool__allocator *a, void *ptr, uint64_t stream);
 
 /* One block as a snapshot sees it. */
 typedef struct cpool__block_view {

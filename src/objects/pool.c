@@ -398,10 +398,10 @@ static void add_fences(cpool_pool *pool, cpool_stream *capturing) {
  * very thread. Under capture the same steps run: the event calls are legal
  * beside any capture, and a capturing stream is fenced by its capture's
  * fence. */
-static cpool_status alloc_miss(cpool_pool *pool, size_t bytes, cpool_stream *s, cpool__use use, uint64_t branch,
+static cpool_status alloc_miss(cpool_pool *pool, size_t bytes, cpool_stream *s, cpool__use use, uint64_t tag,
                                void **out) {
     cpool__allocator *a = &pool->alloc;
-    uint64_t stream = use != CPOOL__USE_STREAM ? branch : s ? cpool__stream_id(s) : 0;
+    uint64_t stream = use != CPOOL__USE_STREAM ? tag : s ? cpool__stream_id(s) : 0;
     const cpool__deps *deps = use == CPOOL__USE_STREAM && s ? &s->order.deps : NULL;
     poll_fences(pool);
     if (cpool__allocator_alloc_cached(a, bytes, stream, deps, use, out)) return CPOOL_OK;
@@ -419,11 +419,11 @@ static cpool_status alloc_miss(cpool_pool *pool, size_t bytes, cpool_stream *s, 
 
 /* alloc_miss, leaving cpool_last_error() as it was when it succeeds in the
  * end (a fence refused by a capturing stream, a first full device). */
-static cpool_status alloc_slow(cpool_pool *pool, size_t bytes, cpool_stream *s, cpool__use use, uint64_t branch,
+static cpool_status alloc_slow(cpool_pool *pool, size_t bytes, cpool_stream *s, cpool__use use, uint64_t tag,
                                void **out) {
     cpool__error_mark before;
     cpool__error_save(&before);
-    cpool_status st = alloc_miss(pool, bytes, s, use, branch, out);
+    cpool_status st = alloc_miss(pool, bytes, s, use, tag, out);
     if (st == CPOOL_OK) cpool__error_restore(&before);
     return st;
 }
@@ -464,14 +464,15 @@ static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *
     cpool__use use = cpool__capture_next_is_output(cap, cpool__stream_id(s), &entry) || output ? CPOOL__USE_OUTPUT
                                                                                             : CPOOL__USE_SCRATCH;
     cpool__block_info info = {0};
-    uint64_t branch = branch_of(cap, s);
+    /* The branch's tag, or the stream's id: blocks free for any graph, and
+     * the stream a snapshot names. */
+    uint64_t branch = branch_of(cap, s), tag = branch ? branch : cpool__stream_id(s);
     cpool__mutex_lock(&pool->mu);
-    if (!cpool__allocator_alloc_cached(&pool->alloc, bytes, branch, NULL, use, ptr_out))
-        st = alloc_slow(pool, bytes, s, use, branch, ptr_out);
+    if (!cpool__allocator_alloc_cached(&pool->alloc, bytes, tag, NULL, use, ptr_out))
+        st = alloc_slow(pool, bytes, s, use, tag, ptr_out);
     if (st == CPOOL_OK) {
         cpool__front_count_alloc(&pool->front, bytes);
         cpool__allocator_live_block(&pool->alloc, *ptr_out, &info);
-        if (!branch) cpool__allocator_note_stream(&pool->alloc, *ptr_out, cpool__stream_id(s));
     }
     CHECK_ALLOCATOR(pool);
     cpool__mutex_unlock(&pool->mu);
