@@ -40,9 +40,9 @@ static bool live_room(cpool__outputs *o, size_t more) {
 cpool_status cpool__outputs_add_graph(cpool__outputs *o, cpool__allocator *a, uint64_t graph_id,
                                       const cpool__capture_range *ranges, size_t n, cpool__footprint **out) {
     *out = NULL;
-    cpool__capture_range *sorted = cpool__malloc((n ? n : 1) * sizeof *sorted);
+    cpool__capture_range *sorted = n ? cpool__malloc(n * sizeof *sorted) : NULL;
     cpool__footprint *fp = cpool__malloc(sizeof *fp + n * sizeof fp->ranges[0]);
-    if (!sorted || !fp || !live_room(o, n)) {
+    if ((n && !sorted) || !fp || !live_room(o, n)) {
         free(sorted);
         free(fp);
         return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory recording a graph's footprint");
