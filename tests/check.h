@@ -188,6 +188,12 @@ static inline int check_run_(int argc, char **argv, const check_case *cases, siz
         if (st == CPOOL_OK) {
             have_cuda = 1;
             cpool_device_close(probe);
+#ifdef __CUDACC__
+            /* A .cu test has a CUDA runtime of its own, apart from the
+             * library's: it starts now, not at a first kernel launch inside
+             * a case's capture. */
+            cudaFree(NULL);
+#endif
         } else {
             const char *last = cpool_last_error();
             snprintf(cuda_reason, sizeof cuda_reason, "%s%s%s", cpool_status_string(st),
