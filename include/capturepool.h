@@ -369,6 +369,18 @@ typedef struct cpool_pool_options {
      * past it first gives cached, unused segments back, then fails with
      * CPOOL_ERR_OUT_OF_MEMORY. 0 (default): no bound but the device's. */
     uint64_t max_reserved_bytes;
+    /* Appended fields. */
+    /* Segments grow and shrink in place by default, where the platform
+     * allows it (CUDA's virtual memory management; reserved address space
+     * on the host backend): each is a reserved address range of which only
+     * the pages in use are backed by memory, so free memory anywhere in it
+     * joins new pages to serve a larger request, and trim gives back the
+     * pages of free ranges inside it. Addresses never move. true: plain
+     * segments instead, each one device allocation (cudaMalloc), for memory
+     * that must be shared with other processes or registered where mapped
+     * memory is not accepted. cpool_pool_grows_in_place tells which a pool
+     * has. */
+    bool plain_segments;
 } cpool_pool_options;
 
 /* Creates a new, unsealed pool on `dev` holding one reference.
@@ -408,6 +420,12 @@ void cpool_pool_unseal(cpool_pool *pool);
 
 /* Whether the pool is sealed (false for NULL). */
 bool cpool_pool_is_sealed(const cpool_pool *pool);
+
+/* Whether the pool's segments grow in place (cpool_pool_options,
+ * plain_segments): false when plain segments were asked for, when the
+ * device or driver has no virtual memory management (the pool then falls
+ * back to plain segments by itself), and for NULL or a dead handle. */
+bool cpool_pool_grows_in_place(const cpool_pool *pool);
 
 /* Hands the pool an object to keep alive: the pool calls drop(object)
  * exactly once, at cpool_pool_clear_buffers or when its last reference goes,

@@ -64,7 +64,7 @@ static cpool_status body_alloc_work(cpool_stream *s, void *arg) {
 static void scenario_pool_life(world *w) {
     cpool_stream *s = NULL;
     cpool_pool *pool = NULL;
-    cpool_pool_options opts = {sizeof opts, 4u << 20, 64u << 20};
+    cpool_pool_options opts = {.struct_size = sizeof opts, .reserve_bytes = 4u << 20, .max_reserved_bytes = 64u << 20};
     void *p[3] = {NULL, NULL, NULL};
     if (!TRY(w, cpool_stream_create(w->dev, &s))) return;
     if (TRY(w, cpool_pool_create(w->dev, &opts, &pool))) {
@@ -138,6 +138,41 @@ static void scenario_clear_params_callback(world *w) {
     cpool_stream_destroy(s);
 }
 
+/* Growable segments: growth in place past a free block, pages given back
+ * inside a segment and mapped again, a growth past the peak that gives
+ * free pages back first, a graph's scratch kept across all of it. */
+static void scenario_growable(world *w) {
+    cpool_stream *s = NULL;
+    cpool_pool *pool = NULL;
+    cpool_graph *g = NULL;
+    body_ctx c = {w, NULL, 0};
+    void *p[3] = {NULL, NULL, NULL};
+    if (!TRY(w, cpool_stream_create(w->dev, &s))) return;
+    if (TRY(w, cpool_pool_create(w->dev, NULL, &pool))) {
+        c.pool = pool;
+        record_objects(w, pool);
+        TRY(w, cpool_capture(s, pool, CPOOL_CAPTURE_GLOBAL, body_alloc_work, &c, &g));
+        TRY(w, cpool_alloc(pool, 4u << 20, s, &p[0]));
+        TRY(w, cpool_alloc(pool, 8u << 20, s, &p[1]));
+        TRY(w, cpool_alloc(pool, 4u << 20, s, &p[2]));
+        if (p[1]) TRY(w, cpool_free(pool, p[1], s));
+        p[1] = NULL;
+        TRY(w, cpool_pool_trim(pool));
+        TRY(w, cpool_alloc(pool, 6u << 20, s, &p[1]));
+        if (p[0]) TRY(w, cpool_free(pool, p[0], s));
+        p[0] = NULL;
+        TRY(w, cpool_stream_synchronize(s));
+        TRY(w, cpool_alloc(pool, 24u << 20, s, &p[0]));
+        if (g) TRY(w, cpool_graph_launch(g, s));
+        for (int i = 0; i < 3; i++)
+            if (p[i]) TRY(w, cpool_free(pool, p[i], s));
+        cpool__pool_check(pool);
+        cpool_graph_release(g);
+        cpool_pool_release(pool);
+    }
+    cpool_stream_destroy(s);
+}
+
 typedef void (*scenario_fn)(world *);
 
 static void run_once(cpool_device *dev, scenario_fn fn, uint64_t nth, world *w) {
@@ -179,6 +214,7 @@ static void sweep(cpool_device *dev, scenario_fn fn, const char *name) {
 
 static void sweep_pool_life(cpool_device *dev) { sweep(dev, scenario_pool_life, "pool life"); }
 static void sweep_capture_launch(cpool_device *dev) { sweep(dev, scenario_capture_launch, "capture, launch, update, release while running"); }
+static void sweep_growable(cpool_device *dev) { sweep(dev, scenario_growable, "growable segments: grow, trim inside, regrow"); }
 static void sweep_clear_params_callback(cpool_device *dev) {
     sweep(dev, scenario_clear_params_callback, "clear, stale launch, params, release in a callback");
 }
@@ -245,6 +281,7 @@ static const check_case cases[] = {
     CHECK_CASE(sweep_pool_life),
     CHECK_CASE(sweep_capture_launch),
     CHECK_CASE(sweep_clear_params_callback),
+    CHECK_CASE(sweep_growable),
     CHECK_CASE(update_failure_keeps_outputs),
     CHECK_CASE(report_total),
 };

@@ -460,6 +460,7 @@ ROW_FN(pool_release_null) { (void)f; cpool_pool_release(NULL); }
 ROW_FN(pool_seal_null) { (void)f; cpool_pool_seal(NULL); }
 ROW_FN(pool_unseal_null) { (void)f; cpool_pool_unseal(NULL); }
 ROW_FN(pool_is_sealed_null) { (void)f; CHECK(!cpool_pool_is_sealed(NULL)); }
+ROW_FN(pool_grows_in_place_null) { (void)f; CHECK(!cpool_pool_grows_in_place(NULL)); }
 ROW_FN(pool_record_null_pool) {
     size_t index = 12345;
     CHECK_STATUS(cpool_pool_record(NULL, &f->objs[OBJ_SPARE], tracked_drop, &index), INV);
@@ -967,6 +968,7 @@ static const row rows[] = {
     {"cpool_pool_seal", "NULL: no-op", NULL, pool_seal_null, 0},
     {"cpool_pool_unseal", "NULL: no-op", NULL, pool_unseal_null, 0},
     {"cpool_pool_is_sealed", "NULL: false", NULL, pool_is_sealed_null, 0},
+    {"cpool_pool_grows_in_place", "NULL: false", NULL, pool_grows_in_place_null, 0},
     {"cpool_pool_record", "NULL pool: drop never called, index untouched", NULL, pool_record_null_pool, 0},
     {"cpool_pool_buffer_count", "NULL: 0", NULL, pool_buffer_count_null, 0},
     {"cpool_pool_clear_buffers", "NULL: no-op", NULL, pool_clear_buffers_null, 0},

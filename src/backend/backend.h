@@ -26,11 +26,22 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "capturepool.h"
 
 /* The byte a debug build fills returned segments with. */
 #define CPOOL__POISON 0xDB
+/* The page of growable segments (the allocator's CPOOL__PAGE). */
+#define CPOOL__PAGE_BYTES ((size_t)2 << 20)
+
+/* CPOOL_VIRTUAL_MEMORY=0 in the environment: no growable segments, as on
+ * a platform that has none (pools fall back to plain segments). */
+static inline bool cpool__virtual_memory_off(void) {
+    const char *v = getenv("CPOOL_VIRTUAL_MEMORY");
+    return v && strcmp(v, "0") == 0;
+}
 
 typedef struct cpool__bdevice cpool__bdevice;
 typedef struct cpool__bstream cpool__bstream;
@@ -51,6 +62,23 @@ typedef struct cpool__backend {
      * that work still using it would see garbage. */
     cpool_status (*segment_alloc)(cpool__bdevice *dev, size_t bytes, void **out);
     void (*segment_free)(cpool__bdevice *dev, void *base, size_t bytes);
+
+    /* Growable segments: address space first, then memory for whole pages
+     * of it (CPOOL__PAGE_BYTES), as CUDA's virtual memory management does.
+     * va_supported: whether the device has it (else pools take plain
+     * segments). va_reserve gives a CPOOL__PAGE_BYTES-aligned range and no
+     * memory. pages_map backs [addr, addr + bytes), unmapped whole pages
+     * of a reserved range, with memory the device reads and writes, each
+     * page its own allocation so that any page can go back alone; all or
+     * nothing. pages_unmap gives back mapped pages that no work uses (work that
+     * still did would fault: no poison needed); va_release a
+     * range with nothing mapped. All are safe while any stream captures,
+     * as segment_alloc is. */
+    bool (*va_supported)(cpool__bdevice *dev);
+    cpool_status (*va_reserve)(cpool__bdevice *dev, size_t bytes, void **out);
+    void (*va_release)(cpool__bdevice *dev, void *base, size_t bytes);
+    cpool_status (*pages_map)(cpool__bdevice *dev, void *addr, size_t bytes);
+    void (*pages_unmap)(cpool__bdevice *dev, void *addr, size_t bytes);
 
     /* native == NULL && !wrap: a new stream of the backend's own. */
     cpool_status (*stream_create)(cpool__bdevice *dev, void *native, bool wrap, cpool__bstream **out);

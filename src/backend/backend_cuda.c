@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cuda.h> /* the types of the driver's virtual memory calls */
 #include <cuda_runtime_api.h>
 
 #include "cuda_driver.h"
@@ -47,6 +48,7 @@ typedef struct thunk {
 
 struct cpool__bdevice {
     int ordinal;
+    bool vmm; /* virtual memory management, with pages that divide CPOOL__PAGE_BYTES */
     /* Serialises this backend's calls on graphs being captured: CUDA graph
      * objects are not thread-safe, and threads may capture into one graph. */
     cpool__mutex capture_graphs_mu;
@@ -254,6 +256,8 @@ static cudaError_t guard_enter_call_free(const cpool__bdevice *dev) {
     return err;
 }
 
+static bool vmm_probe(const cpool__bdevice *dev);
+
 static cpool_status cuda_device_open(int ordinal, cpool__bdevice **out) {
     int count = 0;
     cudaError_t err = cudaGetDeviceCount(&count);
@@ -271,6 +275,7 @@ static cpool_status cuda_device_open(int ordinal, cpool__bdevice **out) {
     /* The primary context is made now, not inside a later capture. */
     CHECK_CUDA_GOTO(err, guard_enter_call_free(d), failed);
     pthread_once(&driver_once, driver_load);
+    d->vmm = vmm_probe(d);
     *out = d;
     return CPOOL_OK;
 failed:
@@ -298,6 +303,133 @@ static void cuda_segment_free(cpool__bdevice *dev, void *base, size_t bytes) {
     CPOOL_UNUSED(bytes);
 #endif
     GUARDED_QUIET(dev, cudaFree(base));
+}
+
+/* ---- growable segments: the driver's virtual memory management ---------- */
+
+/* Fetched through the runtime, as the capture path's (cuda_driver.h). */
+static struct vmm_calls {
+    CUresult (*reserve)(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr, unsigned long long flags);
+    CUresult (*release_range)(CUdeviceptr ptr, size_t size);
+    CUresult (*create)(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
+                       unsigned long long flags);
+    CUresult (*map)(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle h,
+                    unsigned long long flags);
+    CUresult (*unmap)(CUdeviceptr ptr, size_t size);
+    CUresult (*set_access)(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count);
+    CUresult (*release)(CUmemGenericAllocationHandle h);
+    CUresult (*granularity)(size_t *granularity, const CUmemAllocationProp *prop,
+                            CUmemAllocationGranularity_flags option);
+    CUresult (*attribute)(int *value, CUdevice_attribute attribute, CUdevice dev);
+} vmm;
+static pthread_once_t vmm_once = PTHREAD_ONCE_INIT;
+
+static void vmm_load(void) {
+    vmm.reserve = (CUresult(*)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long))cpool__driver_entry(
+        "cuMemAddressReserve");
+    vmm.release_range = (CUresult(*)(CUdeviceptr, size_t))cpool__driver_entry("cuMemAddressFree");
+    vmm.create = (CUresult(*)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
+                              unsigned long long))cpool__driver_entry("cuMemCreate");
+    vmm.map = (CUresult(*)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long))
+        cpool__driver_entry("cuMemMap");
+    vmm.unmap = (CUresult(*)(CUdeviceptr, size_t))cpool__driver_entry("cuMemUnmap");
+    vmm.set_access = (CUresult(*)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t))cpool__driver_entry(
+        "cuMemSetAccess");
+    vmm.release = (CUresult(*)(CUmemGenericAllocationHandle))cpool__driver_entry("cuMemRelease");
+    vmm.granularity = (CUresult(*)(size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags))
+        cpool__driver_entry("cuMemGetAllocationGranularity");
+    vmm.attribute = (CUresult(*)(int *, CUdevice_attribute, CUdevice))cpool__driver_entry("cuDeviceGetAttribute");
+}
+
+static CUmemAllocationProp page_prop(const cpool__bdevice *dev) {
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = dev->ordinal;
+    return prop;
+}
+
+/* Whether dev can back growable segments: every entry point, the device's
+ * support, and a granularity that divides the allocator's page. */
+static bool vmm_probe(const cpool__bdevice *dev) {
+    pthread_once(&vmm_once, vmm_load);
+    if (!vmm.reserve || !vmm.release_range || !vmm.create || !vmm.map || !vmm.unmap || !vmm.set_access ||
+        !vmm.release || !vmm.granularity || !vmm.attribute)
+        return false;
+    int supported = 0;
+    size_t granularity = 0;
+    CUmemAllocationProp prop = page_prop(dev);
+    if (vmm.attribute(&supported, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev->ordinal) !=
+            CUDA_SUCCESS ||
+        !supported)
+        return false;
+    return vmm.granularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) == CUDA_SUCCESS && granularity &&
+           CPOOL__PAGE_BYTES % granularity == 0;
+}
+
+/* The driver's result as the runtime's error of the same number. */
+#define VMM_CALL(call) ((cudaError_t)(cpool__fault_hit() ? CUDA_ERROR_OUT_OF_MEMORY : (call)))
+
+static bool cuda_va_supported(cpool__bdevice *dev) { return dev->vmm && !cpool__virtual_memory_off(); }
+
+static cpool_status cuda_va_reserve(cpool__bdevice *dev, size_t bytes, void **out) {
+    CUdeviceptr ptr = 0;
+    cudaError_t err;
+    GUARDED(err, dev, true, VMM_CALL(vmm.reserve(&ptr, bytes, CPOOL__PAGE_BYTES, 0, 0)));
+    if (err == (cudaError_t)CUDA_ERROR_NOT_SUPPORTED) {
+        cudaGetLastError();
+        return cpool__fail(CPOOL_ERR_UNSUPPORTED, "the driver reserves no address space: plain segments instead");
+    }
+    if (err != cudaSuccess) return cuda_fail(err, "cuMemAddressReserve of a growable segment");
+    *out = (void *)ptr;
+    return CPOOL_OK;
+}
+
+static void cuda_va_release(cpool__bdevice *dev, void *base, size_t bytes) {
+    GUARDED_QUIET(dev, (cudaError_t)vmm.release_range((CUdeviceptr)base, bytes));
+}
+
+/* Unmaps the pages of [at, at + bytes) one by one, as they were mapped. */
+static cudaError_t unmap_pages(CUdeviceptr at, size_t bytes) {
+    CUresult first = CUDA_SUCCESS;
+    for (size_t off = 0; off < bytes; off += CPOOL__PAGE_BYTES) {
+        CUresult r = vmm.unmap(at + off, CPOOL__PAGE_BYTES);
+        if (first == CUDA_SUCCESS) first = r;
+    }
+    return (cudaError_t)first;
+}
+
+/* A page at a time, each its own allocation: the mapping holds it, so its
+ * handle goes at once and an unmap frees it. */
+static cudaError_t map_pages(const cpool__bdevice *dev, CUdeviceptr at, size_t bytes) {
+    CUmemAllocationProp prop = page_prop(dev);
+    cudaError_t err = cudaSuccess;
+    size_t done = 0;
+    for (; done < bytes; done += CPOOL__PAGE_BYTES) {
+        CUmemGenericAllocationHandle h;
+        err = VMM_CALL(vmm.create(&h, CPOOL__PAGE_BYTES, &prop, 0));
+        if (err != cudaSuccess) break;
+        err = VMM_CALL(vmm.map(at + done, CPOOL__PAGE_BYTES, 0, h, 0));
+        vmm.release(h);
+        if (err != cudaSuccess) break;
+    }
+    if (err == cudaSuccess) {
+        CUmemAccessDesc access = {.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+        err = VMM_CALL(vmm.set_access(at, bytes, &access, 1));
+    }
+    if (err != cudaSuccess) unmap_pages(at, done);
+    return err;
+}
+
+static cpool_status cuda_pages_map(cpool__bdevice *dev, void *addr, size_t bytes) {
+    cudaError_t err;
+    GUARDED(err, dev, true, map_pages(dev, (CUdeviceptr)addr, bytes));
+    return err == cudaSuccess ? CPOOL_OK : cuda_fail(err, "mapping pages of a growable segment");
+}
+
+static void cuda_pages_unmap(cpool__bdevice *dev, void *addr, size_t bytes) {
+    GUARDED_QUIET(dev, unmap_pages((CUdeviceptr)addr, bytes));
 }
 
 /* ---- streams ------------------------------------------------------------- */
@@ -712,6 +844,11 @@ const cpool__backend cpool__backend_cuda = {
     .device_close = cuda_device_close,
     .segment_alloc = cuda_segment_alloc,
     .segment_free = cuda_segment_free,
+    .va_supported = cuda_va_supported,
+    .va_reserve = cuda_va_reserve,
+    .va_release = cuda_va_release,
+    .pages_map = cuda_pages_map,
+    .pages_unmap = cuda_pages_unmap,
     .stream_create = cuda_stream_create,
     .stream_destroy = cuda_stream_destroy,
     .stream_native = cuda_stream_native,

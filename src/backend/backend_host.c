@@ -481,6 +481,55 @@ static void host_segment_free(cpool__bdevice *dev, void *base, size_t bytes) {
     free(base);
 }
 
+/* ---- growable segments: reserved address space ------------------------- */
+
+static bool host_va_supported(cpool__bdevice *dev) {
+    CPOOL_UNUSED(dev);
+    return !cpool__virtual_memory_off();
+}
+
+static cpool_status host_va_reserve(cpool__bdevice *dev, size_t bytes, void **out) {
+    CPOOL_UNUSED(dev);
+    /* One page more than asked, to cut an aligned range from it. */
+    size_t span = bytes + CPOOL__PAGE_BYTES;
+    void *p = cpool__fault_hit() ? MAP_FAILED
+                                 : mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "no %zu bytes of address space to reserve", bytes);
+    uintptr_t raw = (uintptr_t)p, base = (raw + CPOOL__PAGE_BYTES - 1) / CPOOL__PAGE_BYTES * CPOOL__PAGE_BYTES;
+    if (base > raw) munmap(p, base - raw);
+    if (raw + span > base + bytes) munmap((void *)(base + bytes), raw + span - (base + bytes));
+    *out = (void *)base;
+    return CPOOL_OK;
+}
+
+static void host_va_release(cpool__bdevice *dev, void *base, size_t bytes) {
+    CPOOL_UNUSED(dev);
+    munmap(base, bytes);
+}
+
+/* Back to reserved address space: the pages' memory goes at once. */
+static void host_unback(void *addr, size_t bytes) {
+    mmap(addr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+}
+
+static cpool_status host_pages_map(cpool__bdevice *dev, void *addr, size_t bytes) {
+    CPOOL_UNUSED(dev);
+    /* Two steps, as on a GPU: the memory, then access to it. */
+    if (cpool__fault_hit())
+        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for %zu bytes of pages", bytes);
+    if (cpool__fault_hit() || mprotect(addr, bytes, PROT_READ | PROT_WRITE) != 0) {
+        host_unback(addr, bytes);
+        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "pages of %zu bytes could not be made accessible", bytes);
+    }
+    return CPOOL_OK;
+}
+
+static void host_pages_unmap(cpool__bdevice *dev, void *addr, size_t bytes) {
+    CPOOL_UNUSED(dev);
+    host_unback(addr, bytes);
+}
+
 /* ---- streams ------------------------------------------------------------- */
 
 static cpool_status host_stream_create(cpool__bdevice *dev, void *native, bool wrap, cpool__bstream **out) {
@@ -1111,6 +1160,11 @@ const cpool__backend cpool__backend_host = {
     .device_close = host_device_close,
     .segment_alloc = host_segment_alloc,
     .segment_free = host_segment_free,
+    .va_supported = host_va_supported,
+    .va_reserve = host_va_reserve,
+    .va_release = host_va_release,
+    .pages_map = host_pages_map,
+    .pages_unmap = host_pages_unmap,
     .stream_create = host_stream_create,
     .stream_destroy = host_stream_destroy,
     .stream_native = host_stream_native,

@@ -38,6 +38,17 @@
  * split when the rest is at least CPOOL__BLOCK_ALIGN. A new segment is sized
  * for its request: small requests share 2 MiB segments, larger ones get their
  * size rounded up to 2 MiB, so reserved memory stays close to what is in use.
+ *
+ * Growable segments (alloc.h) reserve a large range, one per class, and
+ * tile it with blocks as plain ones, where a `hole` block stands for
+ * unmapped pages: page-aligned, in no heap but in the class's hole list,
+ * never next to another hole. Free blocks in heaps are always mapped, so
+ * the cached path never maps. Growing maps pages of a hole next to a free
+ * block that the request may use, so that together they serve it (see
+ * grow_in_place); trimming turns the whole pages of free blocks back into
+ * holes. Before growing would take reserved memory past its peak, the
+ * whole pages of free general blocks that no work uses are given back
+ * first: the peak then follows what is in use, not how it was placed.
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -63,14 +74,16 @@ struct cpool__block {
     bool graph;
     bool apart;  /* graph-reserved, in the outputs' set */
     bool pinned; /* live for the pool's whole life: never freed by a caller */
+    bool hole;   /* unmapped pages of a growable segment (never live, in no heap) */
     bool output; /* live: an output of a graph, registered with the pool */
     uint64_t serial; /* which allocation handed it out last */
 };
 
 struct cpool__segment {
     uintptr_t base;
-    size_t size;
+    size_t size; /* growable: the reserved range, mapped or not */
     bool large;
+    bool growable;
     cpool__segment *prev, *next;
     cpool__block *first;
 };
@@ -253,6 +266,7 @@ static void map_erase(cpool__allocator *a, size_t j) {
 void cpool__allocator_init(cpool__allocator *a, const cpool__segment_source *source, uint64_t max_reserved) {
     memset(a, 0, sizeof *a);
     a->source = *source;
+    a->growable = source->reserve != NULL;
     a->max_reserved = max_reserved;
 }
 
@@ -269,7 +283,7 @@ static cpool__heap *heap_for(cpool__allocator *a, const cpool__block *b) {
  * agree, or one is free for any stream: the merged block then keeps the
  * other's tag, which only narrows who may reuse the free part. */
 static bool mergeable(const cpool__block *x, const cpool__block *y) {
-    return x && y && !x->live && !y->live && x->graph == y->graph && x->apart == y->apart &&
+    return x && y && !x->live && !y->live && !x->hole && !y->hole && x->graph == y->graph && x->apart == y->apart &&
            (x->stream == y->stream || !x->stream || !y->stream);
 }
 
@@ -393,9 +407,11 @@ bool cpool__allocator_alloc_cached(cpool__allocator *a, size_t bytes, uint64_t s
 }
 
 static cpool_status segment_new(cpool__allocator *a, size_t seg_size, cpool__use use, bool large, cpool__block **out);
+static cpool_status grow_in_place(cpool__allocator *a, size_t bytes, uint64_t stream, cpool__use use, void **out);
+static cpool_status reserve_in_place(cpool__allocator *a, size_t bytes);
 
-cpool_status cpool__allocator_alloc_grow(cpool__allocator *a, size_t bytes, uint64_t stream, cpool__use use,
-                                        void **out) {
+/* A new plain segment for the request. */
+static cpool_status grow_plain(cpool__allocator *a, size_t bytes, uint64_t stream, cpool__use use, void **out) {
     size_t rounded = cpool__block_size(bytes);
     bool large = rounded > CPOOL__SMALL_MAX;
     /* As PyTorch's caching allocator: requests between 1 and 10 MiB share
@@ -421,7 +437,20 @@ cpool_status cpool__allocator_alloc_grow(cpool__allocator *a, size_t bytes, uint
     return CPOOL_OK;
 }
 
+cpool_status cpool__allocator_alloc_grow(cpool__allocator *a, size_t bytes, uint64_t stream, cpool__use use,
+                                        void **out) {
+    if (a->growable) {
+        cpool_status st = grow_in_place(a, bytes, stream, use, out);
+        if (st != CPOOL_ERR_UNSUPPORTED) return st;
+    }
+    return grow_plain(a, bytes, stream, use, out);
+}
+
 cpool_status cpool__allocator_reserve(cpool__allocator *a, size_t bytes) {
+    if (a->growable) {
+        cpool_status st = reserve_in_place(a, bytes);
+        if (st != CPOOL_ERR_UNSUPPORTED) return st;
+    }
     cpool__block *b = NULL;
     cpool_status st = segment_new(a, round_up(bytes, CPOOL__SEGMENT_GRANULE), CPOOL__USE_STREAM, true, &b);
     if (st == CPOOL_OK) heap_insert(heap_for(a, b), b);
@@ -463,6 +492,335 @@ static cpool_status segment_new(cpool__allocator *a, size_t seg_size, cpool__use
     if (graph) a->graph_reserved += seg_size;
     *out = b;
     return CPOOL_OK;
+}
+
+/* ---- growable segments --------------------------------------------------- */
+
+static size_t round_down(size_t n, size_t to) { return n / to * to; }
+
+/* Whether b (NULL: the segment's edge) is mapped memory. */
+static int mapped(const cpool__block *b) { return b && !b->hole; }
+
+static void hole_link(cpool__allocator *a, cpool__block *h) {
+    cpool__block **list = &a->holes[h->seg->large];
+    h->free_prev = NULL;
+    h->free_next = *list;
+    if (*list) (*list)->free_prev = h;
+    *list = h;
+}
+
+static void hole_unlink(cpool__allocator *a, cpool__block *h) {
+    if (h->free_prev)
+        h->free_prev->free_next = h->free_next;
+    else
+        a->holes[h->seg->large] = h->free_next;
+    if (h->free_next) h->free_next->free_prev = h->free_prev;
+    h->free_prev = h->free_next = NULL;
+}
+
+/* Puts new block b just before or just after `at` in at's segment. */
+static void link_before(cpool__block *at, cpool__block *b) {
+    b->seg = at->seg;
+    b->next = at;
+    b->prev = at->prev;
+    if (at->prev)
+        at->prev->next = b;
+    else
+        at->seg->first = b;
+    at->prev = b;
+}
+
+static void link_after(cpool__block *at, cpool__block *b) {
+    b->seg = at->seg;
+    b->prev = at;
+    b->next = at->next;
+    if (at->next) at->next->prev = b;
+    at->next = b;
+}
+
+/* Drops block b from its segment's list. */
+static void unlink_block(cpool__allocator *a, cpool__block *b) {
+    if (b->prev)
+        b->prev->next = b->next;
+    else
+        b->seg->first = b->next;
+    if (b->next) b->next->prev = b->prev;
+    block_recycle(a, b);
+}
+
+/* A new growable segment of class `large` spanning at least `bytes`: one
+ * hole. CPOOL_ERR_UNSUPPORTED: the platform reserves no address space (the
+ * allocator stops trying). */
+static cpool_status span_new(cpool__allocator *a, bool large, size_t bytes, cpool__block **hole) {
+    size_t need = round_up(bytes, CPOOL__PAGE), span = large ? CPOOL__SPAN_LARGE : CPOOL__SPAN_SMALL;
+    if (span < need) span = need;
+    cpool__segment *seg = cpool__calloc(1, sizeof *seg);
+    cpool__block *h = block_new(a);
+    if (!seg || !h) {
+        free(seg);
+        free(h);
+        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for allocator records");
+    }
+    void *base = NULL;
+    cpool_status st;
+    /* Address space can run short where many pools live: ask for less,
+     * down to what the request needs. */
+    for (;;) {
+        st = a->source.reserve(a->source.ctx, span, &base);
+        if (st != CPOOL_ERR_OUT_OF_MEMORY || span == need) break;
+        span = span / 2 > need ? round_up(span / 2, CPOOL__PAGE) : need;
+    }
+    if (st != CPOOL_OK) {
+        free(seg);
+        free(h);
+        if (st == CPOOL_ERR_UNSUPPORTED) a->growable = false;
+        return st;
+    }
+    *seg = (cpool__segment){.base = (uintptr_t)base, .size = span, .large = large, .growable = true, .first = h};
+    seg->next = a->segments;
+    if (a->segments) a->segments->prev = seg;
+    a->segments = seg;
+    *h = (cpool__block){.addr = seg->base, .size = span, .seg = seg, .hole = true};
+    hole_link(a, h);
+    *hole = h;
+    return CPOOL_OK;
+}
+
+/* Maps [at, at + bytes), whole pages of hole h, as a free block (in no
+ * heap) of `like`'s set, or of the general set when like is NULL; what is
+ * left of the hole stays a hole. */
+static cpool_status map_in_hole(cpool__allocator *a, cpool__block *h, uintptr_t at, size_t bytes,
+                                const cpool__block *like, cpool__block **out) {
+    if (a->max_reserved && a->reserved + bytes > a->max_reserved)
+        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY,
+                           "%zu more bytes would take the pool past max_reserved_bytes (%llu reserved of %llu)",
+                           bytes, (unsigned long long)a->reserved, (unsigned long long)a->max_reserved);
+    /* Records first: nothing to undo once the pages are mapped. */
+    cpool__block *left = at > h->addr ? block_new(a) : NULL;
+    cpool__block *right = at + bytes < h->addr + h->size ? block_new(a) : NULL;
+    if ((at > h->addr && !left) || (at + bytes < h->addr + h->size && !right)) {
+        if (left) block_recycle(a, left);
+        if (right) block_recycle(a, right);
+        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for allocator records");
+    }
+    cpool_status st = a->source.map(a->source.ctx, (void *)at, bytes);
+    if (st != CPOOL_OK) {
+        if (left) block_recycle(a, left);
+        if (right) block_recycle(a, right);
+        return st;
+    }
+    hole_unlink(a, h);
+    if (left) {
+        *left = (cpool__block){.addr = h->addr, .size = at - h->addr, .hole = true};
+        link_before(h, left);
+        hole_link(a, left);
+    }
+    if (right) {
+        *right = (cpool__block){.addr = at + bytes, .size = h->addr + h->size - (at + bytes), .hole = true};
+        link_after(h, right);
+        hole_link(a, right);
+    }
+    h->addr = at;
+    h->size = bytes;
+    h->hole = false;
+    h->graph = like && like->graph;
+    h->apart = like && like->apart;
+    if (h->graph) a->graph_reserved += bytes;
+    a->reserved += bytes;
+    if (a->reserved > a->reserved_peak) a->reserved_peak = a->reserved;
+    a->segment_count = a->segment_count + 1 - (uint64_t)(mapped(h->prev) + mapped(h->next));
+    *out = h;
+    return CPOOL_OK;
+}
+
+/* A free block whose whole pages may go back: general, no work on it, in
+ * a growable segment, holding at least one whole page. */
+static bool pages_free(const cpool__block *b) {
+    return !b->live && !b->hole && !b->graph && !b->stream && b->seg->growable &&
+           round_down(b->addr + b->size, CPOOL__PAGE) > round_up(b->addr, CPOOL__PAGE);
+}
+
+/* Unmaps the whole pages of free block b (pages_free, in its heap): they
+ * become a hole, merged with the holes beside it, and what is left of b on
+ * either side stays free. Returns the hole, *given the bytes unmapped (0:
+ * no host memory for the records, nothing changed). */
+static cpool__block *unmap_pages(cpool__allocator *a, cpool__block *b, uint64_t *given) {
+    uintptr_t lo = round_up(b->addr, CPOOL__PAGE), hi = round_down(b->addr + b->size, CPOOL__PAGE);
+    uintptr_t end = b->addr + b->size;
+    *given = 0;
+    cpool__block *head = lo > b->addr ? block_new(a) : NULL;
+    cpool__block *tail = hi < end ? block_new(a) : NULL;
+    if ((lo > b->addr && !head) || (hi < end && !tail)) {
+        if (head) block_recycle(a, head);
+        if (tail) block_recycle(a, tail);
+        return b;
+    }
+    heap_remove(heap_for(a, b), b);
+    a->source.unmap(a->source.ctx, (void *)lo, hi - lo);
+    if (head) {
+        *head = (cpool__block){.addr = b->addr, .size = lo - b->addr, .used_by = b->used_by, .free_seq = b->free_seq};
+        link_before(b, head);
+        heap_insert(heap_for(a, head), head);
+    }
+    if (tail) {
+        *tail = (cpool__block){.addr = hi, .size = end - hi, .used_by = b->used_by, .free_seq = b->free_seq};
+        link_after(b, tail);
+        heap_insert(heap_for(a, tail), tail);
+    }
+    b->addr = lo;
+    b->size = hi - lo;
+    b->hole = true;
+    b->used_by = 0;
+    a->reserved -= hi - lo;
+    a->segment_count = a->segment_count + (uint64_t)(mapped(b->prev) + mapped(b->next)) - 1;
+    *given = hi - lo;
+    if (b->prev && b->prev->hole) {
+        cpool__block *prev = b->prev;
+        prev->size += b->size;
+        unlink_block(a, b);
+        b = prev;
+    } else {
+        hole_link(a, b);
+    }
+    if (b->next && b->next->hole) {
+        cpool__block *next = b->next;
+        hole_unlink(a, next);
+        b->size += next->size;
+        unlink_block(a, next);
+    }
+    return b;
+}
+
+/* Unmaps whole pages of free general blocks that no work uses, largest
+ * blocks first, until `want` bytes went back or none is left; spares
+ * `keep1` and `keep2`. */
+static void give_back_pages(cpool__allocator *a, uint64_t want, const cpool__block *keep1, const cpool__block *keep2) {
+    uint64_t given = 0;
+    while (given < want) {
+        cpool__block *pick = NULL;
+        for (int cls = 1; cls >= 0 && !pick; cls--) {
+            const cpool__heap *h = &a->heaps[heap_index(0, cls == 1)];
+            for (unsigned bin = CPOOL__BINS; bin-- > bin_of(CPOOL__PAGE) && !pick;)
+                for (cpool__block *b = h->bins[bin]; b && !pick; b = b->free_next)
+                    if (b != keep1 && b != keep2 && pages_free(b)) pick = b;
+        }
+        if (!pick) return;
+        uint64_t n;
+        unmap_pages(a, pick, &n);
+        if (!n) return;
+        given += n;
+    }
+}
+
+/* Whether free block b may make part of the block that serves a request
+ * (`stream` as for cpool__allocator_alloc_cached): as the cached path would
+ * take it, but without event dependencies. */
+static bool extendable(const cpool__block *b, cpool__use use, uint64_t stream) {
+    if (!b || b->live || b->hole) return false;
+    if (use == CPOOL__USE_STREAM) return !b->graph && (!b->stream || b->stream == stream);
+    if (!b->graph) return !b->stream;
+    return b->apart == (use == CPOOL__USE_OUTPUT) && (!b->stream || b->stream == graph_branch(stream));
+}
+
+/* Pages to map for a request: [at, at + bytes) of `hole`, joining `like`
+ * (the free block beside it that the new pages take the set of, or NULL)
+ * and `other` (the one on the hole's other side, or NULL); the request is
+ * then served at `start`. */
+typedef struct grow_plan {
+    cpool__block *hole, *like, *other;
+    uintptr_t at, start;
+    size_t bytes;
+} grow_plan;
+
+static void consider(grow_plan *best, cpool__block *hole, uintptr_t at, size_t bytes, cpool__block *like,
+                     cpool__block *other, uintptr_t start) {
+    if (!best->hole || bytes < best->bytes) *best = (grow_plan){hole, like, other, at, start, bytes};
+}
+
+/* The plan that maps the fewest pages: a hole's start after a usable free
+ * block, its end before one, the whole hole between two, or a bare hole. */
+static grow_plan plan_growth(cpool__allocator *a, size_t rounded, uint64_t stream, cpool__use use) {
+    grow_plan best = {0};
+    for (cpool__block *h = a->holes[rounded > CPOOL__SMALL_MAX]; h; h = h->free_next) {
+        cpool__block *p = extendable(h->prev, use, stream) ? h->prev : NULL;
+        cpool__block *n = extendable(h->next, use, stream) ? h->next : NULL;
+        size_t psz = p ? p->size : 0, nsz = n ? n->size : 0;
+        if (psz < rounded && round_up(rounded - psz, CPOOL__PAGE) <= h->size)
+            consider(&best, h, h->addr, round_up(rounded - psz, CPOOL__PAGE), p, NULL, h->addr - psz);
+        if (n && nsz < rounded && round_up(rounded - nsz, CPOOL__PAGE) <= h->size) {
+            size_t bytes = round_up(rounded - nsz, CPOOL__PAGE);
+            consider(&best, h, h->addr + h->size - bytes, bytes, n, NULL, h->addr + h->size - bytes);
+        }
+        if (p && n && p->graph == n->graph && p->apart == n->apart && psz + h->size + nsz >= rounded)
+            consider(&best, h, h->addr, h->size, p, n, p->addr);
+    }
+    return best;
+}
+
+/* Serves a request from new pages of a growable segment (a new one when no
+ * hole will do). CPOOL_ERR_UNSUPPORTED: the platform reserves no address
+ * space; the caller takes a plain segment. */
+static cpool_status grow_in_place(cpool__allocator *a, size_t bytes, uint64_t stream, cpool__use use, void **out) {
+    size_t rounded = cpool__block_size(bytes);
+    grow_plan plan = plan_growth(a, rounded, stream, use);
+    uint64_t need = plan.hole ? plan.bytes : round_up(rounded, CPOOL__PAGE);
+    if (a->reserved + need > a->reserved_peak) {
+        give_back_pages(a, a->reserved + need - a->reserved_peak, plan.like, plan.other);
+        plan = plan_growth(a, rounded, stream, use);
+    }
+    if (!plan.hole) {
+        cpool__block *hole;
+        cpool_status st = span_new(a, rounded > CPOOL__SMALL_MAX, rounded, &hole);
+        if (st != CPOOL_OK) return st;
+        plan = (grow_plan){.hole = hole, .at = hole->addr, .start = hole->addr, .bytes = round_up(rounded, CPOOL__PAGE)};
+    }
+    cpool__block *fresh, *spare = block_new(a); /* for the split at plan.start */
+    if (!spare) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for allocator records");
+    cpool_status st = map_in_hole(a, plan.hole, plan.at, plan.bytes, plan.like, &fresh);
+    if (st != CPOOL_OK) {
+        block_recycle(a, spare);
+        return st;
+    }
+    /* The merged block may begin before plan.start, with a neighbour the
+     * request may not use (a merge may also narrow the block's tag): serve
+     * exactly the planned range, made of usable blocks and new pages. */
+    cpool__block *b = release_block(a, fresh);
+    CPOOL__INVARIANT("allocator", b->addr <= plan.start && plan.start + rounded <= b->addr + b->size,
+                     "grown block does not hold the planned range");
+    heap_remove(heap_for(a, b), b);
+    if (plan.start > b->addr) {
+        *spare = *b;
+        spare->size = plan.start - b->addr;
+        link_before(b, spare);
+        if (spare->stream) a->restricted_blocks++;
+        heap_insert(heap_for(a, spare), spare);
+        b->addr = plan.start;
+        b->size -= spare->size;
+    } else {
+        block_recycle(a, spare);
+    }
+    if (!hand_out(a, b, bytes, rounded, use, stream)) {
+        heap_insert(heap_for(a, b), b); /* mapped and cached: nothing is lost */
+        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for allocator records");
+    }
+    *out = (void *)b->addr;
+    return CPOOL_OK;
+}
+
+bool cpool__allocator_growth_passes_peak(const cpool__allocator *a, size_t bytes, uint64_t stream, cpool__use use) {
+    if (!a->growable) return false;
+    size_t rounded = cpool__block_size(bytes);
+    grow_plan plan = plan_growth((cpool__allocator *)a, rounded, stream, use);
+    return a->reserved + (plan.hole ? plan.bytes : round_up(rounded, CPOOL__PAGE)) > a->reserved_peak;
+}
+
+/* The pool's reserve as mapped pages at the start of a new large span. */
+static cpool_status reserve_in_place(cpool__allocator *a, size_t bytes) {
+    cpool__block *hole, *b;
+    cpool_status st = span_new(a, true, bytes, &hole);
+    if (st == CPOOL_OK) st = map_in_hole(a, hole, hole->addr, round_up(bytes, CPOOL__PAGE), NULL, &b);
+    if (st == CPOOL_OK) heap_insert(heap_for(a, b), b);
+    return st;
 }
 
 cpool_status cpool__fail_not_live(const void *ptr) {
@@ -513,12 +871,21 @@ cpool_status cpool__allocator_free(cpool__allocator *a, void *ptr, uint64_t stre
 
 void cpool__allocator_walk(const cpool__allocator *a, const cpool__walker *w) {
     for (const cpool__segment *seg = a->segments; seg; seg = seg->next) {
-        w->segment(w->ctx, seg->base, seg->size);
-        for (const cpool__block *b = seg->first; b; b = b->next) {
-            cpool__block_view v = {.addr = b->addr, .size = b->size, .requested = b->requested,
-                                   .stream = b->used_by, .live = b->live, .graph = b->graph,
-                                   .pinned = b->pinned, .output = b->output};
-            w->block(w->ctx, &v);
+        const cpool__block *b = seg->first;
+        while (b) {
+            if (b->hole) {
+                b = b->next;
+                continue;
+            }
+            size_t run = 0;
+            for (const cpool__block *c = b; c && !c->hole; c = c->next) run += c->size;
+            w->segment(w->ctx, b->addr, run);
+            for (; b && !b->hole; b = b->next) {
+                cpool__block_view v = {.addr = b->addr, .size = b->size, .requested = b->requested,
+                                       .stream = b->used_by, .live = b->live, .graph = b->graph,
+                                       .pinned = b->pinned, .output = b->output};
+                w->block(w->ctx, &v);
+            }
         }
     }
 }
@@ -586,7 +953,7 @@ static void retag_free_blocks(cpool__allocator *a, retag_kind kind,
     for (cpool__segment *seg = a->segments; seg; seg = seg->next) {
         cpool__block *b = seg->first;
         while (b) {
-            if (b->live || !pick(b, x, y)) {
+            if (b->live || b->hole || !pick(b, x, y)) {
                 b = b->next;
                 continue;
             }
@@ -635,16 +1002,53 @@ void cpool__allocator_retag_branch(cpool__allocator *a, uint64_t from, uint64_t 
 
 void cpool__allocator_reclaim_graph(cpool__allocator *a) { retag_free_blocks(a, RETAG_UNGRAPH, pick_graph, 0, 0, 0); }
 
+/* Gives a segment back: a plain one whole; a growable one's mapped runs,
+ * then its address range (its blocks are the caller's to drop). */
 static void segment_free(cpool__allocator *a, cpool__segment *seg) {
     if (seg->prev)
         seg->prev->next = seg->next;
     else
         a->segments = seg->next;
     if (seg->next) seg->next->prev = seg->prev;
-    a->source.shrink(a->source.ctx, (void *)seg->base, seg->size);
-    a->reserved -= seg->size;
-    a->segment_count--;
+    if (!seg->growable) {
+        a->source.shrink(a->source.ctx, (void *)seg->base, seg->size);
+        a->reserved -= seg->size;
+        a->segment_count--;
+    } else {
+        const cpool__block *b = seg->first;
+        while (b) {
+            if (b->hole) {
+                b = b->next;
+                continue;
+            }
+            uintptr_t from = b->addr;
+            size_t run = 0;
+            for (; b && !b->hole; b = b->next) run += b->size;
+            a->source.unmap(a->source.ctx, (void *)from, run);
+            a->reserved -= run;
+            a->segment_count--;
+        }
+        a->source.unreserve(a->source.ctx, (void *)seg->base, seg->size);
+    }
     free(seg);
+}
+
+/* Unmaps the whole pages of every free general block of growable segment
+ * seg that no work uses. */
+static uint64_t trim_pages(cpool__allocator *a, cpool__segment *seg) {
+    uint64_t given = 0;
+    for (cpool__block *b = seg->first; b;) {
+        if (!pages_free(b)) {
+            b = b->next;
+            continue;
+        }
+        uint64_t n;
+        cpool__block *hole = unmap_pages(a, b, &n);
+        if (!n) return given; /* no host memory for records: keep the rest */
+        given += n;
+        b = hole->next;
+    }
+    return given;
 }
 
 uint64_t cpool__allocator_trim(cpool__allocator *a) {
@@ -653,7 +1057,9 @@ uint64_t cpool__allocator_trim(cpool__allocator *a) {
     while (seg) {
         cpool__segment *next = seg->next;
         cpool__block *b = seg->first;
-        if (!b->live && !b->next && !b->graph && !b->stream) {
+        if (seg->growable) {
+            given += trim_pages(a, seg);
+        } else if (!b->live && !b->next && !b->graph && !b->stream) {
             heap_remove(heap_for(a, b), b);
             block_recycle(a, b);
             given += seg->size;
@@ -667,12 +1073,13 @@ uint64_t cpool__allocator_trim(cpool__allocator *a) {
 void cpool__allocator_destroy(cpool__allocator *a) {
     while (a->segments) {
         cpool__segment *seg = a->segments;
-        for (cpool__block *b = seg->first; b;) {
+        cpool__block *b = seg->first;
+        segment_free(a, seg);
+        while (b) {
             cpool__block *next = b->next;
             free(b);
             b = next;
         }
-        segment_free(a, seg);
     }
     while (a->spare_blocks) {
         cpool__block *b = a->spare_blocks;
@@ -695,10 +1102,14 @@ static bool in_heap(const cpool__heap *h, const cpool__block *b) {
 
 void cpool__allocator_check(const cpool__allocator *a) {
     uint64_t reserved = 0, graph = 0, live_bytes = 0, requested = 0, segments = 0;
-    size_t live = 0, restricted = 0, free_blocks = 0;
+    size_t live = 0, restricted = 0, free_blocks = 0, holes = 0;
     for (const cpool__segment *seg = a->segments; seg; seg = seg->next) {
-        segments++;
-        reserved += seg->size;
+        if (!seg->growable) {
+            segments++;
+            reserved += seg->size;
+        } else {
+            INVARIANT(seg->base % CPOOL__PAGE == 0 && seg->size % CPOOL__PAGE == 0, "growable segment alignment");
+        }
         INVARIANT(!seg->next || seg->next->prev == seg, "segment list links");
         uintptr_t at = seg->base;
         INVARIANT(seg->first && !seg->first->prev, "segment's first block");
@@ -710,7 +1121,16 @@ void cpool__allocator_check(const cpool__allocator *a) {
             INVARIANT(!b->next || b->next->prev == b, "block list links");
             at += b->size;
             if (b->graph) graph += b->size;
-            if (b->live) {
+            if (seg->growable && !b->hole) {
+                reserved += b->size;
+                if (!mapped(b->prev)) segments++;
+            }
+            if (b->hole) {
+                holes++;
+                INVARIANT(seg->growable && !b->live && !b->graph && !b->stream, "a hole outside a growable segment, or in use");
+                INVARIANT(b->addr % CPOOL__PAGE == 0 && b->size % CPOOL__PAGE == 0, "a hole of part of a page");
+                INVARIANT(!b->next || !b->next->hole, "two holes side by side");
+            } else if (b->live) {
                 live++;
                 live_bytes += b->size;
                 requested += b->requested;
@@ -740,6 +1160,14 @@ void cpool__allocator_check(const cpool__allocator *a) {
             }
         }
     INVARIANT(in_heaps == free_blocks, "heaps hold %zu blocks, segments %zu free ones", in_heaps, free_blocks);
+    size_t listed = 0;
+    for (int cls = 0; cls < 2; cls++)
+        for (const cpool__block *h = a->holes[cls]; h; h = h->free_next) {
+            INVARIANT(h->hole && h->seg->large == (cls == 1), "the hole list holds a block that is no hole of its class");
+            INVARIANT(!h->free_next || h->free_next->free_prev == h, "hole list links");
+            listed++;
+        }
+    INVARIANT(listed == holes, "hole lists hold %zu, segments %zu holes", listed, holes);
     INVARIANT(live == a->map_count, "map holds %zu blocks, segments %zu live ones", a->map_count, live);
     INVARIANT(reserved == a->reserved, "reserved %llu, segments sum to %llu", (unsigned long long)a->reserved,
               (unsigned long long)reserved);

@@ -5,6 +5,14 @@
  * never calls a platform itself; locking, events and capture state belong
  * to the pool (pool.c), which tells it, per call, the stream and whether the
  * call is for a graph.
+ *
+ * Segments are growable where the source can reserve address space: a
+ * segment is then a reserved range of which only some pages are backed by
+ * memory (mapped). It grows by mapping pages next to free memory, so a free
+ * block and new pages together serve a request that neither could alone,
+ * and gives back the pages of free ranges anywhere inside it. Otherwise (no
+ * reserve, or the platform refuses it) segments are plain: backed whole,
+ * given back whole.
  */
 #ifndef CPOOL_ALLOC_H
 #define CPOOL_ALLOC_H
@@ -35,10 +43,27 @@ static inline size_t cpool__block_size(size_t bytes) {
  * that small blocks never split the large free ranges big requests need. */
 #define CPOOL__SMALL_MAX ((size_t)1 << 20)
 
+/* Pages of growable segments: the unit of mapping. */
+#define CPOOL__PAGE CPOOL__SEGMENT_GRANULE
+/* The address space a growable segment reserves (more for a request that
+ * needs it): mapping only what is used, a pool rarely needs a second. */
+#define CPOOL__SPAN_LARGE ((size_t)32 << 30)
+#define CPOOL__SPAN_SMALL ((size_t)4 << 30)
+
 typedef struct cpool__segment_source {
     void *ctx;
+    /* A plain segment, backed whole. */
     cpool_status (*grow)(void *ctx, size_t bytes, void **base);
     void (*shrink)(void *ctx, void *base, size_t bytes);
+    /* Growable segments (reserve NULL: none). reserve takes address space
+     * only, CPOOL__PAGE-aligned: CPOOL_ERR_UNSUPPORTED where the platform
+     * has no such thing (the allocator then takes plain segments from then
+     * on). map backs whole pages of a reserved range with memory, all or
+     * nothing; unmap gives them back (no work may use them). */
+    cpool_status (*reserve)(void *ctx, size_t bytes, void **base);
+    void (*unreserve)(void *ctx, void *base, size_t bytes);
+    cpool_status (*map)(void *ctx, void *addr, size_t bytes);
+    void (*unmap)(void *ctx, void *addr, size_t bytes);
 } cpool__segment_source;
 
 typedef struct cpool__block cpool__block;
@@ -60,6 +85,9 @@ typedef struct cpool__heap {
 
 typedef struct cpool__allocator {
     cpool__segment_source source;
+    bool growable; /* segments grow in place (the source reserves, and the platform allows it) */
+    /* Unmapped ranges of growable segments, by class (small 0, large 1). */
+    cpool__block *holes[2];
     /* By set and size class: [set * 2 + large]. */
     cpool__heap heaps[CPOOL__HEAPS];
     cpool__segment *segments;
@@ -71,7 +99,8 @@ typedef struct cpool__allocator {
     size_t restricted_blocks; /* free blocks reusable by one stream only */
     uint64_t max_reserved;    /* 0: unbounded */
     /* Counters reported by cpool_pool_get_stats (the callers' own counters
-     * are the front cache's, front.h). */
+     * are the front cache's, front.h). reserved counts mapped bytes only,
+     * segment_count the mapped runs (a snapshot's segments). */
     uint64_t reserved, reserved_peak, graph_reserved, live_block_bytes, segment_count;
     /* The live blocks' requested sizes, summed: the front's counters are
      * checked against it. */
@@ -120,13 +149,22 @@ bool cpool__deps_cover(const cpool__deps *d, uint64_t stream, uint64_t seq);
  * bit as the stream it was last used on. */
 bool cpool__allocator_alloc_cached(cpool__allocator *a, size_t bytes, uint64_t stream, const cpool__deps *deps,
                                    cpool__use use, void **out);
-/* Takes a new segment for the request and serves it from there; `stream`
- * as for cpool__allocator_alloc_cached (a graph's branch keeps the rest). */
+/* Takes memory from the source for the request and serves it: in growable
+ * segments, new pages next to the free block (usable by `stream`) that
+ * leaves the fewest to map, after giving back, where the new pages would
+ * take reserved memory past its peak, the pages of free blocks that no work
+ * uses; otherwise a new segment. `stream` as for
+ * cpool__allocator_alloc_cached (a graph's branch keeps the rest). */
 cpool_status cpool__allocator_alloc_grow(cpool__allocator *a, size_t bytes, uint64_t stream, cpool__use use,
                                         void **out);
 
-/* Adds a free general segment of at least `bytes` (pool reserve), for
- * requests larger than CPOOL__SMALL_MAX. */
+/* Whether serving the request by growing (growable segments only) would
+ * take reserved memory past its peak. */
+bool cpool__allocator_growth_passes_peak(const cpool__allocator *a, size_t bytes, uint64_t stream, cpool__use use);
+
+/* Adds at least `bytes` of free general memory (pool reserve), for
+ * requests larger than CPOOL__SMALL_MAX: a segment, or mapped pages of a
+ * growable one. */
 cpool_status cpool__allocator_reserve(cpool__allocator *a, size_t bytes);
 
 /* Marks a live block as the pool's own (a parameter block): free refuses it. */
@@ -168,10 +206,11 @@ typedef struct cpool__block_view {
 } cpool__block_view;
 typedef struct cpool__walker {
     void *ctx;
+    /* A mapped run: a plain segment, or mapped pages of a growable one. */
     void (*segment)(void *ctx, uintptr_t base, size_t size);
     void (*block)(void *ctx, const cpool__block_view *b); /* the segment's blocks, in address order */
 } cpool__walker;
-/* Every segment, then its blocks. */
+/* Every mapped run, then its blocks. */
 void cpool__allocator_walk(const cpool__allocator *a, const cpool__walker *w);
 
 /* A mark in the free clock: every free before the call has a sequence
@@ -193,8 +232,10 @@ void cpool__allocator_unfence_all(cpool__allocator *a, uint64_t upto);
 /* Free graph-reserved blocks return to general use (no graph can run);
  * stream tags stay. */
 void cpool__allocator_reclaim_graph(cpool__allocator *a);
-/* Gives back every segment that is one free, unrestricted block of general
- * use; returns the bytes given back. */
+/* Gives back the memory of free, unrestricted blocks of general use: plain
+ * segments that are one such block, and every whole page of one inside
+ * growable segments (their address range stays reserved); returns the
+ * bytes given back. */
 uint64_t cpool__allocator_trim(cpool__allocator *a);
 
 /* Checks every invariant; aborts with a message on the first broken one. */

@@ -121,6 +121,28 @@ static void segment_shrink(void *ctx, void *base, size_t bytes) {
     pool->dev->be->segment_free(pool->dev->impl, base, bytes);
 }
 
+_Static_assert(CPOOL__PAGE == CPOOL__PAGE_BYTES, "the allocator's pages are the backend's");
+
+static cpool_status span_reserve(void *ctx, size_t bytes, void **base) {
+    cpool_pool *pool = ctx;
+    return pool->dev->be->va_reserve(pool->dev->impl, bytes, base);
+}
+
+static void span_release(void *ctx, void *base, size_t bytes) {
+    cpool_pool *pool = ctx;
+    pool->dev->be->va_release(pool->dev->impl, base, bytes);
+}
+
+static cpool_status pages_map(void *ctx, void *addr, size_t bytes) {
+    cpool_pool *pool = ctx;
+    return pool->dev->be->pages_map(pool->dev->impl, addr, bytes);
+}
+
+static void pages_unmap(void *ctx, void *addr, size_t bytes) {
+    cpool_pool *pool = ctx;
+    pool->dev->be->pages_unmap(pool->dev->impl, addr, bytes);
+}
+
 static void run_deferred_clear(cpool__deferred *task);
 static void run_deferred_destroy(cpool__deferred *task);
 
@@ -161,6 +183,12 @@ cpool_status cpool_pool_create(cpool_device *dev_handle, const cpool_pool_option
     pool->deferred_clear.run = run_deferred_clear;
     pool->deferred_destroy.run = run_deferred_destroy;
     cpool__segment_source source = {.ctx = pool, .grow = segment_grow, .shrink = segment_shrink};
+    if (!o.plain_segments && dev->be->va_supported(dev->impl)) {
+        source.reserve = span_reserve;
+        source.unreserve = span_release;
+        source.map = pages_map;
+        source.unmap = pages_unmap;
+    }
     cpool__allocator_init(&pool->alloc, &source, o.max_reserved_bytes);
     cpool__front_init(&pool->front);
     if (o.reserve_bytes) {
@@ -268,6 +296,18 @@ bool cpool_pool_is_sealed(const cpool_pool *handle) {
     const cpool_pool *pool = cpool__handle_object(handle);
     if (!pool && handle) cpool__handle_fail(handle, "cpool_pool_is_sealed", "pool");
     return pool && atomic_load(&pool->sealed);
+}
+
+bool cpool_pool_grows_in_place(const cpool_pool *handle) {
+    cpool_pool *pool = cpool__handle_object(handle);
+    if (!pool) {
+        if (handle) cpool__handle_fail(handle, "cpool_pool_grows_in_place", "pool");
+        return false;
+    }
+    cpool__mutex_lock(&pool->mu);
+    bool growable = pool->alloc.growable;
+    cpool__mutex_unlock(&pool->mu);
+    return growable;
 }
 
 cpool_status cpool_pool_record(cpool_pool *handle, void *object, void (*drop)(void *object), size_t *index_out) {
@@ -409,6 +449,13 @@ static cpool_status alloc_miss(cpool_pool *pool, size_t bytes, cpool_stream *s, 
         return CPOOL_OK;
     add_fences(pool, use != CPOOL__USE_STREAM ? s : NULL);
     if (cpool__allocator_alloc_cached(a, bytes, stream, deps, use, out)) return CPOOL_OK;
+    /* Before growing past the peak: blocks whose work has finished by now
+     * (often all, the fences being just recorded) may merge, or give their
+     * pages back for the new ones. */
+    if (cpool__allocator_growth_passes_peak(a, bytes, stream, use)) {
+        poll_fences(pool);
+        if (cpool__allocator_alloc_cached(a, bytes, stream, deps, use, out)) return CPOOL_OK;
+    }
     cpool_status st = cpool__allocator_alloc_grow(a, bytes, stream, use, out);
     if (st != CPOOL_ERR_OUT_OF_MEMORY) return st;
     poll_fences(pool);
