@@ -195,6 +195,7 @@ cpool_status cpool_pool_create(cpool_device *dev_handle, const cpool_pool_option
         st = cpool__allocator_reserve(&pool->alloc, o.reserve_bytes);
         if (st != CPOOL_OK) {
             cpool__fail_in("cpool_pool_create", st);
+            cpool__allocator_destroy(&pool->alloc); /* a range reserved before the pages failed */
             cpool__mutex_destroy(&pool->mu);
             pthread_cond_destroy(&pool->dropped_cv);
             cpool__handle_kill(pool);
