@@ -510,6 +510,9 @@ typedef struct cpool_pool_stats {
     uint64_t allocated_bytes;      /* bytes of live allocations, as requested by the callers */
     uint64_t allocated_bytes_peak;
     uint64_t graph_reserved_bytes; /* part of reserved_bytes held for captured graphs */
+    /* segment_count: plain segments, or, where segments grow in place,
+     * runs of mapped pages (a snapshot's segments). reserved_bytes counts
+     * mapped memory only, never address space. */
     uint64_t alloc_count, free_count, segment_count;
     /* Appended fields. */
     uint64_t cached_bytes;        /* reserved bytes in no live block: free, reusable */
@@ -540,9 +543,11 @@ cpool_status cpool_pool_get_stats(const cpool_pool *pool, cpool_pool_stats *out)
  * else changed; a partly written file is removed), CPOOL_ERR_OUT_OF_MEMORY. */
 cpool_status cpool_pool_write_snapshot(const cpool_pool *pool, const char *path);
 
-/* Gives every cached segment that holds no live block back to the device.
- * Graph-reserved segments are given back only while no graph and no capture
- * holds the pool. Waits for the stream work of the device first, as cudaFree
+/* Gives every cached segment that holds no live block back to the device;
+ * where segments grow in place, the memory of every whole page of free
+ * memory, also between live blocks (the address range stays reserved and
+ * maps again on demand; no address in use moves). Graph-reserved memory is
+ * given back only while no graph and no capture holds the pool. Waits for the stream work of the device first, as cudaFree
  * does. Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (also inside a stream
  * callback, where it would wait for itself), CPOOL_ERR_BACKEND. */
 cpool_status cpool_pool_trim(cpool_pool *pool);

@@ -112,7 +112,10 @@ static cpool_status build(void *ctx, const cpool__pool_view *v) {
     sn->v = v;
     cpool__text_put(t, "{\"version\":1,\"backend\":\"");
     cpool__text_put(t, v->backend);
-    cpool__text_put(t, "\",\n\"stats\":");
+    /* Where segments grow in place, each of "segments" is a mapped run of
+     * a reserved range, not the whole range. */
+    cpool__text_put(t, v->alloc->growable ? "\",\"grows_in_place\":true" : "\",\"grows_in_place\":false");
+    cpool__text_put(t, ",\n\"stats\":");
     put_stats(t, &v->stats);
     cpool__text_put(t, ",\n\"segments\":[");
     sn->first_segment = true;
