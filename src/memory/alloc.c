@@ -835,8 +835,22 @@ static _Atomic uint64_t free_clock = 1;
 
 uint64_t cpool__allocator_clock(void) { return atomic_fetch_add(&free_clock, 1); }
 
+uint64_t cpool__allocator_clock_now(void) { return atomic_load_explicit(&free_clock, memory_order_relaxed); }
+
+static cpool_status free_block(cpool__allocator *a, void *ptr, uint64_t stream, bool graph, uint64_t branch,
+                               size_t *requested, uint64_t seq);
+
 cpool_status cpool__allocator_free(cpool__allocator *a, void *ptr, uint64_t stream, bool graph, uint64_t branch,
                                    size_t *requested) {
+    return free_block(a, ptr, stream, graph, branch, requested, cpool__allocator_clock_now());
+}
+
+void cpool__allocator_free_as_of(cpool__allocator *a, void *ptr, uint64_t stream, uint64_t seq) {
+    free_block(a, ptr, stream, false, 0, NULL, seq);
+}
+
+static cpool_status free_block(cpool__allocator *a, void *ptr, uint64_t stream, bool graph, uint64_t branch,
+                               size_t *requested, uint64_t seq) {
     size_t j = map_find(a, (uintptr_t)ptr);
     if (j == SIZE_MAX)
         return cpool__fail_not_live(ptr);
@@ -863,7 +877,7 @@ cpool_status cpool__allocator_free(cpool__allocator *a, void *ptr, uint64_t stre
      * back to the set it was placed in. */
     if (graph) b->apart = false;
     b->output = false;
-    b->free_seq = atomic_load_explicit(&free_clock, memory_order_relaxed);
+    b->free_seq = seq;
     if (b->stream) a->restricted_blocks++;
     release_block(a, b);
     return CPOOL_OK;

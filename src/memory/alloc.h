@@ -213,6 +213,13 @@ typedef struct cpool__walker {
 /* Every mapped run, then its blocks. */
 void cpool__allocator_walk(const cpool__allocator *a, const cpool__walker *w);
 
+/* The free clock's value now, without moving it: the sequence number a free
+ * now would get. */
+uint64_t cpool__allocator_clock_now(void);
+/* cpool__allocator_free of a live block outside capture whose free took
+ * place earlier, at sequence `seq` (a block the front cache parked then). */
+void cpool__allocator_free_as_of(cpool__allocator *a, void *ptr, uint64_t stream, uint64_t seq);
+
 /* A mark in the free clock: every free before the call has a sequence
  * number at most the value returned, every free after it a larger one.
  * Free sequence numbers come from one clock for every allocator, so that a

@@ -132,6 +132,9 @@ static void park(cpool__front *f, int16_t i, uint64_t stream) {
     e->out = false;
     e->requested = 0;
     e->stream = stream;
+    /* When it goes back to the allocator, it is freed as of now: an event
+     * recorded after this free still covers it (reuse follows events). */
+    e->free_seq = cpool__allocator_clock_now();
     unsigned c = class_of(e->size);
     e->next = f->classes[c];
     f->classes[c] = i;
@@ -233,7 +236,7 @@ static void evict_one(cpool__front *f, cpool__allocator *a) {
         f->classes[c] = e->next;
         f->free_bytes -= e->size;
         /* The allocator still has it live: this free cannot fail. */
-        cpool__allocator_free(a, (void *)e->addr, e->stream, false, 0, NULL);
+        cpool__allocator_free_as_of(a, (void *)e->addr, e->stream, e->free_seq);
         forget(f, (unsigned)slot_find(f, e->addr));
         f->evict_class = (uint16_t)((c + 1) % CPOOL__FRONT_CLASSES);
         return;
@@ -318,7 +321,7 @@ size_t cpool__front_flush(cpool__front *f, cpool__allocator *a) {
             f->classes[c] = e->next;
             f->free_bytes -= e->size;
             /* The allocator still has it live: this free cannot fail. */
-            cpool__allocator_free(a, (void *)e->addr, e->stream, false, 0, NULL);
+            cpool__allocator_free_as_of(a, (void *)e->addr, e->stream, e->free_seq);
             forget(f, (unsigned)slot_find(f, e->addr));
             n++;
         }
