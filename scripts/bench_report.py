@@ -23,6 +23,19 @@ def log_text(out, name):
     return open(path, errors="replace").read() if os.path.exists(path) else ""
 
 
+def ratio(num, den):
+    return f"{num / den:.3f}x" if den else "n/a"
+
+
+def trace_live_cells(r):
+    """Peak live MiB and ours over it, from a trace row; logs of a
+    trace_replay that did not print the peak live field give n/a."""
+    if len(r) < 7:
+        return ["n/a", "n/a"]
+    live = int(r[6])
+    return [f"{live / (1 << 20):.1f}", ratio(int(r[2]), live)]
+
+
 def table(header, rows):
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
@@ -127,9 +140,10 @@ def main():
 
     tr = [r[1:] for r in csv_rows(out, "trace") if r[0] == "cuda"]
     md += ["## Real-model traces: peak reserved", "",
-           table(["trace", "events", "ours MiB", "PyTorch MiB", "ours/PyTorch", "peak in use MiB", "ns/op"],
-                 [[r[0], r[1], f"{int(r[2]) / mib:.1f}", f"{int(r[3]) / mib:.1f}", f"{int(r[2]) / int(r[3]):.3f}x",
-                   f"{int(r[4]) / mib:.1f}", r[5]] for r in tr]), ""]
+           table(["trace", "events", "ours MiB", "PyTorch MiB", "ours/PyTorch", "peak in use MiB", "ns/op",
+                  "peak live MiB", "ours/peak live"],
+                 [[r[0], r[1], f"{int(r[2]) / mib:.1f}", f"{int(r[3]) / mib:.1f}", ratio(int(r[2]), int(r[3])),
+                   f"{int(r[4]) / mib:.1f}", r[5], *trace_live_cells(r)] for r in tr]), ""]
 
     try:
         import matplotlib
