@@ -23,10 +23,86 @@ def log_text(out, name):
     return open(path, errors="replace").read() if os.path.exists(path) else ""
 
 
+def ratio(num, den):
+    return f"{num / den:.3f}x" if den else "n/a"
+
+
+def trace_live_cells(r):
+    """Peak live MiB and ours over it, from a trace row; logs of a
+    trace_replay that did not print the peak live field give n/a."""
+    if len(r) < 7:
+        return ["n/a", "n/a"]
+    live = int(r[6])
+    return [f"{live / (1 << 20):.1f}", ratio(int(r[2]), live)]
+
+
 def table(header, rows):
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
     return "\n".join(lines)
+
+
+def prefer_cuda(rows, backend_of):
+    """The rows measured on the CUDA backend, or all of them where none
+    was (the host backend runs the same allocator)."""
+    cuda = [r for r in rows if backend_of(r) == "cuda"]
+    return cuda or rows
+
+
+def mib_ratio(nbytes, base):
+    return f"{nbytes / (1 << 20):.1f} ({ratio(nbytes, base)})"
+
+
+def capture_order_section(out):
+    """16 graphs of batch 1 to 256 in one pool, by capture order: ours
+    (capture_order_bench) and PyTorch's shared graph pool, default and with
+    expandable segments (capture_order_torch.py)."""
+    # ORDER, RATIO, RESERVED_RATIO, GRAPH_RESERVED, RESERVED, LARGEST, SUM, SEGMENTS, BACKEND
+    ours = prefer_cuda([r for r in csv_rows(out, "capture_order") if len(r) >= 9], lambda r: r[8])
+    # MODE, ORDER, RATIO, RESERVED, LARGEST
+    torch = {(r[0], r[1]): r for r in csv_rows(out, "capture_order_torch") if len(r) >= 5}
+    orders = [r[0] for r in ours] or sorted({k[1] for k in torch})
+    rows = []
+    for order in orders:
+        o = next((r for r in ours if r[0] == order), None)
+        cells = [order] + ([mib_ratio(int(o[3]), int(o[5])), mib_ratio(int(o[4]), int(o[5]))] if o else ["n/a"] * 2)
+        for mode in ("default", "expandable"):
+            t = torch.get((mode, order))
+            cells.append(mib_ratio(int(t[3]), int(t[4])) if t else "n/a")
+        rows.append(cells)
+    largest = int(ours[0][5]) if ours else (int(next(iter(torch.values()))[4]) if torch else 0)
+    backend = ours[0][8] if ours else "n/a"
+    return ["## Capture order: 16 graphs (batch 1 to 256) in one pool", "",
+            f"MiB (x the largest graph's scratch, {largest / (1 << 20):.1f} MiB); ours on the {backend} backend. "
+            "largest-alone: the largest graph captured by itself.", "",
+            table(["order", "ours graph-reserved", "ours reserved", "PyTorch shared pool, default",
+                   "PyTorch shared pool, expandable segments"], rows), ""]
+
+
+def traces_three_way_section(out, ours_rows):
+    """Peak reserved of each trace: ours, PyTorch's allocator replaying it
+    in this run (trace_replay_torch.py) default and with expandable
+    segments, each against the trace's peak live bytes."""
+    torch = {(r[0], r[1]): r for r in csv_rows(out, "torch_trace") if len(r) >= 4}
+    if not ours_rows:
+        ours_rows = [r[1:] for r in csv_rows(out, "trace")]
+    ours = {r[0]: r for r in ours_rows}
+    models = list(ours) + sorted({k[1] for k in torch} - set(ours))
+    rows = []
+    for model in models:
+        o, d, e = ours.get(model), torch.get(("default", model)), torch.get(("expandable", model))
+        live = int(o[6]) if o and len(o) >= 7 else int((d or e)[3]) if d or e else 0
+        mine = int(o[2]) if o else 0
+        cells = [model, f"{live / (1 << 20):.1f}" if live else "n/a", mib_ratio(mine, live) if o and live else "n/a"]
+        for t in (d, e):
+            cells.append(mib_ratio(int(t[2]), live) if t and live else "n/a")
+        for t in (d, e):
+            cells.append(ratio(mine, int(t[2])) if o and t else "n/a")
+        rows.append(cells)
+    return ["## Real-model traces: ours against PyTorch's allocator replaying them in this run", "",
+            "Peak reserved MiB (x the trace's peak live bytes).", "",
+            table(["trace", "peak live MiB", "ours", "PyTorch default", "PyTorch expandable segments",
+                   "ours/default", "ours/expandable"], rows), ""]
 
 
 def main():
@@ -108,6 +184,8 @@ def main():
     md += ["## Multi-stream graph memory: graph-reserved MiB after one capture", "",
            table(["streams", "allocs", "peak live MiB", "ours MiB", "PyTorch MiB", "ours/PyTorch"], rows), ""]
 
+    md += capture_order_section(out)
+
     # Stats and snapshots: what looking at a pool costs (snapshot_bench).
     sn = csv_rows(out, "snapshot")
     sp = csv_rows(out, "snapshotpair")
@@ -127,9 +205,12 @@ def main():
 
     tr = [r[1:] for r in csv_rows(out, "trace") if r[0] == "cuda"]
     md += ["## Real-model traces: peak reserved", "",
-           table(["trace", "events", "ours MiB", "PyTorch MiB", "ours/PyTorch", "peak in use MiB", "ns/op"],
-                 [[r[0], r[1], f"{int(r[2]) / mib:.1f}", f"{int(r[3]) / mib:.1f}", f"{int(r[2]) / int(r[3]):.3f}x",
-                   f"{int(r[4]) / mib:.1f}", r[5]] for r in tr]), ""]
+           table(["trace", "events", "ours MiB", "PyTorch MiB", "ours/PyTorch", "peak in use MiB", "ns/op",
+                  "peak live MiB", "ours/peak live"],
+                 [[r[0], r[1], f"{int(r[2]) / mib:.1f}", f"{int(r[3]) / mib:.1f}", ratio(int(r[2]), int(r[3])),
+                   f"{int(r[4]) / mib:.1f}", r[5], *trace_live_cells(r)] for r in tr]), ""]
+
+    md += traces_three_way_section(out, tr)
 
     try:
         import matplotlib

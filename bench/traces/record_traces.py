@@ -2,13 +2,16 @@
 history, for bench/trace_replay.
 
 Each model runs a few steps on the GPU from an empty caching allocator while
-torch.cuda.memory._record_memory_history is on. The trace keeps only what an
+torch.cuda.memory._record_memory_history is on (llama_decode: one step, a
+whole generation, whose 256 forwards already make most of the trace). The trace keeps only what an
 allocator sees: allocations (with PyTorch's block size) and frees, in order.
 File format, one event a line:
     # model=NAME steps=N torch_peak_reserved=BYTES torch_peak_allocated=BYTES
     a ID BYTES      (allocation number ID)
     f ID            (free of allocation ID)
 Usage: python3 record_traces.py OUTDIR [model ...]
+A model named on the command line that is skipped (its package or class is
+missing, or it failed) makes the exit status 1.
 """
 import os
 import sys
@@ -54,7 +57,50 @@ def vit_b16_infer(steps):
             model(x)
 
 
-MODELS = {"resnet50_train": resnet50_train, "gpt2_train": gpt2_train, "vit_b16_infer": vit_b16_infer}
+LLAMA_BATCH, LLAMA_PROMPT, LLAMA_NEW_TOKENS = 8, 128, 256
+
+
+def new_decode_cache(transformers):
+    """An empty DynamicCache, or None where this transformers has none (or
+    cannot make one without arguments): the model then makes its own cache
+    on the first forward, and it is handed back the same way."""
+    cache_class = getattr(transformers, "DynamicCache", None)
+    if cache_class is None:
+        return None
+    try:
+        return cache_class()
+    except Exception:  # a constructor that wants arguments
+        return None
+
+
+def llama_decode(steps):
+    """Greedy decoding with a growing KV cache, the pattern of a serving
+    step: a Llama of random weights in bfloat16, a batch of LLAMA_BATCH
+    prompts of LLAMA_PROMPT tokens, then LLAMA_NEW_TOKENS tokens, one
+    forward each (the first over the prompt, then over the last token,
+    every forward extending the cache). A step is one whole generation."""
+    import transformers
+
+    cfg = transformers.LlamaConfig(vocab_size=32000, hidden_size=1024, intermediate_size=2816, num_hidden_layers=8,
+                                   num_attention_heads=16, num_key_value_heads=16,
+                                   max_position_embeddings=LLAMA_PROMPT + LLAMA_NEW_TOKENS)
+    model = transformers.LlamaForCausalLM(cfg).to(device="cuda", dtype=torch.bfloat16).eval()
+    prompt = torch.randint(0, cfg.vocab_size, (LLAMA_BATCH, LLAMA_PROMPT), device="cuda")
+    with torch.no_grad():
+        for _ in range(steps):
+            cache, ids = new_decode_cache(transformers), prompt
+            for _ in range(LLAMA_NEW_TOKENS):
+                out = model(input_ids=ids, past_key_values=cache, use_cache=True)
+                cache = out.past_key_values
+                ids = out.logits[:, -1:, :].argmax(dim=-1)
+                del out  # the logits go before the next forward, as in generate()
+            del cache, ids
+
+
+MODELS = {"resnet50_train": resnet50_train, "gpt2_train": gpt2_train, "vit_b16_infer": vit_b16_infer,
+          "llama_decode": llama_decode}
+# Steps per model where not 3.
+STEPS = {"llama_decode": 1}
 
 
 def record(name, out_dir, steps=3):
@@ -92,12 +138,16 @@ def main():
     out_dir = sys.argv[1]
     os.makedirs(out_dir, exist_ok=True)
     names = sys.argv[2:] or list(MODELS)
+    skipped = []
     for name in names:
         try:
-            record(name, out_dir)
+            record(name, out_dir, STEPS.get(name, 3))
         except Exception as exc:  # a model whose package is missing is skipped, visibly
             print(f"{name}: skipped ({type(exc).__name__}: {exc})")
+            skipped.append(name)
         torch.cuda.empty_cache()
+    if skipped and sys.argv[2:]:
+        sys.exit(1)
 
 
 if __name__ == "__main__":
