@@ -23,32 +23,34 @@ typedef struct snapshot {
     bool first_segment, first_block;
 } snapshot;
 
-static void key_u64(cpool__text *t, const char *key, uint64_t value) {
-    cpool__text_put(t, key);
-    cpool__text_u64(t, value);
-}
+/* A key (a string literal) and its number. */
+#define KEY_U64(t, key, value)          \
+    do {                                \
+        CPOOL__TEXT_LIT((t), key);      \
+        cpool__text_u64((t), (value));  \
+    } while (0)
 
 static void put_stats(cpool__text *t, const cpool_pool_stats *s) {
-    key_u64(t, "{\"struct_size\":", s->struct_size);
-    key_u64(t, ",\"reserved_bytes\":", s->reserved_bytes);
-    key_u64(t, ",\"reserved_bytes_peak\":", s->reserved_bytes_peak);
-    key_u64(t, ",\"allocated_bytes\":", s->allocated_bytes);
-    key_u64(t, ",\"allocated_bytes_peak\":", s->allocated_bytes_peak);
-    key_u64(t, ",\"graph_reserved_bytes\":", s->graph_reserved_bytes);
-    key_u64(t, ",\"alloc_count\":", s->alloc_count);
-    key_u64(t, ",\"free_count\":", s->free_count);
-    key_u64(t, ",\"segment_count\":", s->segment_count);
-    key_u64(t, ",\"cached_bytes\":", s->cached_bytes);
-    key_u64(t, ",\"graph_count\":", s->graph_count);
-    cpool__text_put(t, "}");
+    KEY_U64(t, "{\"struct_size\":", s->struct_size);
+    KEY_U64(t, ",\"reserved_bytes\":", s->reserved_bytes);
+    KEY_U64(t, ",\"reserved_bytes_peak\":", s->reserved_bytes_peak);
+    KEY_U64(t, ",\"allocated_bytes\":", s->allocated_bytes);
+    KEY_U64(t, ",\"allocated_bytes_peak\":", s->allocated_bytes_peak);
+    KEY_U64(t, ",\"graph_reserved_bytes\":", s->graph_reserved_bytes);
+    KEY_U64(t, ",\"alloc_count\":", s->alloc_count);
+    KEY_U64(t, ",\"free_count\":", s->free_count);
+    KEY_U64(t, ",\"segment_count\":", s->segment_count);
+    KEY_U64(t, ",\"cached_bytes\":", s->cached_bytes);
+    KEY_U64(t, ",\"graph_count\":", s->graph_count);
+    CPOOL__TEXT_LIT(t, "}");
 }
 
 static void on_segment(void *ctx, uintptr_t base, size_t size) {
     snapshot *sn = ctx;
     cpool__text_put(&sn->t, sn->first_segment ? "\n{\"address\":" : "]},\n{\"address\":");
     cpool__text_u64(&sn->t, base);
-    key_u64(&sn->t, ",\"size\":", size);
-    cpool__text_put(&sn->t, ",\"blocks\":[");
+    KEY_U64(&sn->t, ",\"size\":", size);
+    CPOOL__TEXT_LIT(&sn->t, ",\"blocks\":[");
     sn->first_segment = false;
     sn->first_block = true;
     sn->segment_base = base;
@@ -82,26 +84,29 @@ static void on_block(void *ctx, const cpool__block_view *b) {
         stream = fb->stream;
     }
     const char *state = b->graph ? (live ? "graph_live" : "graph_free") : (live ? "live" : "free");
-    key_u64(t, sn->first_block ? "\n {\"offset\":" : ",\n {\"offset\":", b->addr - sn->segment_base);
-    key_u64(t, ",\"size\":", b->size);
-    key_u64(t, ",\"requested\":", requested);
-    cpool__text_put(t, ",\"state\":\"");
+    if (sn->first_block)
+        KEY_U64(t, "\n {\"offset\":", b->addr - sn->segment_base);
+    else
+        KEY_U64(t, ",\n {\"offset\":", b->addr - sn->segment_base);
+    KEY_U64(t, ",\"size\":", b->size);
+    KEY_U64(t, ",\"requested\":", requested);
+    CPOOL__TEXT_LIT(t, ",\"state\":\"");
     cpool__text_put(t, state);
-    key_u64(t, "\",\"stream\":", stream);
-    cpool__text_put(t, ",\"graphs\":[");
+    KEY_U64(t, "\",\"stream\":", stream);
+    CPOOL__TEXT_LIT(t, ",\"graphs\":[");
     bool first = true;
     if (b->graph)
         for (const cpool__footprint *fp = sn->v->outputs->footprints; fp; fp = fp->next)
             if (cpool__footprint_overlaps(fp, b->addr, b->size)) {
-                if (!first) cpool__text_put(t, ",");
+                if (!first) CPOOL__TEXT_LIT(t, ",");
                 cpool__text_u64(t, fp->graph_id);
                 first = false;
             }
-    cpool__text_put(t, "],\"output\":");
+    CPOOL__TEXT_LIT(t, "],\"output\":");
     cpool__text_bool(t, b->output);
-    cpool__text_put(t, ",\"param\":");
+    CPOOL__TEXT_LIT(t, ",\"param\":");
     cpool__text_bool(t, b->pinned);
-    cpool__text_put(t, "}");
+    CPOOL__TEXT_LIT(t, "}");
     sn->first_block = false;
 }
 
@@ -110,14 +115,14 @@ static cpool_status build(void *ctx, const cpool__pool_view *v) {
     snapshot *sn = ctx;
     cpool__text *t = &sn->t;
     sn->v = v;
-    cpool__text_put(t, "{\"version\":1,\"backend\":\"");
+    CPOOL__TEXT_LIT(t, "{\"version\":1,\"backend\":\"");
     cpool__text_put(t, v->backend);
     /* Where segments grow in place, each of "segments" is a mapped run of
      * a reserved range, not the whole range. */
     cpool__text_put(t, v->alloc->growable ? "\",\"grows_in_place\":true" : "\",\"grows_in_place\":false");
-    cpool__text_put(t, ",\n\"stats\":");
+    CPOOL__TEXT_LIT(t, ",\n\"stats\":");
     put_stats(t, &v->stats);
-    cpool__text_put(t, ",\n\"segments\":[");
+    CPOOL__TEXT_LIT(t, ",\n\"segments\":[");
     sn->first_segment = true;
     cpool__walker w = {sn, on_segment, on_block};
     cpool__allocator_walk(v->alloc, &w);
@@ -127,15 +132,18 @@ static cpool_status build(void *ctx, const cpool__pool_view *v) {
         cpool__footprint_stats fs;
         cpool_status st = cpool__outputs_footprint_stats(v->outputs, fp, &fs);
         if (st != CPOOL_OK) return st;
-        key_u64(t, first ? "\n{\"id\":" : ",\n{\"id\":", fp->graph_id);
-        key_u64(t, ",\"write_bytes\":", fs.write_bytes);
-        key_u64(t, ",\"shared_write_bytes\":", fs.shared_write_bytes);
-        key_u64(t, ",\"live_output_bytes\":", fs.live_output_bytes);
-        key_u64(t, ",\"live_outputs\":", fs.live_outputs);
-        cpool__text_put(t, "}");
+        if (first)
+            KEY_U64(t, "\n{\"id\":", fp->graph_id);
+        else
+            KEY_U64(t, ",\n{\"id\":", fp->graph_id);
+        KEY_U64(t, ",\"write_bytes\":", fs.write_bytes);
+        KEY_U64(t, ",\"shared_write_bytes\":", fs.shared_write_bytes);
+        KEY_U64(t, ",\"live_output_bytes\":", fs.live_output_bytes);
+        KEY_U64(t, ",\"live_outputs\":", fs.live_outputs);
+        CPOOL__TEXT_LIT(t, "}");
         first = false;
     }
-    cpool__text_put(t, "]}\n");
+    CPOOL__TEXT_LIT(t, "]}\n");
     return t->failed ? cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory building a snapshot") : CPOOL_OK;
 }
 

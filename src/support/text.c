@@ -7,8 +7,7 @@
 #include "fault.h"
 #include "text.h"
 
-/* Room for `more` bytes, or the buffer is failed. */
-static bool room(cpool__text *t, size_t more) {
+bool cpool__text_grow(cpool__text *t, size_t more) {
     if (t->failed) return false;
     if (t->len + more <= t->cap) return true;
     size_t cap = t->cap ? 2 * t->cap : 4096;
@@ -23,25 +22,36 @@ static bool room(cpool__text *t, size_t more) {
     return true;
 }
 
-void cpool__text_put(cpool__text *t, const char *s) {
-    size_t n = strlen(s);
-    if (!room(t, n)) return;
-    memcpy(t->data + t->len, s, n);
-    t->len += n;
-}
+void cpool__text_put(cpool__text *t, const char *s) { cpool__text_put_n(t, s, strlen(s)); }
 
 void cpool__text_u64(cpool__text *t, uint64_t v) {
+    /* Two digits a step: numbers are most of a snapshot. */
+    static const char pairs[] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+                                "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+                                "8081828384858687888990919293949596979899";
     char digits[20];
-    size_t n = 0;
-    do {
-        digits[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    if (!room(t, n)) return;
-    while (n) t->data[t->len++] = digits[--n];
+    size_t n = sizeof digits;
+    while (v >= 100) {
+        unsigned d = (unsigned)(v % 100) * 2;
+        v /= 100;
+        digits[--n] = pairs[d + 1];
+        digits[--n] = pairs[d];
+    }
+    if (v >= 10) {
+        digits[--n] = pairs[v * 2 + 1];
+        digits[--n] = pairs[v * 2];
+    } else {
+        digits[--n] = (char)('0' + v);
+    }
+    cpool__text_put_n(t, digits + n, sizeof digits - n);
 }
 
-void cpool__text_bool(cpool__text *t, bool v) { cpool__text_put(t, v ? "true" : "false"); }
+void cpool__text_bool(cpool__text *t, bool v) {
+    if (v)
+        CPOOL__TEXT_LIT(t, "true");
+    else
+        CPOOL__TEXT_LIT(t, "false");
+}
 
 void cpool__text_free(cpool__text *t) {
     free(t->data);
