@@ -186,6 +186,17 @@ def main():
 
     md += capture_order_section(out)
 
+    # Growable segments: a page's growth and give-back (page_bench).
+    pg = csv_rows(out, "page")
+    md += ["## Growable segments: one 2 MiB page (us; medians)", "",
+           table(["backend", "pool grows by a page", "system alloc", "ratio", "pool gives a page back",
+                  "system free", "ratio"],
+                 [[r[0], f"{float(r[1]) / 1e3:.2f}", f"{float(r[3]) / 1e3:.2f}", ratio(float(r[1]), float(r[3])),
+                   f"{float(r[2]) / 1e3:.2f}", f"{float(r[4]) / 1e3:.2f}", ratio(float(r[2]), float(r[4]))]
+                  for r in pg]), "",
+           "System: cudaMalloc / cudaFree on CUDA, posix_memalign / free on the host backend; the pool's "
+           "give-back is a cpool_pool_trim, which first waits for the device's streams.", ""]
+
     # Stats and snapshots: what looking at a pool costs (snapshot_bench).
     sn = csv_rows(out, "snapshot")
     sp = csv_rows(out, "snapshotpair")

@@ -88,6 +88,8 @@ step two-stream-host env CPOOL_BACKEND=host build-gpu/rel/examples/two_stream
 
 step alloc-bench build-gpu/rel/bench/alloc_bench
 step alloc-bench-host env CPOOL_BACKEND=host build-gpu/rel/bench/alloc_bench
+step page-bench build-gpu/rel/bench/page_bench 200
+step page-bench-host env CPOOL_BACKEND=host build-gpu/rel/bench/page_bench 200
 step launch-bench build-gpu/rel/bench/launch_bench
 step torch-launch python3 bench/torch_launch.py
 step update-bench build-gpu/rel/bench/update_bench
