@@ -463,7 +463,8 @@ static void kernels_on_two_branches(cpool_device *dev) {
     REQUIRE_OK(cpool_capture_begin(o, pool, CPOOL_CAPTURE_GLOBAL));
     enqueue_two_branch_step(pool, o, b, fork, join, graph_bufs, n);
     REQUIRE_OK(cpool_capture_end(o, &g));
-    CHECK_GT(stats_of(pool).graph_reserved_bytes, 2 * bytes); /* both branches' temporaries */
+    /* Both branches' temporaries, live at the same time, hold memory of their own. */
+    CHECK_GE(stats_of(pool).graph_reserved_bytes, 2 * bytes);
     for (i = 0; i < reps; i++) {
         CHECK_OK(cpool_graph_launch(g, o));
         enqueue_two_branch_step(pool, o, b, fork, join, eager_bufs, n);

@@ -48,7 +48,8 @@
  * grow_in_place); trimming turns the whole pages of free blocks back into
  * holes. Before growing would take reserved memory past its peak, the
  * whole pages of free general blocks that no work uses are given back
- * first: the peak then follows what is in use, not how it was placed.
+ * first, within a budget (give_back_pages): the peak then follows what is
+ * in use more than how it was placed.
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -362,6 +363,10 @@ static bool hand_out(cpool__allocator *a, cpool__block *b, size_t bytes, size_t 
     map_insert(a, b);
     a->allocated += bytes;
     a->live_block_bytes += b->size;
+    /* Earns the right to move pages (see give_back_pages), capped so that
+     * a long quiet stretch does not save up a burst. */
+    uint64_t cap = a->reserved_peak / 8 + CPOOL__REMAP_MIN;
+    if (a->remap_budget < cap) a->remap_budget += rounded / CPOOL__REMAP_SHARE;
     return true;
 }
 
@@ -693,7 +698,11 @@ static cpool__block *unmap_pages(cpool__allocator *a, cpool__block *b, uint64_t 
 
 /* Unmaps whole pages of free general blocks that no work uses, largest
  * blocks first, until `want` bytes went back or none is left; spares
- * `keep1` and `keep2`. */
+ * `keep1` and `keep2`. A page given back here is mapped again elsewhere at
+ * once, at about 50 us a page on an H200 (unmap and map): so the bytes moved
+ * are bounded by a budget that allocations earn, CPOOL__REMAP_SHARE of
+ * their bytes. Left unbounded, warm replays of a training trace moved about
+ * a GiB a step. */
 static void give_back_pages(cpool__allocator *a, uint64_t want, const cpool__block *keep1, const cpool__block *keep2) {
     uint64_t given = 0;
     while (given < want) {
@@ -709,6 +718,7 @@ static void give_back_pages(cpool__allocator *a, uint64_t want, const cpool__blo
         unmap_pages(a, pick, &n);
         if (!n) return;
         given += n;
+        a->remap_budget -= n < a->remap_budget ? n : a->remap_budget;
     }
 }
 
@@ -765,7 +775,8 @@ static cpool_status grow_in_place(cpool__allocator *a, size_t bytes, uint64_t st
     grow_plan plan = plan_growth(a, rounded, stream, use);
     uint64_t need = plan.hole ? plan.bytes : round_up(rounded, CPOOL__PAGE);
     if (a->reserved + need > a->reserved_peak) {
-        give_back_pages(a, a->reserved + need - a->reserved_peak, plan.like, plan.other);
+        uint64_t want = a->reserved + need - a->reserved_peak;
+        give_back_pages(a, want < a->remap_budget ? want : a->remap_budget, plan.like, plan.other);
         plan = plan_growth(a, rounded, stream, use);
     }
     if (!plan.hole) {

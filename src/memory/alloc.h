@@ -49,6 +49,10 @@ static inline size_t cpool__block_size(size_t bytes) {
  * needs it): mapping only what is used, a pool rarely needs a second. */
 #define CPOOL__SPAN_LARGE ((size_t)32 << 30)
 #define CPOOL__SPAN_SMALL ((size_t)4 << 30)
+/* Pages moved before a growth past the peak: at most 1/64 of the bytes
+ * allocated, and a budget of at most an eighth of the peak plus 16 MiB. */
+#define CPOOL__REMAP_SHARE 64
+#define CPOOL__REMAP_MIN ((uint64_t)16 << 20)
 
 typedef struct cpool__segment_source {
     void *ctx;
@@ -98,6 +102,7 @@ typedef struct cpool__allocator {
     uint64_t next_serial; /* numbers every allocation */
     size_t restricted_blocks; /* free blocks reusable by one stream only */
     uint64_t max_reserved;    /* 0: unbounded */
+    uint64_t remap_budget; /* bytes give_back_pages may move now (alloc.c) */
     /* Counters reported by cpool_pool_get_stats (the callers' own counters
      * are the front cache's, front.h). reserved counts mapped bytes only,
      * segment_count the mapped runs (a snapshot's segments). */
