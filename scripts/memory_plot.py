@@ -25,7 +25,7 @@ def rows(logdir, kind):
 def main():
     logdir, png = sys.argv[1], sys.argv[2]
     title = sys.argv[3] if len(sys.argv) > 3 else ""
-    ours = {r[1]: (int(r[2]), int(r[6])) for r in rows(logdir, "trace") if r[0] == "cuda" and len(r) >= 7}
+    ours = {r[1]: (int(r[3]), int(r[7])) for r in rows(logdir, "trace") if r[0] == "cuda" and len(r) >= 8}
     torch = {(r[0], r[1]): int(r[2]) for r in rows(logdir, "torch_trace")}
     models = sorted(ours)
     fig, ax = plt.subplots(1, 2, figsize=(12, 4.2), gridspec_kw={"width_ratios": [max(len(models), 1), 2]})
