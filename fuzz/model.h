@@ -260,6 +260,9 @@ extern mcapture C[NS];
  * A fork takes part until its origin's capture ends; the driver sends the
  * operations it picks for a fork to the origin. */
 extern int fork_of[NS];
+/* Whether stream x takes part in a capture: its own, or one it was forked
+ * into (a begin on it is refused, a sync would break the capture). */
+static inline bool in_capture(int x) { return C[x].active || fork_of[x] >= 0; }
 /* Capture s ended (with a graph or without): its forks take part no more. */
 void forks_end(int s);
 extern mgraph G[NGRAPH + 1]; /* the last one only for an immediate release */

@@ -1651,7 +1651,7 @@ void op_temp_dying(rd *r) {
         do_alloc(pi, size, t);
         break;
     case 5: /* a new capture on a fixed stream, left open */
-        if (pi < 0 || P[pi].sealed || C[t].active || !size || size > HUGE_LIMIT) break;
+        if (pi < 0 || P[pi].sealed || in_capture(t) || !size || size > HUGE_LIMIT) break;
         TRACE("race: capture on stream %d with #%u and alloc\n", t, P[pi].uid);
         EXPECT_OK(cpool_capture_begin(S[t], P[pi].p, CPOOL_CAPTURE_GLOBAL));
         model_capture_begin(t, pi, CPOOL_CAPTURE_GLOBAL);
@@ -1879,7 +1879,7 @@ void op_cross_clear(rd *r) {
 /* Waits for stream t's work without opening any gate: true if it has no
  * closed gate (and is idle now), false if a gate holds it back. */
 static bool sync_quietly(int t) {
-    if (stream_held(t) || C[t].active) return false; /* a gate of its own, or one an event wait of t waits for */
+    if (stream_held(t) || in_capture(t)) return false; /* a gate of its own, or one an event wait of t waits for */
     EXPECT_OK(cpool_stream_synchronize(S[t]));
     if (atomic_load(&done[t]) != enq[t])
         fail("stream %d synchronized with %llu of %llu tasks done", t, (unsigned long long)atomic_load(&done[t]),
@@ -1909,7 +1909,7 @@ void op_eager_free(rd *r, int s) {
     EXPECT_OK(cpool_capture_begin(S[s], P[pi].p, CPOOL_CAPTURE_GLOBAL));
     model_capture_begin(s, pi, CPOOL_CAPTURE_GLOBAL);
     do_free_valid(ai, s);
-    if (t != s && !C[t].active) {
+    if (t != s && !in_capture(t)) {
         EXPECT_OK(cpool_capture_begin(S[t], P[pi].p, CPOOL_CAPTURE_GLOBAL));
         model_capture_begin(t, pi, CPOOL_CAPTURE_GLOBAL);
     }
@@ -1935,7 +1935,7 @@ void op_bounded_capture(rd *r, int s) {
     uint8_t v = u8(r), tb = u8(r), zb = u8(r);
     int t = pick_stream(tb);
     int pi = free_pool_slot();
-    if (pi < 0 || C[s].active || C[t].active) return;
+    if (pi < 0 || C[s].active || in_capture(t)) return;
     bool gated = v & 1, eager_large = v & 2, cap_large = v & 4;
     int nsmall = 1 + (v >> 3) % 3;
     const uint64_t bound = 3u << 20;
