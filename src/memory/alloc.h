@@ -49,9 +49,12 @@ static inline size_t cpool__block_size(size_t bytes) {
  * needs it): mapping only what is used, a pool rarely needs a second. */
 #define CPOOL__SPAN_LARGE ((size_t)32 << 30)
 #define CPOOL__SPAN_SMALL ((size_t)4 << 30)
-/* Pages moved before a growth past the peak: at most 1/64 of the bytes
- * allocated, and a budget of at most an eighth of the peak plus 16 MiB. */
-#define CPOOL__REMAP_SHARE 64
+/* The budget of pages moved before a growth past the peak (alloc.c,
+ * give_back_pages): 1/CPOOL__REMAP_PEAK_SHARE of every new peak byte, and
+ * 1/CPOOL__REMAP_SHARE of the bytes allocated while it holds less than an
+ * eighth of the peak plus CPOOL__REMAP_MIN. */
+#define CPOOL__REMAP_PEAK_SHARE 2
+#define CPOOL__REMAP_SHARE 1024
 #define CPOOL__REMAP_MIN ((uint64_t)16 << 20)
 
 typedef struct cpool__segment_source {
