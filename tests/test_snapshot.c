@@ -11,6 +11,7 @@
 #include "json.h"
 
 #include <pthread.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* A file name of this process's own. */
@@ -352,6 +353,37 @@ static void during_a_multi_stream_capture(cpool_device *dev) {
     cpool_stream_destroy(x);
 }
 
+/* A snapshot written over a longer one at the same path replaces it whole
+ * (the parser refuses any text after the value); one written to a device
+ * succeeds and leaves the device as it was. */
+static void replaces_a_longer_file_and_writes_to_a_device(cpool_device *dev) {
+    static stream_pool f;
+    enum { N = 256 };
+    void *p[N];
+    snapshot_sums sum;
+    REQUIRE(fixture_open(dev, NULL, &f));
+    for (int i = 0; i < N; i++) REQUIRE_OK(cpool_alloc(f.pool, 512u * (unsigned)(i % 5 + 1), f.s, &p[i]));
+    CHECK_OK(cpool_pool_write_snapshot(f.pool, snapshot_path()));
+    struct stat longer;
+    REQUIRE(stat(snapshot_path(), &longer) == 0);
+    for (int i = 0; i < N; i++) CHECK_OK(cpool_free(f.pool, p[i], f.s));
+    CHECK_OK(cpool_pool_trim(f.pool));
+    cpool_pool_stats st = stats_of(f.pool);
+    CHECK_OK(cpool_pool_write_snapshot(f.pool, snapshot_path()));
+    struct stat shorter;
+    REQUIRE(stat(snapshot_path(), &shorter) == 0);
+    CHECK_LT(shorter.st_size, longer.st_size);
+    json *root = checked_snapshot(f.pool, &st, &sum); /* written over the short one again, then parsed */
+    CHECK(root != NULL);
+    json_free(root);
+    struct stat before, after;
+    REQUIRE(stat("/dev/null", &before) == 0);
+    CHECK_OK(cpool_pool_write_snapshot(f.pool, "/dev/null"));
+    REQUIRE(stat("/dev/null", &after) == 0);
+    CHECK(S_ISCHR(after.st_mode));
+    CHECK_EQ(after.st_rdev, before.st_rdev);
+}
+
 static void bad_input_refused(cpool_device *dev) {
     static stream_pool f;
     cpool_pool *dead = NULL;
@@ -391,6 +423,7 @@ static const check_case cases[] = {
     CHECK_CASE(graphs_with_scratch_and_outputs),
     CHECK_CASE(consistent_under_concurrent_allocation),
     CHECK_CASE(during_a_multi_stream_capture),
+    CHECK_CASE(replaces_a_longer_file_and_writes_to_a_device),
     CHECK_CASE(bad_input_refused),
 };
 CHECK_MAIN(cases, CHECK_ON_ALL)

@@ -8,9 +8,12 @@
  * handed out is "live" with the caller's size.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "outputs.h"
@@ -155,13 +158,27 @@ cpool_status cpool_pool_write_snapshot(const cpool_pool *handle, const char *pat
     const cpool_pool *pool;
     CPOOL__RESOLVE(pool, handle, "cpool_pool_write_snapshot", "pool");
     if (!path) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_pool_write_snapshot: path is NULL");
-    FILE *f = fopen(path, "w"); /* first: a path that cannot be written costs the pool nothing */
-    if (!f) return cpool__fail_in("cpool_pool_write_snapshot", io_failure(path, "open", errno));
+    /* Opened first: a path that cannot be written costs the pool nothing.
+     * Not truncated at open but after the write: writing over the pages of
+     * an older snapshot at the same path is much cheaper than freeing them
+     * and taking new ones (a snapshot is MiBs). */
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0) return cpool__fail_in("cpool_pool_write_snapshot", io_failure(path, "open", errno));
     snapshot sn = {.t = {0}};
     cpool_status st = cpool__pool_inspect(pool, build, &sn);
-    if (st == CPOOL_OK && fwrite(sn.t.data, 1, sn.t.len, f) != sn.t.len) st = io_failure(path, "write", errno);
-    if (fclose(f) != 0 && st == CPOOL_OK) st = io_failure(path, "write", errno);
-    if (st != CPOOL_OK) remove(path);
+    for (size_t done = 0; st == CPOOL_OK && done < sn.t.len;) {
+        ssize_t n = write(fd, sn.t.data + done, sn.t.len - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) st = io_failure(path, "write", n < 0 ? errno : EIO);
+        else done += (size_t)n;
+    }
+    /* Only a regular file is cut to length, or removed when the write
+     * failed (never a device such as /dev/null, or a pipe). */
+    struct stat info;
+    bool regular = fstat(fd, &info) == 0 && S_ISREG(info.st_mode);
+    if (st == CPOOL_OK && regular && ftruncate(fd, (off_t)sn.t.len) != 0) st = io_failure(path, "write", errno);
+    if (close(fd) != 0 && st == CPOOL_OK) st = io_failure(path, "write", errno);
+    if (st != CPOOL_OK && regular) remove(path);
     cpool__text_free(&sn.t);
     return st == CPOOL_OK ? st : cpool__fail_in("cpool_pool_write_snapshot", st);
 }
