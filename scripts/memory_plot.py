@@ -22,6 +22,13 @@ def rows(logdir, kind):
     return found
 
 
+def prefer_cuda(found, backend_of):
+    """The rows of the CUDA backend where there are any, else the host's:
+    both give the same bytes for the same calls."""
+    cuda = [r for r in found if backend_of(r) == "cuda"]
+    return cuda or [r for r in found if backend_of(r) == "host"]
+
+
 def grouped_bars(ax, groups, series, fmt, **label_args):
     """One bar per (group, series) that has a value; series are
     (label, function of a group giving a value or None)."""
@@ -40,7 +47,8 @@ def main():
     title = sys.argv[3] if len(sys.argv) > 3 else ""
     # trace rows: backend, model, events, ours peak reserved, the recording's
     # peak, ours peak allocated, ns/op, the trace's peak live
-    ours = {r[1]: (int(r[3]), int(r[7])) for r in rows(logdir, "trace") if r[0] == "cuda" and len(r) >= 8}
+    traces = prefer_cuda([r for r in rows(logdir, "trace") if len(r) >= 8], lambda r: r[0])
+    ours = {r[1]: (int(r[3]), int(r[7])) for r in traces}
     torch = {(r[0], r[1]): int(r[2]) for r in rows(logdir, "torch_trace")}
     models = sorted(ours)
 
@@ -59,7 +67,7 @@ def main():
 
     # Both over the largest graph's scratch (its peak live bytes), as the
     # benchmarks print them.
-    order = {r[0]: float(r[1]) for r in rows(logdir, "capture_order") if r[-1] == "cuda"}
+    order = {r[0]: float(r[1]) for r in prefer_cuda(rows(logdir, "capture_order"), lambda r: r[-1])}
     torch_order = {(r[0], r[1]): float(r[2]) for r in rows(logdir, "capture_order_torch")}
     grouped_bars(ax[1], ["smallest-first", "largest-first", "largest-alone"],
                  [("capturepool", order.get)] +
