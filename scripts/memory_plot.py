@@ -39,7 +39,7 @@ def grouped_bars(ax, groups, series, fmt, **label_args):
         bars = ax.bar([x for x, _ in points], [y for _, y in points], width, label=label)
         ax.bar_label(bars, fmt=fmt, fontsize=7, padding=2, **label_args)
     ax.set_xticks(range(len(groups)), groups, rotation=15)
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=8, loc="best")
 
 
 def main():
