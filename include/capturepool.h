@@ -526,8 +526,10 @@ typedef struct cpool_pool_stats {
 cpool_status cpool_pool_get_stats(const cpool_pool *pool, cpool_pool_stats *out);
 
 /* Writes a picture of the pool's memory to `path` (created or replaced) as
- * one JSON object: "version" (1), "backend", "stats" (cpool_pool_stats under
- * its C names), "segments" (each {"address", "size", "blocks"}, every block
+ * one JSON object: "version" (1), "backend", "grows_in_place" (see
+ * cpool_pool_grows_in_place), "stats" (cpool_pool_stats under its C
+ * names), "segments" (each {"address", "size", "blocks"}: a plain segment
+ * or a run of mapped pages; every block
  * {"offset", "size", "requested", "state", "stream", "graphs", "output",
  * "param"}, state "free", "live", "graph_free" or "graph_live") and
  * "graphs" (each {"id", "write_bytes", "shared_write_bytes",
@@ -540,15 +542,16 @@ cpool_status cpool_pool_get_stats(const cpool_pool *pool, cpool_pool_stats *out)
  * the file is written after the lock is dropped.
  * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL or dead pool, NULL
  * path), CPOOL_ERR_IO (the file could not be opened or written: nothing
- * else changed; a partly written file is removed), CPOOL_ERR_OUT_OF_MEMORY. */
+ * else changed; a partly written regular file is removed, a device or a
+ * pipe is left as it is), CPOOL_ERR_OUT_OF_MEMORY. */
 cpool_status cpool_pool_write_snapshot(const cpool_pool *pool, const char *path);
 
 /* Gives every cached segment that holds no live block back to the device;
  * where segments grow in place, the memory of every whole page of free
  * memory, also between live blocks (the address range stays reserved and
  * maps again on demand; no address in use moves). Graph-reserved memory is
- * given back only while no graph and no capture holds the pool. Waits for the stream work of the device first, as cudaFree
- * does. Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (also inside a stream
+ * given back only while no graph and no capture holds the pool. Waits for
+ * the stream work of the device first, as cudaFree does. Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (also inside a stream
  * callback, where it would wait for itself), CPOOL_ERR_BACKEND. */
 cpool_status cpool_pool_trim(cpool_pool *pool);
 
