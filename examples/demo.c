@@ -258,6 +258,7 @@ typedef struct stage {
 typedef struct stages {
     stage v[MAX_STAGES];
     int count;
+    bool grows_in_place; /* the pool's segments (cpool_pool_grows_in_place) */
 } stages;
 
 static void take_stats(stages *log, const char *when, const cpool_pool *pool)
@@ -281,7 +282,9 @@ static void print_summary(const stages *log, bool cuda, int repeats, int steps, 
         printf("  (host backend: eager/graph measures the library's host task queue, not a GPU: the operations are host functions)\n");
     printf("  graph replays: %llu; intermediates per step: %.1f KiB\n", (unsigned long long)replays,
            (3.0 * n + (double)demo_parts(n)) * sizeof(float) / 1024.0);
-    printf("  pool statistics (KiB):\n");
+    printf("  pool statistics (KiB; segments %s):\n",
+           log->grows_in_place ? "grow in place, counted as runs of mapped pages"
+                               : "plain, one device allocation each (no virtual memory management here, or turned off)");
     printf("    %-26s %10s %10s %10s %10s %8s %8s %8s\n", "stage", "reserved", "graph", "peak", "allocated",
            "segments", "allocs", "frees");
     for (int i = 0; i < log->count; i++) {
@@ -460,6 +463,7 @@ int main(int argc, char **argv)
     take_stats(&log, "after the graph's release", d.pool);
     CHECK(cpool_pool_trim(d.pool)); /* no graph holds the pool now: all of it can go */
     take_stats(&log, "after a trim", d.pool);
+    log.grows_in_place = cpool_pool_grows_in_place(d.pool);
     cpool_pool_release(d.pool);
     cpool_stream_destroy(d.s);
     cpool_device_close(d.dev);
