@@ -533,6 +533,47 @@ static void events_order_reuse_at_the_front_cache_edge(cpool_device *dev) {
     }
 }
 
+/* New pages that fill a hole between a free block of another stream's
+ * (before it) and the requester's own free block (after it) serve the
+ * request with the block after: the pages join it, though the block before
+ * would also merge with them alone. Offsets: P [0, 4M) freed on t, Q's
+ * pages [4M, 8M) given back, R [8M, 12M) freed on s, both streams' work
+ * held back so the tags stay; 8 MiB for s is R and the hole's pages. */
+static void pages_filling_a_hole_join_the_block_after(cpool_device *dev) {
+    static int gate;
+    astore(&gate, 0);
+    cpool_stream *s, *t;
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    REQUIRE_OK(cpool_stream_create(dev, &t));
+    cpool_pool *pool = growable_pool(dev);
+    void *p, *q, *r, *z, *big;
+    REQUIRE_OK(cpool_alloc(pool, 4 * MiB, s, &p));
+    REQUIRE_OK(cpool_alloc(pool, 4 * MiB, s, &q));
+    REQUIRE_OK(cpool_alloc(pool, 4 * MiB, s, &r));
+    REQUIRE_OK(cpool_alloc(pool, 2 * MiB, s, &z)); /* keeps r apart from the end */
+    CHECK_PTR_EQ((char *)r, (char *)p + 8 * MiB);
+    CHECK_OK(cpool_free(pool, q, s));
+    CHECK_OK(cpool_stream_synchronize(s));
+    CHECK_OK(cpool_pool_trim(pool));
+    CHECK_OK(cpool_launch_host(t, cb_hold_gate, &gate));
+    CHECK_OK(cpool_free(pool, p, t));
+    CHECK_OK(cpool_launch_host(s, cb_hold_gate, &gate));
+    CHECK_OK(cpool_free(pool, r, s));
+    REQUIRE_OK(cpool_alloc(pool, 8 * MiB, s, &big));
+    CHECK(!ranges_overlap(p, 4 * MiB, big, 8 * MiB)); /* t's work may still use p */
+    CHECK_EQ(aload(&gate), 0);
+    astore(&gate, 1);
+    touch(s, big, 8 * MiB, 1);
+    CHECK_OK(cpool_stream_synchronize(t));
+    CHECK_OK(cpool_free(pool, big, s));
+    CHECK_OK(cpool_free(pool, z, s));
+    CHECK_OK(cpool_pool_trim(pool));
+    CHECK_EQ(stats_of(pool).reserved_bytes, 0);
+    cpool_pool_release(pool);
+    cpool_stream_destroy(t);
+    cpool_stream_destroy(s);
+}
+
 static const check_case cases[] = {
     CHECK_CASE(grows_in_place_past_a_free_block),
     CHECK_CASE(free_ranges_join_new_pages),
@@ -547,6 +588,7 @@ static const check_case cases[] = {
     CHECK_CASE(held_work_keeps_its_pages),
     CHECK_CASE(forked_capture_grows_while_others_trim),
     CHECK_CASE(events_order_reuse_at_the_front_cache_edge),
+    CHECK_CASE(pages_filling_a_hole_join_the_block_after),
 };
 
 CHECK_MAIN(cases, CHECK_ON_ALL)
