@@ -173,6 +173,42 @@ static void scenario_growable(world *w) {
     cpool_stream_destroy(s);
 }
 
+/* Growth into a hole inside a segment whose new pages merge with a free
+ * block before the request's start (served apart from it): at every
+ * failure there, also of the live-block map's growth when the request is
+ * the 129th live block, the pool stays consistent. Offsets are from the
+ * span's start: A [0, 4M-512), D and E 4 MiB each after it; D's pages
+ * [4M, 6M) go back, leaving 512 bytes before the hole and 2M-512 after it,
+ * which a request of 4M-1024 joins with the hole. */
+enum { SMALLS = 126 };
+static void scenario_growable_split(world *w) {
+    cpool_stream *s = NULL;
+    cpool_pool *pool = NULL;
+    void *a = NULL, *d = NULL, *e = NULL, *f = NULL, *small[SMALLS] = {NULL};
+    if (!TRY(w, cpool_stream_create(w->dev, &s))) return;
+    if (TRY(w, cpool_pool_create(w->dev, NULL, &pool))) {
+        record_objects(w, pool);
+        for (int i = 0; i < SMALLS - 1; i++) TRY(w, cpool_alloc(pool, 512, s, &small[i]));
+        TRY(w, cpool_alloc(pool, (4u << 20) - 512, s, &a));
+        TRY(w, cpool_alloc(pool, 4u << 20, s, &d));
+        TRY(w, cpool_alloc(pool, 4u << 20, s, &e));
+        if (d) TRY(w, cpool_free(pool, d, s));
+        TRY(w, cpool_stream_synchronize(s));
+        TRY(w, cpool_pool_trim(pool));
+        TRY(w, cpool_alloc(pool, 512, s, &small[SMALLS - 1]));
+        TRY(w, cpool_alloc(pool, (4u << 20) - 1024, s, &f));
+        cpool__pool_check(pool);
+        void *all[3] = {a, e, f};
+        for (int i = 0; i < 3; i++)
+            if (all[i]) TRY(w, cpool_free(pool, all[i], s));
+        for (int i = 0; i < SMALLS; i++)
+            if (small[i]) TRY(w, cpool_free(pool, small[i], s));
+        cpool__pool_check(pool);
+        cpool_pool_release(pool);
+    }
+    cpool_stream_destroy(s);
+}
+
 typedef void (*scenario_fn)(world *);
 
 static void run_once(cpool_device *dev, scenario_fn fn, uint64_t nth, world *w) {
@@ -215,6 +251,9 @@ static void sweep(cpool_device *dev, scenario_fn fn, const char *name) {
 static void sweep_pool_life(cpool_device *dev) { sweep(dev, scenario_pool_life, "pool life"); }
 static void sweep_capture_launch(cpool_device *dev) { sweep(dev, scenario_capture_launch, "capture, launch, update, release while running"); }
 static void sweep_growable(cpool_device *dev) { sweep(dev, scenario_growable, "growable segments: grow, trim inside, regrow"); }
+static void sweep_growable_split(cpool_device *dev) {
+    sweep(dev, scenario_growable_split, "growable segments: growth joined to a free block before it");
+}
 static void sweep_clear_params_callback(cpool_device *dev) {
     sweep(dev, scenario_clear_params_callback, "clear, stale launch, params, release in a callback");
 }
@@ -282,6 +321,7 @@ static const check_case cases[] = {
     CHECK_CASE(sweep_capture_launch),
     CHECK_CASE(sweep_clear_params_callback),
     CHECK_CASE(sweep_growable),
+    CHECK_CASE(sweep_growable_split),
     CHECK_CASE(update_failure_keeps_outputs),
     CHECK_CASE(report_total),
 };

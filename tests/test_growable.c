@@ -5,6 +5,7 @@
 #include "check.h" /* first: its feature macro */
 #include "helpers.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -265,6 +266,314 @@ static void reserve_maps_pages_up_front(cpool_device *dev) {
     cpool_stream_destroy(s);
 }
 
+
+/* ---- adversarial: threads, held-back work, captures, edges ------------- */
+
+/* Sizes at the edges that matter: the block granule, the small/large class
+ * edge (1 MiB), page multiples (2 MiB) and the front cache's bound (32 MiB). */
+static const size_t edge_sizes[] = {
+    512,           1 * MiB - 512, 1 * MiB,      1 * MiB + 512, 2 * MiB - 512, 2 * MiB,  2 * MiB + 512,
+    4 * MiB,       6 * MiB + 512, 32 * MiB - 512, 32 * MiB,    32 * MiB + 512, 10 * MiB, 20 * MiB + 512,
+};
+#define EDGE_SIZES (sizeof edge_sizes / sizeof edge_sizes[0])
+
+typedef struct churn {
+    cpool_device *dev;
+    cpool_pool *pool;
+    int id;
+    int *done;
+} churn;
+
+/* Reads the first and last 4 KiB of a block back and checks them. */
+static void check_ends(cpool_stream *s, const void *p, size_t n, unsigned char v) {
+    size_t k = n < 4096 ? n : 4096;
+    CHECK_BYTES(s, p, k, v);
+    CHECK_BYTES(s, (const char *)p + n - k, k, v);
+}
+
+/* One thread's churn on a stream of its own: blocks of edge sizes, each
+ * written with a value of its own and checked later, so that a block handed
+ * to two threads, or pages taken from under one, shows. */
+static void *churn_thread(void *arg) {
+    churn *c = arg;
+    cpool_stream *s;
+    if (cpool_stream_create(c->dev, &s) != CPOOL_OK) {
+        CHECK(0);
+        ainc(c->done);
+        return NULL;
+    }
+    enum { LIVE = 4 };
+    void *p[LIVE] = {0};
+    size_t n[LIVE] = {0};
+    unsigned char v[LIVE] = {0};
+    unsigned seed = 0x9e37u * (unsigned)(c->id + 1);
+    for (int it = 0; it < 240; it++) {
+        seed = seed * 1103515245u + 12345u;
+        int k = (int)((seed >> 8) % LIVE);
+        if (p[k]) {
+            check_ends(s, p[k], n[k], v[k]);
+            CHECK_OK(cpool_free(c->pool, p[k], s));
+            p[k] = NULL;
+        }
+        n[k] = edge_sizes[(seed >> 16) % EDGE_SIZES];
+        v[k] = (unsigned char)(c->id * 16 + k + 1);
+        if (cpool_alloc(c->pool, n[k], s, &p[k]) != CPOOL_OK) {
+            CHECK(0);
+            p[k] = NULL;
+            continue;
+        }
+        CHECK_OK(cpool_memset_async(s, p[k], v[k], n[k]));
+    }
+    for (int k = 0; k < LIVE; k++)
+        if (p[k]) {
+            check_ends(s, p[k], n[k], v[k]);
+            CHECK_OK(cpool_free(c->pool, p[k], s));
+        }
+    CHECK_OK(cpool_stream_synchronize(s));
+    cpool_stream_destroy(s);
+    ainc(c->done);
+    return NULL;
+}
+
+/* Threads allocate, write, check and free blocks of edge sizes in one
+ * growable pool while another trims it over and over: no block is shared,
+ * no page in use goes, and once everything is freed trim gives all back. */
+static void threads_churn_while_trimming(cpool_device *dev) {
+    enum { THREADS = 3 };
+    cpool_pool *pool = growable_pool(dev);
+    int done = 0;
+    churn c[THREADS];
+    pthread_t t[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        c[i] = (churn){dev, pool, i, &done};
+        REQUIRE(pthread_create(&t[i], NULL, churn_thread, &c[i]) == 0);
+    }
+    while (aload(&done) < THREADS) {
+        CHECK_OK(cpool_pool_trim(pool));
+        cpool_pool_stats st = stats_of(pool);
+        CHECK_STATS_SANE(st);
+    }
+    for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
+    CHECK_OK(cpool_pool_trim(pool));
+    CHECK_EQ(stats_of(pool).reserved_bytes, 0);
+    CHECK_EQ(stats_of(pool).allocated_bytes, 0);
+    cpool_pool_release(pool);
+}
+
+static void cb_hold_gate(void *arg) { (void)wait_for_int((const int *)arg, 1, WAIT_TIMEOUT_MS); }
+
+typedef struct trimmer {
+    cpool_pool *pool;
+    int done;
+} trimmer;
+
+static void *trim_once(void *arg) {
+    trimmer *t = arg;
+    CHECK_OK(cpool_pool_trim(t->pool));
+    astore(&t->done, 1);
+    return NULL;
+}
+
+/* A block freed on S while S's work on it is held back: another stream's
+ * growth past the peak neither takes it nor gives its pages back, and a
+ * trim on another thread waits for the work before it does. */
+static void held_work_keeps_its_pages(cpool_device *dev) {
+    static int gate;
+    astore(&gate, 0);
+    cpool_stream *s, *u;
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    REQUIRE_OK(cpool_stream_create(dev, &u));
+    cpool_pool *pool = growable_pool(dev);
+    void *a, *keep, *b;
+    size_t sizes[] = {8 * MiB, 32 * MiB, 1 * MiB + 512};
+    for (int i = 0; i < 3; i++) {
+        astore(&gate, 0);
+        REQUIRE_OK(cpool_alloc(pool, sizes[i], s, &a));
+        REQUIRE_OK(cpool_alloc(pool, 2 * MiB, s, &keep)); /* keeps a apart from the end */
+        CHECK_OK(cpool_launch_host(s, cb_hold_gate, &gate));
+        CHECK_OK(cpool_memset_async(s, a, 0x5a, sizes[i])); /* runs after the gate */
+        CHECK_OK(cpool_free(pool, a, s));
+        REQUIRE_OK(cpool_alloc(pool, sizes[i] + 4 * MiB, u, &b));
+        CHECK(!ranges_overlap(a, sizes[i], b, sizes[i] + 4 * MiB));
+        touch(u, b, sizes[i] + 4 * MiB, 1);
+        trimmer t = {pool, 0};
+        pthread_t th;
+        REQUIRE(pthread_create(&th, NULL, trim_once, &t) == 0);
+        sleep_ms(20);
+        CHECK_EQ(aload(&t.done), 0); /* the trim waits for S's work */
+        astore(&gate, 1);
+        pthread_join(th, NULL);
+        CHECK_OK(cpool_stream_synchronize(s));
+        CHECK_OK(cpool_free(pool, b, u));
+        CHECK_OK(cpool_free(pool, keep, s));
+        CHECK_OK(cpool_stream_synchronize(u));
+        CHECK_OK(cpool_pool_trim(pool));
+        CHECK_EQ(stats_of(pool).reserved_bytes, 0);
+    }
+    cpool_pool_release(pool);
+    cpool_stream_destroy(u);
+    cpool_stream_destroy(s);
+}
+
+/* A two-stream capture whose allocations grow the pool while other threads
+ * churn and trim it: a block freed on one branch goes to no other branch
+ * before the join, and the graph replays on its pages (a memset into a page
+ * given back faults on the host backend) after trims and growth, its output
+ * intact. */
+static void forked_capture_grows_while_others_trim(cpool_device *dev) {
+    enum { THREADS = 1 };
+    cpool_stream *o, *x, *u;
+    cpool_event *e0, *e1;
+    REQUIRE_OK(cpool_stream_create(dev, &o));
+    REQUIRE_OK(cpool_stream_create(dev, &x));
+    REQUIRE_OK(cpool_stream_create(dev, &u));
+    REQUIRE_OK(cpool_event_create(dev, &e0));
+    REQUIRE_OK(cpool_event_create(dev, &e1));
+    cpool_pool *pool = growable_pool(dev);
+    int done = 0;
+    churn c = {dev, pool, 7, &done};
+    pthread_t t;
+    REQUIRE(pthread_create(&t, NULL, churn_thread, &c) == 0);
+    void *a, *b, *cc, *d, *out;
+    cpool_graph *g = NULL;
+    REQUIRE_OK(cpool_capture_begin(o, pool, CPOOL_CAPTURE_RELAXED));
+    REQUIRE_OK(cpool_alloc(pool, 6 * MiB, o, &a));
+    CHECK_OK(cpool_memset_async(o, a, 1, 6 * MiB));
+    CHECK_OK(cpool_event_record(e0, o));
+    CHECK_OK(cpool_stream_wait_event(x, e0)); /* fork */
+    REQUIRE_OK(cpool_alloc(pool, 34 * MiB, x, &b));
+    CHECK_OK(cpool_memset_async(x, b, 2, 34 * MiB));
+    CHECK_OK(cpool_free(pool, b, x));
+    CHECK_OK(cpool_pool_trim(pool));
+    REQUIRE_OK(cpool_alloc(pool, 30 * MiB, o, &cc));
+    CHECK(!ranges_overlap(b, 34 * MiB, cc, 30 * MiB)); /* x's replay may still write b */
+    CHECK_OK(cpool_memset_async(o, cc, 3, 30 * MiB));
+    CHECK_OK(cpool_free(pool, cc, o));
+    CHECK_OK(cpool_free(pool, a, o));
+    REQUIRE_OK(cpool_alloc(pool, 38 * MiB, x, &d));
+    CHECK(!ranges_overlap(a, 6 * MiB, d, 38 * MiB));
+    CHECK(!ranges_overlap(cc, 30 * MiB, d, 38 * MiB));
+    CHECK_OK(cpool_memset_async(x, d, 4, 38 * MiB));
+    CHECK_OK(cpool_free(pool, d, x));
+    REQUIRE_OK(cpool_alloc(pool, 2 * MiB + 512, x, &out));
+    CHECK_OK(cpool_memset_async(x, out, 0x77, 2 * MiB + 512));
+    CHECK_OK(cpool_event_record(e1, x));
+    CHECK_OK(cpool_stream_wait_event(o, e1)); /* join */
+    REQUIRE_OK(cpool_capture_end(o, &g));
+    for (int i = 0; i < 6; i++) {
+        CHECK_OK(cpool_pool_trim(pool));
+        void *big;
+        REQUIRE_OK(cpool_alloc(pool, (size_t)(i + 1) * 9 * MiB, u, &big));
+        CHECK_OK(cpool_memset_async(u, big, 9, (size_t)(i + 1) * 9 * MiB));
+        CHECK_OK(cpool_free(pool, big, u));
+        CHECK_OK(cpool_stream_synchronize(u));
+        CHECK_OK(cpool_graph_launch(g, o));
+        CHECK_OK(cpool_stream_synchronize(o));
+        CHECK_BYTES(o, out, 2 * MiB + 512, 0x77);
+    }
+    while (aload(&done) < THREADS) CHECK_OK(cpool_pool_trim(pool));
+    pthread_join(t, NULL);
+    CHECK_OK(cpool_free(pool, out, o));
+    cpool_graph_release(g);
+    CHECK_OK(cpool_pool_trim(pool));
+    CHECK_EQ(stats_of(pool).reserved_bytes, 0);
+    cpool_pool_release(pool);
+    cpool_event_destroy(e0);
+    cpool_event_destroy(e1);
+    cpool_stream_destroy(u);
+    cpool_stream_destroy(x);
+    cpool_stream_destroy(o);
+}
+
+/* Reuse follows events for blocks the front cache parks, up to its 32 MiB
+ * edge and past it: a block freed on S before a record U waited for serves
+ * U at once while S's work is held back; one freed after the record does
+ * not, not even by growing over it. */
+static void events_order_reuse_at_the_front_cache_edge(cpool_device *dev) {
+    static int gate;
+    size_t sizes[] = {32 * MiB - 512, 32 * MiB, 32 * MiB + 512, 2 * MiB, 1 * MiB + 512};
+    for (int i = 0; i < 5; i++) {
+        size_t n = sizes[i];
+        astore(&gate, 0);
+        cpool_stream *s, *u;
+        cpool_event *e;
+        REQUIRE_OK(cpool_stream_create(dev, &s));
+        REQUIRE_OK(cpool_stream_create(dev, &u));
+        REQUIRE_OK(cpool_event_create(dev, &e));
+        cpool_pool *pool = growable_pool(dev);
+        void *a, *b, *c, *d;
+        REQUIRE_OK(cpool_alloc(pool, n, s, &a));
+        CHECK_OK(cpool_launch_host(s, cb_hold_gate, &gate));
+        CHECK_OK(cpool_free(pool, a, s));
+        CHECK_OK(cpool_event_record(e, s));
+        CHECK_OK(cpool_stream_wait_event(u, e));
+        REQUIRE_OK(cpool_alloc(pool, n, u, &b));
+        CHECK(b == a); /* nothing else of that size is free */
+        REQUIRE_OK(cpool_alloc(pool, n, s, &c));
+        CHECK_OK(cpool_launch_host(s, cb_hold_gate, &gate));
+        CHECK_OK(cpool_memset_async(s, c, 0x3c, n)); /* S's work on c, held back */
+        CHECK_OK(cpool_event_record(e, s));
+        CHECK_OK(cpool_free(pool, c, s));
+        CHECK_OK(cpool_stream_wait_event(u, e));
+        REQUIRE_OK(cpool_alloc(pool, n + 3 * MiB, u, &d));
+        CHECK(!ranges_overlap(c, n, d, n + 3 * MiB));
+        CHECK(!ranges_overlap(b, n, d, n + 3 * MiB));
+        CHECK_EQ(aload(&gate), 0);
+        astore(&gate, 1);
+        CHECK_OK(cpool_free(pool, b, u));
+        CHECK_OK(cpool_free(pool, d, u));
+        CHECK_OK(cpool_stream_synchronize(u));
+        CHECK_OK(cpool_stream_synchronize(s));
+        CHECK_OK(cpool_pool_trim(pool));
+        CHECK_EQ(stats_of(pool).reserved_bytes, 0);
+        cpool_pool_release(pool);
+        cpool_event_destroy(e);
+        cpool_stream_destroy(u);
+        cpool_stream_destroy(s);
+    }
+}
+
+/* New pages that fill a hole between a free block of another stream's
+ * (before it) and the requester's own free block (after it) serve the
+ * request with the block after: the pages join it, though the block before
+ * would also merge with them alone. Offsets: P [0, 4M) freed on t, Q's
+ * pages [4M, 8M) given back, R [8M, 12M) freed on s, both streams' work
+ * held back so the tags stay; 8 MiB for s is R and the hole's pages. */
+static void pages_filling_a_hole_join_the_block_after(cpool_device *dev) {
+    static int gate;
+    astore(&gate, 0);
+    cpool_stream *s, *t;
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    REQUIRE_OK(cpool_stream_create(dev, &t));
+    cpool_pool *pool = growable_pool(dev);
+    void *p, *q, *r, *z, *big;
+    REQUIRE_OK(cpool_alloc(pool, 4 * MiB, s, &p));
+    REQUIRE_OK(cpool_alloc(pool, 4 * MiB, s, &q));
+    REQUIRE_OK(cpool_alloc(pool, 4 * MiB, s, &r));
+    REQUIRE_OK(cpool_alloc(pool, 2 * MiB, s, &z)); /* keeps r apart from the end */
+    CHECK_PTR_EQ((char *)r, (char *)p + 8 * MiB);
+    CHECK_OK(cpool_free(pool, q, s));
+    CHECK_OK(cpool_stream_synchronize(s));
+    CHECK_OK(cpool_pool_trim(pool));
+    CHECK_OK(cpool_launch_host(t, cb_hold_gate, &gate));
+    CHECK_OK(cpool_free(pool, p, t));
+    CHECK_OK(cpool_launch_host(s, cb_hold_gate, &gate));
+    CHECK_OK(cpool_free(pool, r, s));
+    REQUIRE_OK(cpool_alloc(pool, 8 * MiB, s, &big));
+    CHECK(!ranges_overlap(p, 4 * MiB, big, 8 * MiB)); /* t's work may still use p */
+    CHECK_EQ(aload(&gate), 0);
+    astore(&gate, 1);
+    touch(s, big, 8 * MiB, 1);
+    CHECK_OK(cpool_stream_synchronize(t));
+    CHECK_OK(cpool_free(pool, big, s));
+    CHECK_OK(cpool_free(pool, z, s));
+    CHECK_OK(cpool_pool_trim(pool));
+    CHECK_EQ(stats_of(pool).reserved_bytes, 0);
+    cpool_pool_release(pool);
+    cpool_stream_destroy(t);
+    cpool_stream_destroy(s);
+}
+
 static const check_case cases[] = {
     CHECK_CASE(grows_in_place_past_a_free_block),
     CHECK_CASE(free_ranges_join_new_pages),
@@ -275,6 +584,11 @@ static const check_case cases[] = {
     CHECK_CASE(plain_segments_opt_out),
     CHECK_CASE(fallback_without_virtual_memory),
     CHECK_CASE(reserve_maps_pages_up_front),
+    CHECK_CASE(threads_churn_while_trimming),
+    CHECK_CASE(held_work_keeps_its_pages),
+    CHECK_CASE(forked_capture_grows_while_others_trim),
+    CHECK_CASE(events_order_reuse_at_the_front_cache_edge),
+    CHECK_CASE(pages_filling_a_hole_join_the_block_after),
 };
 
 CHECK_MAIN(cases, CHECK_ON_ALL)

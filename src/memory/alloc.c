@@ -800,7 +800,14 @@ static cpool_status grow_in_place(cpool__allocator *a, size_t bytes, uint64_t st
     }
     /* The merged block may begin before plan.start, with a neighbour the
      * request may not use (a merge may also narrow the block's tag): serve
-     * exactly the planned range, made of usable blocks and new pages. */
+     * exactly the planned range, made of usable blocks and new pages. The
+     * pages join the planned block after them first: pages that fill a
+     * hole would otherwise merge with the block before it, whose tag may
+     * then bar the merge with the planned one. */
+    if (plan.like && plan.like == fresh->next) {
+        heap_remove(heap_for(a, plan.like), plan.like);
+        absorb(a, fresh, plan.like);
+    }
     cpool__block *b = release_block(a, fresh);
     CPOOL__INVARIANT("allocator", b->addr <= plan.start && plan.start + rounded <= b->addr + b->size,
                      "grown block does not hold the planned range");
