@@ -824,7 +824,7 @@ static cpool_status grow_in_place(cpool__allocator *a, size_t bytes, uint64_t st
         block_recycle(a, spare);
     }
     if (!hand_out(a, b, bytes, rounded, use, stream)) {
-        heap_insert(heap_for(a, b), b); /* mapped and cached: nothing is lost */
+        release_block(a, b); /* mapped and cached (merged with the piece split off): nothing is lost */
         return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for allocator records");
     }
     *out = (void *)b->addr;
