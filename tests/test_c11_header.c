@@ -1,7 +1,10 @@
-/* The public header compiles as strict C11 (-std=c11 -Wpedantic), alone,
- * without CUDA headers, and is idempotent. This file is only compiled. */
+/* The public headers compile as strict C11 (-std=c11 -Wpedantic), alone,
+ * without CUDA or NCCL headers, and are idempotent. This file is only
+ * compiled. */
 #include "capturepool.h"
 #include "capturepool.h"
+#include "capturepool_nccl.h"
+#include "capturepool_nccl.h"
 
 #if defined(__CUDA_RUNTIME_H__) || defined(__cuda_cuda_h__) || defined(__DRIVER_TYPES_H__)
 #error "capturepool.h must not include CUDA headers"

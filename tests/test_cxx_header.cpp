@@ -1,6 +1,7 @@
-// The public header compiles as C++ (extern "C", no CUDA headers) and its
-// functions link and run from C++.
+// The public headers compile as C++ (extern "C", no CUDA or NCCL headers)
+// and their functions link and run from C++.
 #include "capturepool.h"
+#include "capturepool_nccl.h"
 
 #include <cstdio>
 #include <cstring>
@@ -43,6 +44,7 @@ int main() {
     st.struct_size = sizeof st;
     expect(cpool_pool_get_stats(pool, &st) == CPOOL_OK && st.allocated_bytes == 100, "stats");
     expect(cpool_free(pool, p, s) == CPOOL_OK, "cpool_free");
+    expect(cpool_nccl_registration_count(pool) == 0, "cpool_nccl_registration_count of an unregistered pool");
     cpool_stream_destroy(s);
     cpool_pool_release(pool);
     cpool_device_close(dev);

@@ -75,6 +75,10 @@ typedef struct cpool__backend {
      * range with nothing mapped. All are safe while any stream captures,
      * as segment_alloc is. */
     bool (*va_supported)(cpool__bdevice *dev);
+    /* Runs fn(arg) with dev current and this thread's capture mode relaxed,
+     * for another library's calls that CUDA would count against a capture
+     * (a registration of memory under capture); returns fn's status. */
+    cpool_status (*call_relaxed)(cpool__bdevice *dev, cpool_status (*fn)(void *arg), void *arg);
     cpool_status (*va_reserve)(cpool__bdevice *dev, size_t bytes, void **out);
     void (*va_release)(cpool__bdevice *dev, void *base, size_t bytes);
     cpool_status (*pages_map)(cpool__bdevice *dev, void *addr, size_t bytes);

@@ -371,6 +371,15 @@ static bool vmm_probe(const cpool__bdevice *dev) {
 /* The driver's result as the runtime's error of the same number. */
 #define VMM_CALL(call) ((cudaError_t)(cpool__fault_hit() ? CUDA_ERROR_OUT_OF_MEMORY : (call)))
 
+static cpool_status cuda_call_relaxed(cpool__bdevice *dev, cpool_status (*fn)(void *arg), void *arg) {
+    device_guard guard;
+    cudaError_t err = guard_enter(&guard, dev, true);
+    if (err != cudaSuccess) return cuda_fail(err, "making the device current for a relaxed call");
+    cpool_status st = fn(arg);
+    guard_exit(&guard);
+    return st;
+}
+
 static bool cuda_va_supported(cpool__bdevice *dev) { return dev->vmm && !cpool__virtual_memory_off(); }
 
 static cpool_status cuda_va_reserve(cpool__bdevice *dev, size_t bytes, void **out) {
@@ -845,6 +854,7 @@ const cpool__backend cpool__backend_cuda = {
     .segment_alloc = cuda_segment_alloc,
     .segment_free = cuda_segment_free,
     .va_supported = cuda_va_supported,
+    .call_relaxed = cuda_call_relaxed,
     .va_reserve = cuda_va_reserve,
     .va_release = cuda_va_release,
     .pages_map = cuda_pages_map,

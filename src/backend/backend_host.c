@@ -483,6 +483,11 @@ static void host_segment_free(cpool__bdevice *dev, void *base, size_t bytes) {
 
 /* ---- growable segments: reserved address space ------------------------- */
 
+static cpool_status host_call_relaxed(cpool__bdevice *dev, cpool_status (*fn)(void *arg), void *arg) {
+    CPOOL_UNUSED(dev);
+    return fn(arg);
+}
+
 static bool host_va_supported(cpool__bdevice *dev) {
     CPOOL_UNUSED(dev);
     return !cpool__virtual_memory_off();
@@ -1161,6 +1166,7 @@ const cpool__backend cpool__backend_host = {
     .segment_alloc = host_segment_alloc,
     .segment_free = host_segment_free,
     .va_supported = host_va_supported,
+    .call_relaxed = host_call_relaxed,
     .va_reserve = host_va_reserve,
     .va_release = host_va_release,
     .pages_map = host_pages_map,

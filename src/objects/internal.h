@@ -354,6 +354,27 @@ cpool_status cpool__pool_inspect(const cpool_pool *pool, cpool_status (*fn)(void
 struct cpool__footprint_stats;
 cpool_status cpool__pool_footprint_stats(cpool_pool *pool, const struct cpool__footprint *fp,
                                          struct cpool__footprint_stats *out);
+/* Something that must know a pool's device memory, e.g. a communicator that
+ * registers it (objects/nccl.c): add sees every segment (whole, plain: a
+ * block never spans two) before any block of it is handed out, and a
+ * failure refuses it (the allocation that needed it fails with that
+ * status); remove sees the same range before it goes back to the device,
+ * once no work uses it (trim, the last release: a graph holding the pool
+ * keeps it). Both run under the pool's lock and may not call the library.
+ * release runs once after the last remove, when the pool is gone. */
+typedef struct cpool__registrar {
+    cpool_status (*add)(void *ctx, void *base, size_t bytes);
+    void (*remove)(void *ctx, void *base, size_t bytes);
+    void (*release)(void *ctx);
+    void *ctx;
+} cpool__registrar;
+/* cpool_pool_create with a registrar (NULL: none). On failure release is
+ * not called (the caller still owns ctx), and every add had its remove. */
+cpool_status cpool__pool_create_registered(cpool_device *dev, const cpool_pool_options *opts,
+                                           const cpool__registrar *registrar, cpool_pool **out);
+/* The pool's registrar (NULL for NULL, a dead handle, or none). */
+const cpool__registrar *cpool__pool_registrar(const cpool_pool *pool);
+
 /* Allocates a block for the pool's whole life (a parameter block) and keeps
  * `param` in the pool's list, freed with the pool. */
 cpool_status cpool__pool_add_param(cpool_pool *pool, cpool_param *param);

@@ -85,6 +85,8 @@ struct cpool_pool {
 
     cpool__deferred deferred_clear;
     cpool__deferred deferred_destroy;
+
+    cpool__registrar registrar; /* add NULL: none (internal.h) */
 };
 
 /* `holders`: the live holders below this, the holders ever taken above. */
@@ -111,13 +113,20 @@ static void check_allocator(cpool_pool *pool) {
 #define CHECK_ALLOCATOR_LOCKING(pool) ((void)0)
 #endif
 
+/* A registrar (internal.h) sees every segment before any block of it is
+ * handed out, and again before it goes back to the device. */
 static cpool_status segment_grow(void *ctx, size_t bytes, void **base) {
     cpool_pool *pool = ctx;
-    return pool->dev->be->segment_alloc(pool->dev->impl, bytes, base);
+    cpool_status st = pool->dev->be->segment_alloc(pool->dev->impl, bytes, base);
+    if (st != CPOOL_OK || !pool->registrar.add) return st;
+    st = pool->registrar.add(pool->registrar.ctx, *base, bytes);
+    if (st != CPOOL_OK) pool->dev->be->segment_free(pool->dev->impl, *base, bytes);
+    return st;
 }
 
 static void segment_shrink(void *ctx, void *base, size_t bytes) {
     cpool_pool *pool = ctx;
+    if (pool->registrar.remove) pool->registrar.remove(pool->registrar.ctx, base, bytes);
     pool->dev->be->segment_free(pool->dev->impl, base, bytes);
 }
 
@@ -151,6 +160,11 @@ static void run_deferred_destroy(cpool__deferred *task);
 static cpool__slab pool_slab = CPOOL__SLAB_INIT(cpool_pool);
 
 cpool_status cpool_pool_create(cpool_device *dev_handle, const cpool_pool_options *opts, cpool_pool **out) {
+    return cpool__pool_create_registered(dev_handle, opts, NULL, out);
+}
+
+cpool_status cpool__pool_create_registered(cpool_device *dev_handle, const cpool_pool_options *opts,
+                                           const cpool__registrar *registrar, cpool_pool **out) {
     cpool_device *dev;
     CPOOL__RESOLVE(dev, dev_handle, "cpool_pool_create", "device");
     if (!out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_pool_create: NULL argument");
@@ -182,8 +196,10 @@ cpool_status cpool_pool_create(cpool_device *dev_handle, const cpool_pool_option
     pool->doomed_tail = &pool->doomed;
     pool->deferred_clear.run = run_deferred_clear;
     pool->deferred_destroy.run = run_deferred_destroy;
+    pool->registrar = registrar ? *registrar : (cpool__registrar){0};
     cpool__segment_source source = {.ctx = pool, .grow = segment_grow, .shrink = segment_shrink};
-    if (!o.plain_segments && dev->be->va_supported(dev->impl)) {
+    /* A registrar's ranges are whole plain segments: a block never spans two. */
+    if (!o.plain_segments && !registrar && dev->be->va_supported(dev->impl)) {
         source.reserve = span_reserve;
         source.unreserve = span_release;
         source.map = pages_map;
@@ -253,6 +269,7 @@ static void pool_destroy(cpool_pool *pool) {
     cpool__fences_destroy(&pool->fences, &pool->dev->order);
     cpool__outputs_destroy(&pool->outputs);
     cpool__allocator_destroy(&pool->alloc);
+    if (pool->registrar.release) pool->registrar.release(pool->registrar.ctx);
     cpool__mutex_destroy(&pool->mu);
     pthread_cond_destroy(&pool->dropped_cv);
     cpool_device *dev = pool->dev;
@@ -297,6 +314,11 @@ bool cpool_pool_is_sealed(const cpool_pool *handle) {
     const cpool_pool *pool = cpool__handle_object(handle);
     if (!pool && handle) cpool__handle_fail(handle, "cpool_pool_is_sealed", "pool");
     return pool && atomic_load(&pool->sealed);
+}
+
+const cpool__registrar *cpool__pool_registrar(const cpool_pool *handle) {
+    const cpool_pool *pool = cpool__handle_object(handle);
+    return pool && pool->registrar.add ? &pool->registrar : NULL;
 }
 
 bool cpool_pool_grows_in_place(const cpool_pool *handle) {
