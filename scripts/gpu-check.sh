@@ -85,6 +85,10 @@ step demo-cuda env CPOOL_BACKEND=cuda build-gpu/rel/examples/demo
 step demo-host env CPOOL_BACKEND=host build-gpu/rel/examples/demo
 step two-stream-cuda env CPOOL_BACKEND=cuda build-gpu/rel/examples/two_stream
 step two-stream-host env CPOOL_BACKEND=host build-gpu/rel/examples/two_stream
+# Built where NCCL is found (NCCL_ROOT, or Python's nvidia-nccl package).
+if [[ -x build-gpu/rel/examples/data_parallel ]]; then
+    step data-parallel build-gpu/rel/examples/data_parallel
+fi
 
 step alloc-bench build-gpu/rel/bench/alloc_bench
 step alloc-bench-host env CPOOL_BACKEND=host build-gpu/rel/bench/alloc_bench
