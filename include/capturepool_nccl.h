@@ -33,7 +33,10 @@ struct ncclComm; /* NCCL's: ncclComm_t is struct ncclComm * */
  * lies within one registration. comm must outlive the pool: release the
  * pool, and the graphs that hold it, before ncclCommDestroy. A failed
  * registration fails the allocation that needed it (CPOOL_ERR_BACKEND, with
- * NCCL's message), and nothing is kept.
+ * NCCL's message), and nothing is kept. A capture that needs a new segment
+ * registers it while capturing (with the capture mode relaxed); to keep
+ * NCCL's registration out of captures altogether, reserve what they need
+ * up front (reserve_bytes).
  * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (dev, comm or out NULL, bad
  * options), CPOOL_ERR_UNSUPPORTED (NCCL could not be loaded, or the device
  * is not a CUDA device), and cpool_pool_create's statuses. */
