@@ -88,6 +88,7 @@ step two-stream-host env CPOOL_BACKEND=host build-gpu/rel/examples/two_stream
 # Built where NCCL is found (NCCL_ROOT, or Python's nvidia-nccl package).
 if [[ -x build-gpu/rel/examples/data_parallel ]]; then
     step data-parallel build-gpu/rel/examples/data_parallel
+    step data-parallel-torch python3 bench/data_parallel_torch.py
 fi
 
 step alloc-bench build-gpu/rel/bench/alloc_bench
