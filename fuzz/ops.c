@@ -1586,7 +1586,7 @@ void op_temp_dying(rd *r) {
     unsigned ms = 1 + (v >> 5) % 4;
     int f = c % NFIXED, t = (c >> 4) % NFIXED;
     bool capturing = C[TEMP].active;
-    if (capturing || (how == DIE_CALLBACK && C[f].active)) how = DIE_HERE; /* a capture ends with the destroy, here */
+    if (capturing || (how == DIE_CALLBACK && in_capture(f))) how = DIE_HERE; /* a capture ends with the destroy, here */
     int pi = pick_pool(b);
     TRACE("destroy the temporary stream with pending work: how %d, race %d, gate %u ms\n", how, race, ms);
     if (!capturing) {
