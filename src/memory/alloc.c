@@ -49,7 +49,9 @@
  * holes. Before growing would take reserved memory past its peak, the
  * whole pages of free general blocks that no work uses are given back
  * first, within a budget (give_back_pages): the peak then follows what is
- * in use more than how it was placed.
+ * in use more than how it was placed. A stream's blocks of a page or more
+ * start on a page boundary where that costs little (align_to_page), so
+ * that their frees leave whole pages.
  */
 #include <stdatomic.h>
 #include <stdio.h>
