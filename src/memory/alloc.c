@@ -400,6 +400,18 @@ static cpool__block *heap_take(cpool__allocator *a, size_t rounded, uint64_t str
 
 static void link_before(cpool__block *at, cpool__block *b);
 
+/* Splits free block b (out of its heap) at `at`, inside it: record `head`
+ * takes [b->addr, at), free as b was, back in its heap; b keeps the rest. */
+static void split_front(cpool__allocator *a, cpool__block *b, uintptr_t at, cpool__block *head) {
+    *head = *b;
+    head->size = at - b->addr;
+    link_before(b, head);
+    if (head->stream) a->restricted_blocks++;
+    heap_insert(heap_for(a, head), head);
+    b->addr = at;
+    b->size -= head->size;
+}
+
 /* Free block b (out of its heap) from where a stream's block of `rounded`
  * bytes, a page or more, is best handed out in a growable segment: from
  * its first page boundary when the piece before it is at most half a page
@@ -413,14 +425,7 @@ static cpool__block *align_to_page(cpool__allocator *a, cpool__block *b, size_t 
     uintptr_t at = round_up(b->addr, CPOOL__PAGE);
     if (at == b->addr || at - b->addr > CPOOL__PAGE / 2 || at + rounded > b->addr + b->size) return b;
     cpool__block *head = block_new(a);
-    if (!head) return b;
-    *head = *b;
-    head->size = at - b->addr;
-    link_before(b, head);
-    if (head->stream) a->restricted_blocks++;
-    heap_insert(heap_for(a, head), head);
-    b->addr = at;
-    b->size -= head->size;
+    if (head) split_front(a, b, at, head);
     return b;
 }
 
@@ -841,17 +846,10 @@ static cpool_status grow_in_place(cpool__allocator *a, size_t bytes, uint64_t st
     CPOOL__INVARIANT("allocator", b->addr <= plan.start && plan.start + rounded <= b->addr + b->size,
                      "grown block does not hold the planned range");
     heap_remove(heap_for(a, b), b);
-    if (plan.start > b->addr) {
-        *spare = *b;
-        spare->size = plan.start - b->addr;
-        link_before(b, spare);
-        if (spare->stream) a->restricted_blocks++;
-        heap_insert(heap_for(a, spare), spare);
-        b->addr = plan.start;
-        b->size -= spare->size;
-    } else {
+    if (plan.start > b->addr)
+        split_front(a, b, plan.start, spare);
+    else
         block_recycle(a, spare);
-    }
     if (!hand_out(a, b, bytes, rounded, use, stream)) {
         release_block(a, b); /* mapped and cached (merged with the piece split off): nothing is lost */
         return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for allocator records");
