@@ -4,8 +4,6 @@ over the trace's peak live bytes for capturepool and for PyTorch's
 allocator (default and expandable segments), and the capture-order
 benchmark's graph memory over the largest graph's scratch.
 Usage: python3 scripts/memory_plot.py LOGDIR OUT.png [TITLE]"""
-import glob
-import os
 import sys
 
 import matplotlib
@@ -13,20 +11,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-
-def rows(logdir, kind):
-    found = []
-    for path in sorted(glob.glob(os.path.join(logdir, "*.log"))):
-        with open(path, errors="replace") as f:
-            found += [l.strip().split(",")[2:] for l in f if l.startswith("csv," + kind + ",")]
-    return found
-
-
-def prefer_cuda(found, backend_of):
-    """The rows of the CUDA backend where there are any, else the host's:
-    both give the same bytes for the same calls."""
-    cuda = [r for r in found if backend_of(r) == "cuda"]
-    return cuda or [r for r in found if backend_of(r) == "host"]
+from bench_report import csv_rows as rows, prefer_cuda
 
 
 def grouped_bars(ax, groups, series, fmt, **label_args):
