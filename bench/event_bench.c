@@ -14,11 +14,13 @@
  *   + cudaGraphInstantiate (single captures, in pairs whose order flips);
  *   and the CPU cost of one launch, cpool_graph_launch against
  *   cudaGraphLaunch of an equivalent graph captured raw (alternating
- *   batches).
+ *   batches); and where a capture's time goes at 1 kernel a branch: its
+ *   five phases (begin, fork, work, join, end) timed one by one, ours and
+ *   raw.
  * Times are medians; every ratio is the median of the ratios of pairs taken
  * side by side, as in launch_bench. On the host backend only capturepool's
- * side is measured. Besides the tables it prints "csv,event,..." and
- * "csv,forkjoin,..." lines for scripts/bench_report.py.
+ * side is measured. Besides the tables it prints "csv,event,...",
+ * "csv,forkjoin,..." and "csv,forkphase,..." lines for scripts/bench_report.py.
  * Usage: event_bench [rounds]
  */
 #include <stdlib.h>
@@ -35,6 +37,7 @@ enum { BRANCHES = 4, SIDES = BRANCHES - 1, PAIRS = 1000 };
 
 static int rounds = 45; /* of record+wait batches and of launch batches */
 static int capture_repeats = 15;
+
 
 /* A failed call ends the program with its status and the library's reason
  * (or the CUDA error's name), never a crash. */
@@ -146,10 +149,20 @@ typedef struct fork_graph {
     cpool_event *fork, *join[SIDES];
     tick_step st[BRANCHES];
     bool raw; /* raw CUDA to compare with: the CUDA backend with kernels */
+    double *marks; /* where set: [0] the start of a capture, [1 + k] the end of its phase k */
 #ifdef CPOOL_HAVE_CUDA
     cudaEvent_t raw_fork, raw_join[SIDES];
 #endif
 } fork_graph;
+
+/* The phases of a capture, for the table of where its time goes. */
+enum { PHASES = 5 };
+static const char *const phase_names[PHASES] = {"begin", "fork (record + 3 waits)", "branches' work",
+                                                "join (3 records + waits)", "end + instantiate"};
+
+static void mark(fork_graph *f, int phase) {
+    if (f->marks) f->marks[1 + phase] = bench_now_ns();
+}
 
 /* The branches' work, as both captures enqueue it, O's first. */
 static cpool_status enqueue_branches(fork_graph *f) {
@@ -184,14 +197,19 @@ static void fail_in_capture(fork_graph *f, const char *what, cpool_status st) {
 static cpool_graph *capture_ours(fork_graph *f) {
     cpool_graph *g;
     CHECK_OURS(cpool_capture_begin(f->s[0], f->pool, CPOOL_CAPTURE_GLOBAL));
+    mark(f, 0);
     CHECK_CAPTURE(f, cpool_event_record(f->fork, f->s[0]));
     for (int i = 0; i < SIDES; i++) CHECK_CAPTURE(f, cpool_stream_wait_event(f->s[1 + i], f->fork));
+    mark(f, 1);
     CHECK_CAPTURE(f, enqueue_branches(f));
+    mark(f, 2);
     for (int i = 0; i < SIDES; i++) {
         CHECK_CAPTURE(f, cpool_event_record(f->join[i], f->s[1 + i]));
         CHECK_CAPTURE(f, cpool_stream_wait_event(f->s[0], f->join[i]));
     }
+    mark(f, 3);
     CHECK_OURS(cpool_capture_end(f->s[0], &g));
+    mark(f, 4);
     return g;
 }
 
@@ -203,19 +221,24 @@ static cudaGraphExec_t capture_raw(fork_graph *f, cudaGraph_t *graph_out) {
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     CHECK_RAW(cudaStreamBeginCapture(o, cudaStreamCaptureModeGlobal));
+    mark(f, 0);
     CHECK_RAW(cudaEventRecord(f->raw_fork, o));
     for (int i = 0; i < SIDES; i++)
         CHECK_RAW(cudaStreamWaitEvent((cudaStream_t)cpool_stream_native(f->s[1 + i]), f->raw_fork, 0));
+    mark(f, 1);
     if (enqueue_branches(f) != CPOOL_OK) {
         fprintf(stderr, "event_bench: raw 4-branch capture: a kernel launch failed: %s\n", cpool_last_error());
         exit(1);
     }
+    mark(f, 2);
     for (int i = 0; i < SIDES; i++) {
         CHECK_RAW(cudaEventRecord(f->raw_join[i], (cudaStream_t)cpool_stream_native(f->s[1 + i])));
         CHECK_RAW(cudaStreamWaitEvent(o, f->raw_join[i], 0));
     }
+    mark(f, 3);
     CHECK_RAW(cudaStreamEndCapture(o, &graph));
     CHECK_RAW(cudaGraphInstantiate(&exec, graph, 0));
+    mark(f, 4);
     *graph_out = graph;
     return exec;
 }
@@ -327,6 +350,8 @@ static void measure_fork(fork_graph *f, fork_row *r) {
     cpool_graph_release(g);
 }
 
+
+
 /* A time, or "n/a" where there was nothing to measure (0). */
 static void print_us(double us, int decimals) {
     if (us > 0)
@@ -340,6 +365,43 @@ static void print_ratio(double ratio) {
         printf(" %8.3fx", ratio);
     else
         printf(" %9s", "n/a");
+}
+
+/* Where the time of a capture goes, phase by phase (PHASES), ours against
+ * raw at 1 kernel a branch: medians of single captures in pairs whose order
+ * flips. Printed as a table and as "csv,forkphase,..." lines. */
+static void print_phases(fork_graph *f, const char *backend) {
+    int captures = capture_repeats * 100;
+    double *d[2][PHASES], marks[1 + PHASES];
+    for (int side = 0; side < 2; side++)
+        for (int k = 0; k < PHASES; k++) d[side][k] = alloc_samples(captures);
+    for (int b = 0; b < BRANCHES; b++) f->st[b].kernels = 1;
+    f->marks = marks;
+    for (int i = 0; i < captures; i++)
+        for (int turn = 0; turn < 2; turn++) {
+            int side = (turn + i) % 2; /* 0 ours, 1 raw */
+            if (side == 1 && !f->raw) continue;
+            marks[0] = bench_now_ns();
+            capture_once(f, side == 1);
+            for (int k = 0; k < PHASES; k++) d[side][k][i] = (marks[1 + k] - marks[k]) / 1e3;
+        }
+    f->marks = NULL;
+    printf("%-34s | %9s %9s %9s\n", "4-branch capture, 1 kernel a branch", "ours", "raw", "ours-raw");
+    for (int k = 0; k < PHASES; k++) {
+        double ours = bench_median(d[0][k], captures), raw = f->raw ? bench_median(d[1][k], captures) : 0;
+        printf("%-34s |", phase_names[k]);
+        print_us(ours, 3);
+        print_us(raw, 3);
+        if (f->raw)
+            printf(" %9.3f", ours - raw);
+        else
+            printf(" %9s", "n/a");
+        printf("\n");
+        printf("csv,forkphase,%s,%d,%.4f,%.4f\n", backend, k, ours, raw);
+    }
+    fflush(stdout);
+    for (int side = 0; side < 2; side++)
+        for (int k = 0; k < PHASES; k++) free(d[side][k]);
 }
 
 int main(int argc, char **argv) {
@@ -423,6 +485,7 @@ int main(int argc, char **argv) {
         printf("\n");
         fflush(stdout);
     }
+    print_phases(&f, backend);
     for (int k = 0; k < 2; k++)
         printf("csv,forkjoin,%s,%d,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n", backend, BRANCHES, rows[k].kernels,
                rows[k].capture_ours_us, rows[k].capture_raw_us, rows[k].capture_ratio, rows[k].launch_ours_us,
