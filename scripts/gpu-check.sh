@@ -11,7 +11,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD
 out=$(mkdir -p "${1:-build-gpu/results}" && cd "${1:-build-gpu/results}" && pwd)
 jobs=$(nproc 2>/dev/null || echo 4)
-gen=(); command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
+gen=(); keep_going=(); command -v ninja >/dev/null 2>&1 && gen=(-G Ninja) && keep_going=(-- -k 0)
 failed=()
 
 step() { # step NAME COMMAND...: runs it, logs to OUTDIR/NAME.log, records failure
@@ -32,10 +32,11 @@ cat "$out/gpu.txt"
 # Tests: internal checks on, warnings as errors. Benchmarks: Release.
 step configure-test cmake -S . -B build-gpu/test "${gen[@]}" -DCMAKE_BUILD_TYPE=Debug \
     -DCPOOL_WERROR=ON -DCPOOL_DEBUG_CHECKS=ON -DCPOOL_FAULT_INJECTION=ON -DCPOOL_CUDA=ON
-step build-test cmake --build build-gpu/test -j "$jobs"
+# A target that fails to build fails its step; the others still build and run.
+step build-test cmake --build build-gpu/test -j "$jobs" "${keep_going[@]}"
 step configure-rel cmake -S . -B build-gpu/rel "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DCPOOL_CUDA=ON \
     -DCPOOL_BUILD_TESTS=OFF
-step build-rel cmake --build build-gpu/rel -j "$jobs"
+step build-rel cmake --build build-gpu/rel -j "$jobs" "${keep_going[@]}"
 
 step ctest bash -c "cd build-gpu/test && ctest --output-on-failure -j 4"
 sanitize() { # sanitize TOOL [ARGS...]: every test binary under compute-sanitizer
