@@ -574,6 +574,59 @@ static void pages_filling_a_hole_join_the_block_after(cpool_device *dev) {
     cpool_stream_destroy(s);
 }
 
+/* A forward at batch b, as a server captures one per batch size: layers of
+ * b x 64, 256 and 128 KiB activations, each allocated before the one
+ * before it is freed, the last freed before the capture ends. */
+typedef struct forward {
+    cpool_pool *pool;
+    size_t batch;
+} forward;
+
+static cpool_status forward_body(cpool_stream *s, void *ctx) {
+    static const size_t act_kib[] = {64, 256, 128};
+    const forward *f = ctx;
+    void *prev = NULL;
+    for (int k = 0; k < 12; k++) {
+        size_t bytes = f->batch * act_kib[k % 3] << 10;
+        void *cur;
+        cpool_status st = cpool_alloc(f->pool, bytes, s, &cur);
+        if (st == CPOOL_OK) st = cpool_memset_async(s, cur, k + 1, bytes);
+        if (st == CPOOL_OK && prev) st = cpool_free(f->pool, prev, s);
+        if (st != CPOOL_OK) return st;
+        prev = cur;
+    }
+    return cpool_free(f->pool, prev, s);
+}
+
+/* Graphs of a pool share their scratch whatever order they are captured in:
+ * captured smallest first (the first ones all small requests), they hold
+ * what the largest graph holds alone, and each still replays. */
+static void capture_order_does_not_matter(cpool_device *dev) {
+    static const size_t batches[] = {1, 2, 3, 4, 8, 12, 16, 24, 32};
+    enum { GRAPHS = sizeof batches / sizeof batches[0] };
+    cpool_stream *s;
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    uint64_t held[2] = {0, 0};
+    for (int alone = 0; alone < 2; alone++) {
+        cpool_pool *pool = growable_pool(dev);
+        cpool_graph *g[GRAPHS] = {0};
+        int first = alone ? GRAPHS - 1 : 0;
+        for (int i = first; i < GRAPHS; i++) {
+            forward f = {pool, batches[i]};
+            CHECK_OK(cpool_capture(s, pool, CPOOL_CAPTURE_GLOBAL, forward_body, &f, &g[i]));
+        }
+        held[alone] = stats_of(pool).graph_reserved_bytes;
+        CHECK_EQ(stats_of(pool).reserved_bytes, held[alone]);
+        for (int i = first; i < GRAPHS; i++) CHECK_OK(cpool_graph_launch(g[i], s));
+        CHECK_OK(cpool_stream_synchronize(s));
+        for (int i = first; i < GRAPHS; i++) cpool_graph_release(g[i]);
+        cpool_pool_release(pool);
+    }
+    CHECK(held[1] > 0);
+    CHECK_EQ(held[0], held[1]);
+    cpool_stream_destroy(s);
+}
+
 static const check_case cases[] = {
     CHECK_CASE(grows_in_place_past_a_free_block),
     CHECK_CASE(free_ranges_join_new_pages),
@@ -589,6 +642,7 @@ static const check_case cases[] = {
     CHECK_CASE(forked_capture_grows_while_others_trim),
     CHECK_CASE(events_order_reuse_at_the_front_cache_edge),
     CHECK_CASE(pages_filling_a_hole_join_the_block_after),
+    CHECK_CASE(capture_order_does_not_matter),
 };
 
 CHECK_MAIN(cases, CHECK_ON_ALL)

@@ -787,11 +787,20 @@ static void consider(grow_plan *best, cpool__block *hole, uintptr_t at, size_t b
     if (!best->hole || bytes < best->bytes) *best = (grow_plan){hole, like, other, at, start, bytes};
 }
 
+/* The class of span a request grows: its own, but a graph's memory grows
+ * the large span (unless branches of a capture allocate at once), where the
+ * other graphs' scratch lies: larger graphs reuse a small one's blocks only
+ * there. Captured smallest first, graphs otherwise held a small span's page
+ * besides the largest graph's memory (bench/capture_order_bench). */
+static bool grows_large(size_t rounded, cpool__use use, uint64_t stream) {
+    return rounded > CPOOL__SMALL_MAX || (use != CPOOL__USE_STREAM && !graph_branch(stream));
+}
+
 /* The plan that maps the fewest pages: a hole's start after a usable free
  * block, its end before one, the whole hole between two, or a bare hole. */
 static grow_plan plan_growth(cpool__allocator *a, size_t rounded, uint64_t stream, cpool__use use) {
     grow_plan best = {0};
-    for (cpool__block *h = a->holes[rounded > CPOOL__SMALL_MAX]; h; h = h->free_next) {
+    for (cpool__block *h = a->holes[grows_large(rounded, use, stream)]; h; h = h->free_next) {
         cpool__block *p = extendable(h->prev, use, stream) ? h->prev : NULL;
         cpool__block *n = extendable(h->next, use, stream) ? h->next : NULL;
         size_t psz = p ? p->size : 0, nsz = n ? n->size : 0;
@@ -821,7 +830,7 @@ static cpool_status grow_in_place(cpool__allocator *a, size_t bytes, uint64_t st
     }
     if (!plan.hole) {
         cpool__block *hole;
-        cpool_status st = span_new(a, rounded > CPOOL__SMALL_MAX, rounded, &hole);
+        cpool_status st = span_new(a, grows_large(rounded, use, stream), rounded, &hole);
         if (st != CPOOL_OK) return st;
         plan = (grow_plan){.hole = hole, .at = hole->addr, .start = hole->addr, .bytes = round_up(rounded, CPOOL__PAGE)};
     }
@@ -831,6 +840,17 @@ static cpool_status grow_in_place(cpool__allocator *a, size_t bytes, uint64_t st
     if (st != CPOOL_OK) {
         block_recycle(a, spare);
         return st;
+    }
+    if (!plan.like && use != CPOOL__USE_STREAM && !graph_branch(stream)) {
+        /* A graph's new pages are all graph memory: the rest of the last
+         * page joins the graphs' free scratch, which then lies in one block
+         * that a later capture places its blocks in as it would in an empty
+         * pool. As general memory the rest would split that block in two.
+         * Branches of a capture keep general rests, which any branch may
+         * take: that measured less memory in multistream_memory_bench. */
+        fresh->graph = true;
+        fresh->apart = use == CPOOL__USE_OUTPUT;
+        a->graph_reserved += fresh->size;
     }
     /* The merged block may begin before plan.start, with a neighbour the
      * request may not use (a merge may also narrow the block's tag): serve
