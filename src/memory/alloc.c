@@ -683,12 +683,14 @@ static bool pages_free(const cpool__block *b) {
            round_down(b->addr + b->size, CPOOL__PAGE) > round_up(b->addr, CPOOL__PAGE);
 }
 
-/* Unmaps the whole pages of free block b (pages_free, in its heap): they
- * become a hole, merged with the holes beside it, and what is left of b on
- * either side stays free. Returns the hole, *given the bytes unmapped (0:
- * no host memory for the records, nothing changed). */
-static cpool__block *unmap_pages(cpool__allocator *a, cpool__block *b, uint64_t *given) {
+/* Unmaps the whole pages of free block b (pages_free, in its heap), the
+ * last ones, at most `most` bytes of them rounded up to a page: they become
+ * a hole, merged with the holes beside it, and what is left of b on either
+ * side stays free. Returns the hole, *given the bytes unmapped (0: no host
+ * memory for the records, nothing changed). */
+static cpool__block *unmap_pages(cpool__allocator *a, cpool__block *b, uint64_t most, uint64_t *given) {
     uintptr_t lo = round_up(b->addr, CPOOL__PAGE), hi = round_down(b->addr + b->size, CPOOL__PAGE);
+    if (hi - lo > most) lo = hi - round_up(most, CPOOL__PAGE);
     uintptr_t end = b->addr + b->size;
     *given = 0;
     cpool__block *head = lo > b->addr ? block_new(a) : NULL;
@@ -740,7 +742,9 @@ static cpool__block *unmap_pages(cpool__allocator *a, cpool__block *b, uint64_t 
  * once, at about 50 us a page on an H200 (unmap and map), so the bytes moved
  * come from a budget: half of every byte by which the pool's peak grew, and
  * 1/1024 of the bytes allocated. Over a pool's life it moves at most half
- * its peak plus that trickle. Unbounded, repeated replays of a training
+ * its peak plus that trickle; a block gives back at most what the budget
+ * has left (giving back whole blocks moved twice as many pages on warm
+ * replays of gpt2_train). Unbounded, repeated replays of a training
  * trace moved about a GiB each; without moving pages, the traces' peaks
  * ended 1.11x-1.29x of their peak live bytes after a few replays. */
 static void give_back_pages(cpool__allocator *a, uint64_t want, const cpool__block *keep1, const cpool__block *keep2) {
@@ -755,7 +759,7 @@ static void give_back_pages(cpool__allocator *a, uint64_t want, const cpool__blo
         }
         if (!pick) return;
         uint64_t n;
-        unmap_pages(a, pick, &n);
+        unmap_pages(a, pick, a->remap_budget, &n); /* a large block: no more than the budget left */
         if (!n) return;
         given += n;
         a->remap_budget -= n < a->remap_budget ? n : a->remap_budget;
@@ -1128,7 +1132,7 @@ static uint64_t trim_pages(cpool__allocator *a, cpool__segment *seg) {
             continue;
         }
         uint64_t n;
-        cpool__block *hole = unmap_pages(a, b, &n);
+        cpool__block *hole = unmap_pages(a, b, UINT64_MAX, &n);
         if (!n) return given; /* no host memory for records: keep the rest */
         given += n;
         b = hole->next;
