@@ -2,8 +2,9 @@
  * cpool_alloc, on one stream and on two branches of a multi-stream capture,
  * allocation under GLOBAL capture while the pool grows, a graph
  * released while its kernels still run, capture_begin on a stream captured
- * outside capturepool, and host work in forked and outside captures. Skips
- * visibly without a GPU. */
+ * outside capturepool, host work in forked and outside captures, and
+ * kernels of a second GPU on the first one's pool memory. Skips visibly
+ * without a GPU. */
 #include <string.h>
 
 #include <cuda_runtime.h>
@@ -495,6 +496,91 @@ static void kernels_on_two_branches(cpool_device *dev) {
     free(he);
 }
 
+/* ---- several GPUs: pool memory of one used by kernels of another ------------------- */
+
+/* Whether there are two GPUs, and kernels on device 1 may use device 0's
+ * memory. */
+static bool two_gpus_that_reach_each_other(void) {
+    int count = 0, can = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count < 2) return false;
+    return cudaDeviceCanAccessPeer(&can, 1, 0) == cudaSuccess && can;
+}
+
+/* y (n floats on device 1) = x (device 0's) + y, by a kernel on device 1;
+ * then y is copied to host and checked to hold `want` everywhere. */
+static void add_on_device_1(cpool_stream *s1, const float *x, float *y, int n, float want) {
+    int before = 0;
+    CHECK_CUDA(cudaGetDevice(&before));
+    CHECK_CUDA(cudaSetDevice(1));
+    k_axpy<<<blocks_for(n), 256, 0, native(s1)>>>(1.0f, x, y, n);
+    CHECK_CUDA(cudaGetLastError());
+    float *host = (float *)malloc((size_t)n * sizeof *host);
+    REQUIRE(host != NULL);
+    CHECK_CUDA(cudaMemcpyAsync(host, y, (size_t)n * sizeof *host, cudaMemcpyDeviceToHost, native(s1)));
+    CHECK_CUDA(cudaStreamSynchronize(native(s1)));
+    int wrong = 0;
+    for (int i = 0; i < n; i++) wrong += host[i] != want;
+    CHECK_EQ(wrong, 0);
+    free(host);
+    CHECK_CUDA(cudaSetDevice(before));
+}
+
+/* Opening a second device connects the two where they allow it: kernels
+ * on device 1 read blocks of device 0's pools, growable ones (pages mapped
+ * before device 1 was opened and after) and plain ones, and a stream of one
+ * device is refused by the other's pool. Needs two such GPUs; elsewhere it
+ * says so and checks nothing more. */
+static void kernels_of_one_gpu_use_another_gpus_pool(cpool_device *dev) {
+    if (!two_gpus_that_reach_each_other()) {
+        printf("  (two GPUs that reach each other's memory are needed: not run here)\n");
+        return;
+    }
+    enum { N = 1 << 20 };
+    cpool_stream *s0, *s1;
+    cpool_pool *growable, *plain, *pool1;
+    REQUIRE_OK(cpool_stream_create(dev, &s0));
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &growable));
+    cpool_pool_options plain_opts;
+    memset(&plain_opts, 0, sizeof plain_opts);
+    plain_opts.struct_size = sizeof plain_opts;
+    plain_opts.plain_segments = true;
+    REQUIRE_OK(cpool_pool_create(dev, &plain_opts, &plain));
+    void *before = NULL, *after = NULL, *in_plain = NULL, *y = NULL;
+    REQUIRE_OK(cpool_alloc(growable, N * sizeof(float), s0, &before)); /* mapped before device 1 opens */
+    k_fill<<<blocks_for(N), 256, 0, native(s0)>>>((float *)before, 1.0f, N);
+    CHECK_CUDA(cudaStreamSynchronize(native(s0)));
+
+    cpool_device *dev1;
+    REQUIRE_OK(cpool_device_open(CPOOL_BACKEND_CUDA, 1, &dev1));
+    REQUIRE_OK(cpool_stream_create(dev1, &s1));
+    REQUIRE_OK(cpool_pool_create(dev1, NULL, &pool1));
+    REQUIRE_OK(cpool_alloc(pool1, N * sizeof(float), s1, &y));
+    CHECK_OK(cpool_memset_async(s1, y, 0, N * sizeof(float)));
+    void *refused = NULL;
+    CHECK_STATUS(cpool_alloc(growable, 64, s1, &refused), CPOOL_ERR_INVALID_ARGUMENT);
+    CHECK(refused == NULL);
+
+    REQUIRE_OK(cpool_alloc(growable, 64 * N, s0, &after)); /* new pages, mapped with device 1 known */
+    REQUIRE_OK(cpool_alloc(plain, N * sizeof(float), s0, &in_plain));
+    k_fill<<<blocks_for(N), 256, 0, native(s0)>>>((float *)after, 2.0f, N);
+    k_fill<<<blocks_for(N), 256, 0, native(s0)>>>((float *)in_plain, 4.0f, N);
+    CHECK_CUDA(cudaStreamSynchronize(native(s0)));
+    add_on_device_1(s1, (const float *)before, (float *)y, N, 1.0f);
+    add_on_device_1(s1, (const float *)after, (float *)y, N, 3.0f);
+    add_on_device_1(s1, (const float *)in_plain, (float *)y, N, 7.0f);
+
+    CHECK_OK(cpool_free(growable, before, s0));
+    CHECK_OK(cpool_free(growable, after, s0));
+    CHECK_OK(cpool_free(plain, in_plain, s0));
+    CHECK_OK(cpool_free(pool1, y, s1));
+    cpool_pool_release(pool1);
+    cpool_stream_destroy(s1);
+    cpool_device_close(dev1);
+    cpool_pool_release(plain);
+    cpool_pool_release(growable);
+    cpool_stream_destroy(s0);
+}
+
 static const check_case cases[] = {
     CHECK_CASE(kernels_replay_matches_eager),
     CHECK_CASE(kernels_on_two_branches),
@@ -504,5 +590,6 @@ static const check_case cases[] = {
     CHECK_CASE(wrapped_user_stream_capture),
     CHECK_CASE(begin_on_stream_captured_outside),
     CHECK_CASE(host_work_in_forked_and_outside_captures),
+    CHECK_CASE(kernels_of_one_gpu_use_another_gpus_pool),
 };
 CHECK_MAIN(cases, CHECK_ON_CUDA)

@@ -46,12 +46,24 @@ typedef struct thunk {
     bool eager;
 } thunk;
 
+/* A growable segment's address range, and which of its pages are mapped. */
+typedef struct reservation {
+    CUdeviceptr base;
+    size_t pages;
+    uint64_t *mapped; /* a bit a page */
+    struct reservation *next;
+} reservation;
+
 struct cpool__bdevice {
     int ordinal;
     bool vmm; /* virtual memory management, with pages that divide CPOOL__PAGE_BYTES */
     /* Serialises this backend's calls on graphs being captured: CUDA graph
      * objects are not thread-safe, and threads may capture into one graph. */
     cpool__mutex capture_graphs_mu;
+    /* The device's growable segments, so that a peer that gets access to
+     * its memory gets it to the pages mapped before too (peers below). */
+    cpool__mutex mapped_mu;
+    reservation *reservations;
 };
 
 struct cpool__bstream {
@@ -258,6 +270,81 @@ static cudaError_t guard_enter_call_free(const cpool__bdevice *dev) {
 
 static bool vmm_probe(const cpool__bdevice *dev);
 
+/* ---- peer access ---------------------------------------------------------- */
+
+/* Opening a device connects it with every open device whose kernels can
+ * reach its memory, and the other way round (cudaDeviceCanAccessPeer):
+ * peer access is enabled in the using device's context, which serves plain
+ * segments, and the pages of growable segments are mapped for the using
+ * device too (cuMemSetAccess), those mapped before included. A pair that
+ * cannot be connected stays apart, as devices that do not allow it. */
+enum { MAX_PEERS = 64 };
+static cpool__mutex peers_mu = CPOOL__MUTEX_INIT(CPOOL__RANK_PEERS);
+static cpool__bdevice *open_by_ordinal[MAX_PEERS]; /* under peers_mu */
+/* may_use[o]: a bit for each device whose kernels may use o's memory; set
+ * under peers_mu, read by a mapping under o's mapped_mu (see grant_mapped). */
+static _Atomic uint64_t may_use[MAX_PEERS];
+
+static CUresult set_access_for(CUdeviceptr at, size_t bytes, int own, uint64_t peers);
+
+/* Gives `peer` access to every mapped page of dev's growable segments. */
+static void grant_mapped(cpool__bdevice *dev, int peer) {
+    cpool__mutex_lock(&dev->mapped_mu);
+    for (reservation *r = dev->reservations; r; r = r->next)
+        for (size_t i = 0; i < r->pages;) {
+            if (!(r->mapped[i / 64] >> (i % 64) & 1)) {
+                i++;
+                continue;
+            }
+            size_t end = i;
+            while (end < r->pages && r->mapped[end / 64] >> (end % 64) & 1) end++;
+            device_guard guard;
+            if (guard_enter(&guard, dev, true) == cudaSuccess) {
+                set_access_for(r->base + i * CPOOL__PAGE_BYTES, (end - i) * CPOOL__PAGE_BYTES, -1,
+                               (uint64_t)1 << peer);
+                guard_exit(&guard);
+            }
+            i = end;
+        }
+    cpool__mutex_unlock(&dev->mapped_mu);
+}
+
+/* Lets kernels on `user` use owner's memory, where the devices allow it. */
+static void connect(cpool__bdevice *user, cpool__bdevice *owner) {
+    int can = 0;
+    if (cudaDeviceCanAccessPeer(&can, user->ordinal, owner->ordinal) != cudaSuccess || !can) {
+        cudaGetLastError();
+        return;
+    }
+    cudaError_t err;
+    GUARDED(err, user, true, cudaDeviceEnablePeerAccess(owner->ordinal, 0));
+    if (err != cudaSuccess) cudaGetLastError();
+    if (err != cudaSuccess && err != cudaErrorPeerAccessAlreadyEnabled) return;
+    atomic_fetch_or(&may_use[owner->ordinal], (uint64_t)1 << user->ordinal);
+    if (owner->vmm) grant_mapped(owner, user->ordinal);
+}
+
+static void connect_peers(cpool__bdevice *d) {
+    if (d->ordinal >= MAX_PEERS) return;
+    cpool__mutex_lock(&peers_mu);
+    for (int o = 0; o < MAX_PEERS; o++) {
+        cpool__bdevice *other = open_by_ordinal[o];
+        if (!other || o == d->ordinal) continue;
+        connect(other, d);
+        connect(d, other);
+    }
+    open_by_ordinal[d->ordinal] = d;
+    cpool__mutex_unlock(&peers_mu);
+}
+
+/* Peer access stays enabled in the contexts, which outlive the device. */
+static void disconnect_peers(cpool__bdevice *d) {
+    if (d->ordinal >= MAX_PEERS) return;
+    cpool__mutex_lock(&peers_mu);
+    if (open_by_ordinal[d->ordinal] == d) open_by_ordinal[d->ordinal] = NULL;
+    cpool__mutex_unlock(&peers_mu);
+}
+
 static cpool_status cuda_device_open(int ordinal, cpool__bdevice **out) {
     int count = 0;
     cudaError_t err = cudaGetDeviceCount(&count);
@@ -272,19 +359,24 @@ static cpool_status cuda_device_open(int ordinal, cpool__bdevice **out) {
     if (!d) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory opening a CUDA device");
     d->ordinal = ordinal;
     cpool__mutex_init(&d->capture_graphs_mu, CPOOL__RANK_CAPTURE_GRAPHS);
+    cpool__mutex_init(&d->mapped_mu, CPOOL__RANK_MAPPED);
     /* The primary context is made now, not inside a later capture. */
     CHECK_CUDA_GOTO(err, guard_enter_call_free(d), failed);
     pthread_once(&driver_once, driver_load);
     d->vmm = vmm_probe(d);
+    connect_peers(d);
     *out = d;
     return CPOOL_OK;
 failed:
+    cpool__mutex_destroy(&d->mapped_mu);
     cpool__mutex_destroy(&d->capture_graphs_mu);
     free(d);
     return cuda_fail(err, "initialising the device");
 }
 
 static void cuda_device_close(cpool__bdevice *dev) {
+    disconnect_peers(dev);
+    cpool__mutex_destroy(&dev->mapped_mu);
     cpool__mutex_destroy(&dev->capture_graphs_mu);
     free(dev);
 }
@@ -391,12 +483,63 @@ static cpool_status cuda_va_reserve(cpool__bdevice *dev, size_t bytes, void **ou
         return cpool__fail(CPOOL_ERR_UNSUPPORTED, "the driver reserves no address space: plain segments instead");
     }
     if (err != cudaSuccess) return cuda_fail(err, "cuMemAddressReserve of a growable segment");
+    size_t pages = bytes / CPOOL__PAGE_BYTES;
+    reservation *r = cpool__malloc(sizeof *r);
+    uint64_t *mapped = r ? cpool__calloc((pages + 63) / 64, sizeof *mapped) : NULL;
+    if (!mapped) {
+        free(r);
+        GUARDED_QUIET(dev, (cudaError_t)vmm.release_range(ptr, bytes));
+        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory reserving a growable segment");
+    }
+    cpool__mutex_lock(&dev->mapped_mu);
+    *r = (reservation){.base = ptr, .pages = pages, .mapped = mapped, .next = dev->reservations};
+    dev->reservations = r;
+    cpool__mutex_unlock(&dev->mapped_mu);
     *out = (void *)ptr;
     return CPOOL_OK;
 }
 
 static void cuda_va_release(cpool__bdevice *dev, void *base, size_t bytes) {
+    cpool__mutex_lock(&dev->mapped_mu);
+    for (reservation **at = &dev->reservations; *at; at = &(*at)->next)
+        if ((*at)->base == (CUdeviceptr)base) {
+            reservation *r = *at;
+            *at = r->next;
+            free(r->mapped);
+            free(r);
+            break;
+        }
+    cpool__mutex_unlock(&dev->mapped_mu);
     GUARDED_QUIET(dev, (cudaError_t)vmm.release_range((CUdeviceptr)base, bytes));
+}
+
+/* Marks [at, at + bytes) of dev's reservations mapped or not (mapped_mu
+ * held). */
+static void mark_mapped(cpool__bdevice *dev, CUdeviceptr at, size_t bytes, bool mapped) {
+    for (reservation *r = dev->reservations; r; r = r->next) {
+        if (at < r->base || at >= r->base + r->pages * CPOOL__PAGE_BYTES) continue;
+        for (size_t i = (at - r->base) / CPOOL__PAGE_BYTES, n = bytes / CPOOL__PAGE_BYTES; n--; i++) {
+            uint64_t bit = (uint64_t)1 << (i % 64);
+            r->mapped[i / 64] = mapped ? r->mapped[i / 64] | bit : r->mapped[i / 64] & ~bit;
+        }
+        return;
+    }
+}
+
+/* Read and write access to [at, at + bytes) for device `own` (none if
+ * negative) and each device of the mask `peers`. */
+static CUmemAccessDesc read_write(int device) {
+    return (CUmemAccessDesc){.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = device},
+                             .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+}
+
+static CUresult set_access_for(CUdeviceptr at, size_t bytes, int own, uint64_t peers) {
+    CUmemAccessDesc access[1 + MAX_PEERS];
+    size_t n = 0;
+    if (own >= 0) access[n++] = read_write(own);
+    for (int o = 0; o < MAX_PEERS; o++)
+        if ((peers >> o & 1) && o != own) access[n++] = read_write(o);
+    return n ? vmm.set_access(at, bytes, access, n) : CUDA_SUCCESS;
 }
 
 /* Unmaps the pages of [at, at + bytes) one by one, as they were mapped. */
@@ -411,7 +554,7 @@ static cudaError_t unmap_pages(CUdeviceptr at, size_t bytes) {
 
 /* A page at a time, each its own allocation: the mapping holds it, so its
  * handle goes at once and an unmap frees it. */
-static cudaError_t map_pages(const cpool__bdevice *dev, CUdeviceptr at, size_t bytes) {
+static cudaError_t map_pages(cpool__bdevice *dev, CUdeviceptr at, size_t bytes) {
     CUmemAllocationProp prop = page_prop(dev);
     cudaError_t err = cudaSuccess;
     size_t done = 0;
@@ -424,8 +567,13 @@ static cudaError_t map_pages(const cpool__bdevice *dev, CUdeviceptr at, size_t b
         if (err != cudaSuccess) break;
     }
     if (err == cudaSuccess) {
-        CUmemAccessDesc access = {.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
-        err = VMM_CALL(vmm.set_access(at, bytes, &access, 1));
+        /* The peers are read under the lock that a new peer's grant of the
+         * pages mapped so far takes: either sees these pages. */
+        cpool__mutex_lock(&dev->mapped_mu);
+        uint64_t peers = dev->ordinal < MAX_PEERS ? atomic_load(&may_use[dev->ordinal]) : 0;
+        err = VMM_CALL(set_access_for(at, bytes, dev->ordinal, peers));
+        if (err == cudaSuccess) mark_mapped(dev, at, bytes, true);
+        cpool__mutex_unlock(&dev->mapped_mu);
     }
     if (err != cudaSuccess) unmap_pages(at, done);
     return err;
@@ -438,6 +586,9 @@ static cpool_status cuda_pages_map(cpool__bdevice *dev, void *addr, size_t bytes
 }
 
 static void cuda_pages_unmap(cpool__bdevice *dev, void *addr, size_t bytes) {
+    cpool__mutex_lock(&dev->mapped_mu); /* no grant touches them once unmarked */
+    mark_mapped(dev, (CUdeviceptr)addr, bytes, false);
+    cpool__mutex_unlock(&dev->mapped_mu);
     GUARDED_QUIET(dev, unmap_pages((CUdeviceptr)addr, bytes));
 }
 
