@@ -101,11 +101,15 @@ static __attribute__((noinline)) cpool_status record_in_capture(cpool_event *e, 
     cpool__capture *cap = cpool__stream_lock_capture(s);
     cpool_status st = e->dev->be->user_event_record(e->impl, s->impl);
     if (st == CPOOL_OK) {
-        atomic_store(&e->recorder, s_handle);
-        atomic_store(&e->free_mark, cpool__allocator_clock());
-        atomic_store(&e->eager_mark, 0); /* a captured record orders no eager work */
-        atomic_store(&e->capture_id, cap ? cap->id : 0);
-        atomic_store(&e->recorded, true);
+        /* Release stores, capture_id after the fields a wait reads once it
+         * has acquired it: a fence instruction each would cost more than a
+         * capture's own bookkeeping. */
+        atomic_store_explicit(&e->recorder, s_handle, memory_order_release);
+        atomic_store_explicit(&e->free_mark, cpool__allocator_clock(), memory_order_release);
+        if (atomic_load_explicit(&e->eager_mark, memory_order_relaxed))
+            atomic_store(&e->eager_mark, 0); /* a captured record orders no eager work */
+        atomic_store_explicit(&e->capture_id, cap ? cap->id : 0, memory_order_release);
+        if (!atomic_load_explicit(&e->recorded, memory_order_relaxed)) atomic_store(&e->recorded, true);
     }
     if (cap) cpool__stream_unlock_capture(cap);
     return st == CPOOL_OK ? st : cpool__fail_in("cpool_event_record", st);
@@ -141,7 +145,7 @@ static __attribute__((noinline)) cpool_status wait_in_capture(cpool_stream *s, c
                            "capture waits only for events recorded in it",
                            fn);
     }
-    cpool_stream *recorder = cpool__handle_object(atomic_load(&e->recorder));
+    cpool_stream *recorder = cpool__handle_object(atomic_load_explicit(&e->recorder, memory_order_acquire));
     cpool__capture *cap = recorder ? cpool__stream_lock_capture(recorder) : NULL;
     if (!cap || cap->id != capture_id) {
         if (cap) cpool__stream_unlock_capture(cap);
