@@ -196,6 +196,9 @@ int main(int argc, char **argv) {
         printf("  %-6d %14.1f %14.1f %11.2fx %12.1f %14zu\n", i, g[i].eager_us, g[i].graph_us,
                g[i].eager_us / g[i].graph_us, (double)g[i].stats.reserved_bytes / (1 << 20), g[i].registrations);
     printf("  largest difference, graph against eager and GPU against GPU 0 (relative): %.2g\n", worst);
+    for (int i = 0; i < count; i++) /* for scripts/bench_report.py */
+        printf("csv,dp,%d,%d,%.2f,%.2f,%llu,%zu\n", i, count, g[i].eager_us, g[i].graph_us,
+               (unsigned long long)g[i].stats.reserved_bytes, g[i].registrations);
     for (int i = 0; i < count; i++) {
         ncclCommDestroy(comms[i]);
         free(g[i].w_eager);

@@ -5,6 +5,7 @@ Usage: python3 scripts/bench_report.py OUTDIR"""
 import glob
 import os
 import re
+import statistics
 import sys
 
 
@@ -165,6 +166,28 @@ def main():
                      f"{float(r[8]):.3f}x"] for r in fj]), ""]
     if not ev or not fj:
         md += ["(event_bench gave no figures for some rows: see event-bench.log)", ""]
+    phases = ["begin", "fork (record + 3 waits)", "branches' work", "join (3 records + waits)", "end + instantiate"]
+    fp = {}
+    for r in csv_rows(out, "forkphase"):
+        if r[0] == "cuda":
+            fp.setdefault(int(r[1]), []).append((float(r[2]), float(r[3])))
+    if fp:  # several runs of event_bench: the median of each column
+        med = {k: [statistics.median(x[i] for x in v) for i in range(2)] for k, v in fp.items()}
+        md += ["Where the 4-branch capture's time goes, 1 kernel a branch (us; medians):", "",
+               table(["phase", "ours", "raw CUDA", "ours - raw"],
+                     [[phases[k], f"{o:.3f}", f"{r:.3f}", f"{o - r:+.3f}"] for k, (o, r) in sorted(med.items())]),
+               ""]
+
+    dp = {r[0]: r for r in csv_rows(out, "dp")}
+    dpt = {r[0]: r for r in csv_rows(out, "dp_torch")}
+    if dp:
+        md += ["## Data-parallel step: gradient, NCCL all-reduce, update (us per step; one thread a GPU)", "",
+               table(["GPU", "GPUs", "ours eager", "ours graph", "eager/graph", "PyTorch eager", "PyTorch graph",
+                      "ours graph / PyTorch graph", "pool MiB", "registrations"],
+                     [[k, r[1], r[2], r[3], f"{float(r[2]) / float(r[3]):.2f}x",
+                       dpt[k][2] if k in dpt else "n/a", dpt[k][3] if k in dpt else "n/a",
+                       ratio(float(r[3]), float(dpt[k][3])) if k in dpt else "n/a",
+                       f"{int(r[4]) / (1 << 20):.1f}", r[5]] for k, r in sorted(dp.items())]), ""]
 
     # Multi-stream graph memory, ours and PyTorch's by (streams, allocs).
     ms = {}
