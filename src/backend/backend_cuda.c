@@ -526,13 +526,13 @@ static void mark_mapped(cpool__bdevice *dev, CUdeviceptr at, size_t bytes, bool 
     }
 }
 
-/* Read and write access to [at, at + bytes) for device `own` (none if
- * negative) and each device of the mask `peers`. */
 static CUmemAccessDesc read_write(int device) {
     return (CUmemAccessDesc){.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = device},
                              .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
 }
 
+/* Read and write access to [at, at + bytes) for device `own` (none if
+ * negative) and each device of the mask `peers`. */
 static CUresult set_access_for(CUdeviceptr at, size_t bytes, int own, uint64_t peers) {
     CUmemAccessDesc access[1 + MAX_PEERS];
     size_t n = 0;
