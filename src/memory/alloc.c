@@ -693,6 +693,7 @@ static cpool__block *unmap_pages(cpool__allocator *a, cpool__block *b, uint64_t 
     if (hi - lo > most) lo = hi - round_up(most, CPOOL__PAGE);
     uintptr_t end = b->addr + b->size;
     *given = 0;
+    if (lo >= hi) return b; /* nothing asked for */
     cpool__block *head = lo > b->addr ? block_new(a) : NULL;
     cpool__block *tail = hi < end ? block_new(a) : NULL;
     if ((lo > b->addr && !head) || (hi < end && !tail)) {
