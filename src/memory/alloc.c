@@ -690,10 +690,10 @@ static bool pages_free(const cpool__block *b) {
  * memory for the records, nothing changed). */
 static cpool__block *unmap_pages(cpool__allocator *a, cpool__block *b, uint64_t most, uint64_t *given) {
     uintptr_t lo = round_up(b->addr, CPOOL__PAGE), hi = round_down(b->addr + b->size, CPOOL__PAGE);
-    if (hi - lo > most) lo = hi - round_up(most, CPOOL__PAGE);
     uintptr_t end = b->addr + b->size;
     *given = 0;
-    if (lo >= hi) return b; /* nothing asked for */
+    if (lo >= hi || most == 0) return b; /* no whole page, or none asked for */
+    if (hi - lo > most) lo = hi - round_up(most, CPOOL__PAGE);
     cpool__block *head = lo > b->addr ? block_new(a) : NULL;
     cpool__block *tail = hi < end ? block_new(a) : NULL;
     if ((lo > b->addr && !head) || (hi < end && !tail)) {
