@@ -69,7 +69,7 @@ static cudaError_t fence_record(cudaEvent_t event, cudaStream_t stream) {
 /* One capture + end with instantiation, timed (ns), on stream s. The graph
  * is destroyed untimed. Without CUDA every kind is capturepool's. */
 static double capture_once(capture_kind kind, cpool_stream *s, cpool_pool *pool, tick_step *st) {
-    double t0 = bench_now_ns(), t;
+    double t0 = bench_now_ns(), t = 0;
     if (kind == CAPTURE_OURS || !st->cuda) {
         cpool_graph *g;
         BENCH_CHECK(cpool_capture(s, pool, CPOOL_CAPTURE_GLOBAL, tick_step_enqueue, st, &g));
