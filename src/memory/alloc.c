@@ -51,7 +51,9 @@
  * first, within a budget (give_back_pages): the peak then follows what is
  * in use more than how it was placed. A stream's blocks of a page or more
  * start on a page boundary where that costs little (align_to_page), so
- * that their frees leave whole pages.
+ * that their frees leave whole pages. A graph's memory grows the large
+ * span in whole pages of graph memory, whatever its size (grows_large), so
+ * graphs that share a pool hold what the largest needs, in any order.
  */
 #include <stdatomic.h>
 #include <stdio.h>
