@@ -38,7 +38,6 @@ enum { BRANCHES = 4, SIDES = BRANCHES - 1, PAIRS = 1000 };
 static int rounds = 45; /* of record+wait batches and of launch batches */
 static int capture_repeats = 15;
 
-
 /* A failed call ends the program with its status and the library's reason
  * (or the CUDA error's name), never a crash. */
 #define CHECK_OURS(call)                                                                                          \
@@ -349,8 +348,6 @@ static void measure_fork(fork_graph *f, fork_row *r) {
 #endif
     cpool_graph_release(g);
 }
-
-
 
 /* A time, or "n/a" where there was nothing to measure (0). */
 static void print_us(double us, int decimals) {
