@@ -628,10 +628,10 @@ static cpool_status span_new(cpool__allocator *a, bool large, size_t bytes, cpoo
 }
 
 /* Maps [at, at + bytes), whole pages of hole h, as a free block (in no
- * heap) of `like`'s set, or of the general set when like is NULL; what is
- * left of the hole stays a hole. */
-static cpool_status map_in_hole(cpool__allocator *a, cpool__block *h, uintptr_t at, size_t bytes,
-                                const cpool__block *like, cpool__block **out) {
+ * heap) of the set `graph` and `apart` name; what is left of the hole stays
+ * a hole. */
+static cpool_status map_in_hole(cpool__allocator *a, cpool__block *h, uintptr_t at, size_t bytes, bool graph,
+                                bool apart, cpool__block **out) {
     if (a->max_reserved && a->reserved + bytes > a->max_reserved)
         return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY,
                            "%zu more bytes would take the pool past max_reserved_bytes (%llu reserved of %llu)",
@@ -664,9 +664,9 @@ static cpool_status map_in_hole(cpool__allocator *a, cpool__block *h, uintptr_t 
     h->addr = at;
     h->size = bytes;
     h->hole = false;
-    h->graph = like && like->graph;
-    h->apart = like && like->apart;
-    if (h->graph) a->graph_reserved += bytes;
+    h->graph = graph;
+    h->apart = graph && apart;
+    if (graph) a->graph_reserved += bytes;
     a->reserved += bytes;
     if (a->reserved > a->reserved_peak) {
         /* A new peak earns the right to move half as many bytes. */
@@ -841,23 +841,21 @@ static cpool_status grow_in_place(cpool__allocator *a, size_t bytes, uint64_t st
         if (st != CPOOL_OK) return st;
         plan = (grow_plan){.hole = hole, .at = hole->addr, .start = hole->addr, .bytes = round_up(rounded, CPOOL__PAGE)};
     }
+    /* The new pages take the set of the free block they join. Alone, a
+     * graph's are all graph memory: the rest of the last page joins the
+     * graphs' free scratch, which then lies in one block that a later
+     * capture places its blocks in as it would in an empty pool. As general
+     * memory the rest would split that block in two. Branches of a capture
+     * keep general rests, which any branch may take: that measured less
+     * memory in multistream_memory_bench. */
+    bool graph = plan.like ? plan.like->graph : use != CPOOL__USE_STREAM && !graph_branch(stream);
+    bool apart = plan.like ? plan.like->apart : use == CPOOL__USE_OUTPUT;
     cpool__block *fresh, *spare = block_new(a); /* for the split at plan.start */
     if (!spare) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for allocator records");
-    cpool_status st = map_in_hole(a, plan.hole, plan.at, plan.bytes, plan.like, &fresh);
+    cpool_status st = map_in_hole(a, plan.hole, plan.at, plan.bytes, graph, apart, &fresh);
     if (st != CPOOL_OK) {
         block_recycle(a, spare);
         return st;
-    }
-    if (!plan.like && use != CPOOL__USE_STREAM && !graph_branch(stream)) {
-        /* A graph's new pages are all graph memory: the rest of the last
-         * page joins the graphs' free scratch, which then lies in one block
-         * that a later capture places its blocks in as it would in an empty
-         * pool. As general memory the rest would split that block in two.
-         * Branches of a capture keep general rests, which any branch may
-         * take: that measured less memory in multistream_memory_bench. */
-        fresh->graph = true;
-        fresh->apart = use == CPOOL__USE_OUTPUT;
-        a->graph_reserved += fresh->size;
     }
     /* The merged block may begin before plan.start, with a neighbour the
      * request may not use (a merge may also narrow the block's tag): serve
@@ -896,7 +894,7 @@ bool cpool__allocator_growth_passes_peak(const cpool__allocator *a, size_t bytes
 static cpool_status reserve_in_place(cpool__allocator *a, size_t bytes) {
     cpool__block *hole, *b;
     cpool_status st = span_new(a, true, bytes, &hole);
-    if (st == CPOOL_OK) st = map_in_hole(a, hole, hole->addr, round_up(bytes, CPOOL__PAGE), NULL, &b);
+    if (st == CPOOL_OK) st = map_in_hole(a, hole, hole->addr, round_up(bytes, CPOOL__PAGE), false, false, &b);
     if (st == CPOOL_OK) heap_insert(heap_for(a, b), b);
     return st;
 }
@@ -961,6 +959,14 @@ static cpool_status free_block(cpool__allocator *a, void *ptr, uint64_t stream, 
     return CPOOL_OK;
 }
 
+/* The mapped run that starts at block b: its bytes in *bytes; returns the
+ * block after it (a hole, or NULL at the segment's end). */
+static const cpool__block *mapped_run(const cpool__block *b, size_t *bytes) {
+    *bytes = 0;
+    for (; b && !b->hole; b = b->next) *bytes += b->size;
+    return b;
+}
+
 void cpool__allocator_walk(const cpool__allocator *a, const cpool__walker *w) {
     for (const cpool__segment *seg = a->segments; seg; seg = seg->next) {
         const cpool__block *b = seg->first;
@@ -969,10 +975,10 @@ void cpool__allocator_walk(const cpool__allocator *a, const cpool__walker *w) {
                 b = b->next;
                 continue;
             }
-            size_t run = 0;
-            for (const cpool__block *c = b; c && !c->hole; c = c->next) run += c->size;
+            size_t run;
+            const cpool__block *end = mapped_run(b, &run);
             w->segment(w->ctx, b->addr, run);
-            for (; b && !b->hole; b = b->next) {
+            for (; b != end; b = b->next) {
                 cpool__block_view v = {.addr = b->addr, .size = b->size, .requested = b->requested,
                                        .stream = b->used_by, .live = b->live, .graph = b->graph,
                                        .pinned = b->pinned, .output = b->output};
@@ -1114,8 +1120,8 @@ static void segment_free(cpool__allocator *a, cpool__segment *seg) {
                 continue;
             }
             uintptr_t from = b->addr;
-            size_t run = 0;
-            for (; b && !b->hole; b = b->next) run += b->size;
+            size_t run;
+            b = mapped_run(b, &run);
             a->source.unmap(a->source.ctx, (void *)from, run);
             a->reserved -= run;
             a->segment_count--;
