@@ -11,8 +11,11 @@
  *   there are no kernels), each side stream joins back through an event of
  *   its own. Capture + end with instantiation, cpool_capture_begin ...
  *   cpool_capture_end against cudaStreamBeginCapture ... cudaStreamEndCapture
- *   + cudaGraphInstantiate (single captures, in pairs whose order flips);
- *   and the CPU cost of one launch, cpool_graph_launch against
+ *   + cudaGraphInstantiate (single captures, in pairs whose order flips),
+ *   and, taken in the same turns, raw with the four event records that
+ *   capturepool adds as fences (the origin's before its begin, each side
+ *   stream's before its fork, through the same driver entry point): what
+ *   the library costs beyond them; and the CPU cost of one launch, cpool_graph_launch against
  *   cudaGraphLaunch of an equivalent graph captured raw (alternating
  *   batches); and where a capture's time goes at 1 kernel a branch: its
  *   five phases (begin, fork, work, join, end) timed one by one, ours and
@@ -30,6 +33,8 @@
 #include "capturepool.h"
 #ifdef CPOOL_HAVE_CUDA
 #include <cuda_runtime_api.h>
+
+#include "cuda_driver.h" /* the library's own table, from src/ */
 #endif
 #include "tick_step.h"
 
@@ -151,8 +156,13 @@ typedef struct fork_graph {
     double *marks; /* where set: [0] the start of a capture, [1 + k] the end of its phase k */
 #ifdef CPOOL_HAVE_CUDA
     cudaEvent_t raw_fork, raw_join[SIDES];
+    cudaEvent_t raw_fence[BRANCHES]; /* untimed, as capturepool's fences */
 #endif
 } fork_graph;
+
+/* How a timed capture is made: capturepool's; raw CUDA's; raw with the
+ * event records capturepool adds as fences. */
+typedef enum capture_kind { OURS, RAW, RAW_FENCED, KINDS } capture_kind;
 
 /* The phases of a capture, for the table of where its time goes. */
 enum { PHASES = 5 };
@@ -213,17 +223,31 @@ static cpool_graph *capture_ours(fork_graph *f) {
 }
 
 #ifdef CPOOL_HAVE_CUDA
+/* The driver's event record, which capturepool's fences go through (NULL
+ * where the runtime gives no entry point, and capturepool then calls the
+ * runtime). */
+static int (*driver_event_record)(cudaEvent_t event, cudaStream_t stream);
+
+static void fence_record(cudaEvent_t event, cudaStream_t stream) {
+    CHECK_RAW(driver_event_record ? (cudaError_t)driver_event_record(event, stream) : cudaEventRecord(event, stream));
+}
+
 /* The same graph captured with the runtime's calls on the same native
- * streams, and instantiated. */
-static cudaGraphExec_t capture_raw(fork_graph *f, cudaGraph_t *graph_out) {
+ * streams, and instantiated; `fenced`: each stream first gets an event
+ * record where capturepool records its fence. */
+static cudaGraphExec_t capture_raw(fork_graph *f, bool fenced, cudaGraph_t *graph_out) {
     cudaStream_t o = (cudaStream_t)cpool_stream_native(f->s[0]);
     cudaGraph_t graph;
     cudaGraphExec_t exec;
+    if (fenced) fence_record(f->raw_fence[0], o);
     CHECK_RAW(cudaStreamBeginCapture(o, cudaStreamCaptureModeGlobal));
     mark(f, 0);
     CHECK_RAW(cudaEventRecord(f->raw_fork, o));
-    for (int i = 0; i < SIDES; i++)
-        CHECK_RAW(cudaStreamWaitEvent((cudaStream_t)cpool_stream_native(f->s[1 + i]), f->raw_fork, 0));
+    for (int i = 0; i < SIDES; i++) {
+        cudaStream_t side = (cudaStream_t)cpool_stream_native(f->s[1 + i]);
+        if (fenced) fence_record(f->raw_fence[1 + i], side);
+        CHECK_RAW(cudaStreamWaitEvent(side, f->raw_fork, 0));
+    }
     mark(f, 1);
     if (enqueue_branches(f) != CPOOL_OK) {
         fprintf(stderr, "event_bench: raw 4-branch capture: a kernel launch failed: %s\n", cpool_last_error());
@@ -245,9 +269,9 @@ static cudaGraphExec_t capture_raw(fork_graph *f, cudaGraph_t *graph_out) {
 
 /* One capture + end with instantiation, timed (ns); what it made is
  * destroyed untimed. */
-static double capture_once(fork_graph *f, bool raw) {
+static double capture_once(fork_graph *f, capture_kind kind) {
     double t0 = bench_now_ns(), t;
-    if (!raw) {
+    if (kind == OURS) {
         cpool_graph *g = capture_ours(f);
         t = bench_now_ns() - t0;
         cpool_graph_release(g);
@@ -255,7 +279,7 @@ static double capture_once(fork_graph *f, bool raw) {
     }
 #ifdef CPOOL_HAVE_CUDA
     cudaGraph_t graph;
-    cudaGraphExec_t exec = capture_raw(f, &graph);
+    cudaGraphExec_t exec = capture_raw(f, kind == RAW_FENCED, &graph);
     t = bench_now_ns() - t0;
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
@@ -269,6 +293,7 @@ static double capture_once(fork_graph *f, bool raw) {
 typedef struct fork_row {
     int kernels; /* per branch */
     double capture_ours_us, capture_raw_us, capture_ratio;
+    double capture_fenced_us, fenced_ratio; /* raw with the fences; ours over it */
     double launch_ours_us, launch_raw_us, launch_ratio; /* raw and ratios 0 without raw CUDA */
 } fork_row;
 
@@ -277,26 +302,27 @@ static void measure_fork(fork_graph *f, fork_row *r) {
     int launches = r->kernels >= 10 ? 100 : 400;
     for (int b = 0; b < BRANCHES; b++) f->st[b].kernels = r->kernels;
 
-    /* Capture + end, single captures in pairs whose order flips (a b b a). */
-    double *a = alloc_samples(captures), *b = alloc_samples(captures);
+    /* Capture + end, single captures in turns whose order rotates and
+     * flips, so that each kind goes first, second and last equally. */
+    double *t[KINDS];
+    for (int k = 0; k < KINDS; k++) t[k] = alloc_samples(captures);
     for (int i = 0; i < captures; i++) {
         if (!f->raw) {
-            a[i] = capture_once(f, false) / 1e3;
+            t[OURS][i] = capture_once(f, OURS) / 1e3;
             continue;
         }
-        if (i % 2 == 0) {
-            a[i] = capture_once(f, false) / 1e3;
-            b[i] = capture_once(f, true) / 1e3;
-        } else {
-            b[i] = capture_once(f, true) / 1e3;
-            a[i] = capture_once(f, false) / 1e3;
+        for (int j = 0; j < KINDS; j++) {
+            int k = (i / 2 + (i % 2 ? KINDS - 1 - j : j)) % KINDS;
+            t[k][i] = capture_once(f, (capture_kind)k) / 1e3;
         }
     }
-    r->capture_ratio = f->raw ? median_ratio(a, b, captures) : 0;
-    r->capture_ours_us = bench_median(a, captures);
-    r->capture_raw_us = f->raw ? bench_median(b, captures) : 0;
-    free(a);
-    free(b);
+    /* The ratios before the medians sort the samples. */
+    r->capture_ratio = f->raw ? median_ratio(t[OURS], t[RAW], captures) : 0;
+    r->fenced_ratio = f->raw ? median_ratio(t[OURS], t[RAW_FENCED], captures) : 0;
+    r->capture_ours_us = bench_median(t[OURS], captures);
+    r->capture_raw_us = f->raw ? bench_median(t[RAW], captures) : 0;
+    r->capture_fenced_us = f->raw ? bench_median(t[RAW_FENCED], captures) : 0;
+    for (int k = 0; k < KINDS; k++) free(t[k]);
 
     /* The CPU cost of a launch call, alternating ours and raw batches, each
      * first in every other round. */
@@ -304,19 +330,18 @@ static void measure_fork(fork_graph *f, fork_row *r) {
     CHECK_OURS(cpool_graph_upload(g, f->s[0]));
     CHECK_OURS(cpool_graph_launch(g, f->s[0]));
     CHECK_OURS(cpool_stream_synchronize(f->s[0]));
+    double *a = alloc_samples(rounds), *b = alloc_samples(rounds);
 #ifdef CPOOL_HAVE_CUDA
     cudaStream_t o = (cudaStream_t)cpool_stream_native(f->s[0]);
     cudaGraph_t raw_graph = NULL;
     cudaGraphExec_t raw_exec = NULL;
     if (f->raw) {
-        raw_exec = capture_raw(f, &raw_graph);
+        raw_exec = capture_raw(f, false, &raw_graph);
         CHECK_RAW(cudaGraphUpload(raw_exec, o));
         CHECK_RAW(cudaGraphLaunch(raw_exec, o));
         CHECK_RAW(cudaStreamSynchronize(o));
     }
 #endif
-    a = alloc_samples(rounds);
-    b = alloc_samples(rounds);
     for (int rep = 0; rep < rounds; rep++)
         for (int turn = 0; turn < 2; turn++) {
             bool ours_turn = (turn + rep) % 2 == 0;
@@ -364,6 +389,14 @@ static void print_ratio(double ratio) {
         printf(" %9s", "n/a");
 }
 
+/* "1 kernel a branch" and the like, as a table row's label. */
+static void print_row_label(int count, bool kernels) {
+    char label[64];
+    snprintf(label, sizeof label, "%d %s a branch", count,
+             kernels ? (count == 1 ? "kernel" : "kernels") : (count == 1 ? "host task" : "host tasks"));
+    printf("%-34s |", label);
+}
+
 /* Where the time of a capture goes, phase by phase (PHASES), ours against
  * raw at 1 kernel a branch: medians of single captures in pairs whose order
  * flips. Printed as a table and as "csv,forkphase,..." lines. */
@@ -379,7 +412,7 @@ static void print_phases(fork_graph *f, const char *backend) {
             int side = (turn + i) % 2; /* 0 ours, 1 raw */
             if (side == 1 && !f->raw) continue;
             marks[0] = bench_now_ns();
-            capture_once(f, side == 1);
+            capture_once(f, side == 1 ? RAW : OURS);
             for (int k = 0; k < PHASES; k++) d[side][k][i] = (marks[1 + k] - marks[k]) / 1e3;
         }
     f->marks = NULL;
@@ -431,6 +464,8 @@ int main(int argc, char **argv) {
     if (f.raw) {
         CHECK_RAW(cudaEventCreateWithFlags(&f.raw_fork, cudaEventDefault));
         for (int i = 0; i < SIDES; i++) CHECK_RAW(cudaEventCreateWithFlags(&f.raw_join[i], cudaEventDefault));
+        for (int b = 0; b < BRANCHES; b++) CHECK_RAW(cudaEventCreateWithFlags(&f.raw_fence[b], cudaEventDisableTiming));
+        driver_event_record = (int (*)(cudaEvent_t, cudaStream_t))cpool__driver_entry("cuEventRecord");
     }
 #endif
     void *x[BRANCHES];
@@ -468,10 +503,7 @@ int main(int argc, char **argv) {
         fork_row *r = &rows[k];
         *r = (fork_row){.kernels = kernel_counts[k]};
         measure_fork(&f, r);
-        char label[64];
-        snprintf(label, sizeof label, "%d %s a branch", r->kernels,
-                 kernels ? (r->kernels == 1 ? "kernel" : "kernels") : (r->kernels == 1 ? "host task" : "host tasks"));
-        printf("%-34s |", label);
+        print_row_label(r->kernels, kernels);
         print_us(r->capture_ours_us, 2);
         print_us(r->capture_raw_us, 2);
         print_ratio(r->capture_ratio);
@@ -482,16 +514,33 @@ int main(int argc, char **argv) {
         printf("\n");
         fflush(stdout);
     }
+    /* The same captures against raw with the fences' four records. */
+    printf("%-34s | %9s %9s %9s | %9s\n", "4-branch capture, raw + fences", "capture", "raw+fence", "ours/it",
+           "4 fences");
+    for (int k = 0; k < 2; k++) {
+        const fork_row *r = &rows[k];
+        print_row_label(r->kernels, kernels);
+        print_us(r->capture_ours_us, 2);
+        print_us(r->capture_fenced_us, 2);
+        print_ratio(r->fenced_ratio);
+        printf(" |");
+        print_us(r->capture_fenced_us - r->capture_raw_us, 2);
+        printf("\n");
+    }
     print_phases(&f, backend);
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < 2; k++) {
         printf("csv,forkjoin,%s,%d,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n", backend, BRANCHES, rows[k].kernels,
                rows[k].capture_ours_us, rows[k].capture_raw_us, rows[k].capture_ratio, rows[k].launch_ours_us,
                rows[k].launch_raw_us, rows[k].launch_ratio);
+        printf("csv,forkfence,%s,%d,%d,%.4f,%.4f\n", backend, BRANCHES, rows[k].kernels, rows[k].capture_fenced_us,
+               rows[k].fenced_ratio);
+    }
 
 #ifdef CPOOL_HAVE_CUDA
     if (f.raw) {
         cudaEventDestroy(f.raw_fork);
         for (int i = 0; i < SIDES; i++) cudaEventDestroy(f.raw_join[i]);
+        for (int b = 0; b < BRANCHES; b++) cudaEventDestroy(f.raw_fence[b]);
     }
 #endif
     for (int b = 0; b < BRANCHES; b++) CHECK_OURS(cpool_free(pool, x[b], s));

@@ -339,12 +339,20 @@ int main(int argc, char **argv) {
         /* The fixed cost of a capture, in parts (us, medians): the fence's
          * record as capturepool makes it (the driver's cuEventRecord), and
          * as cudaEventRecord, and the capture-state query that
-         * capture_begin does not make. */
+         * capture_begin does not make; and what could stand in for the
+         * fence on an idle stream, through the driver too: a stream query
+         * (the stream idle: nothing to fence) and a query of an event
+         * that has completed. */
         cudaStream_t cs = (cudaStream_t)cpool_stream_native(s);
-        cudaEvent_t ev;
+        cudaEvent_t ev, done;
         cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
-        double fence[REPEATS], rec[REPEATS], isc[REPEATS];
-        enum { CALLS = 1000 };
+        cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
+        cudaEventRecord(done, cs);
+        cudaStreamSynchronize(cs);
+        int (*stream_query)(cudaStream_t) = (int (*)(cudaStream_t))cpool__driver_entry("cuStreamQuery");
+        int (*event_query)(cudaEvent_t) = (int (*)(cudaEvent_t))cpool__driver_entry("cuEventQuery");
+        enum { PARTS = 5, CALLS = 1000 };
+        double part[PARTS][REPEATS];
         for (int rep = 0; rep < REPEATS; rep++) {
             enum cudaStreamCaptureStatus status;
             double t0 = bench_now_ns();
@@ -352,18 +360,26 @@ int main(int argc, char **argv) {
             double t1 = bench_now_ns();
             for (int i = 0; i < CALLS; i++) cudaEventRecord(ev, cs);
             double t2 = bench_now_ns();
-            for (int i = 0; i < CALLS; i++) cudaStreamIsCapturing(cs, &status);
+            cudaStreamSynchronize(cs); /* idle from here on */
             double t3 = bench_now_ns();
-            fence[rep] = (t1 - t0) / CALLS / 1e3;
-            rec[rep] = (t2 - t1) / CALLS / 1e3;
-            isc[rep] = (t3 - t2) / CALLS / 1e3;
+            for (int i = 0; i < CALLS; i++) cudaStreamIsCapturing(cs, &status);
+            double t4 = bench_now_ns();
+            for (int i = 0; i < CALLS && stream_query; i++) stream_query(cs);
+            double t5 = bench_now_ns();
+            for (int i = 0; i < CALLS && event_query; i++) event_query(done);
+            double t6 = bench_now_ns();
+            const double spans[PARTS] = {t1 - t0, t2 - t1, t4 - t3, t5 - t4, t6 - t5};
+            for (int k = 0; k < PARTS; k++) part[k][rep] = spans[k] / CALLS / 1e3;
         }
         cudaStreamSynchronize(cs);
         cudaEventDestroy(ev);
+        cudaEventDestroy(done);
         printf("parts of a capture's fixed cost, us: fence record (%s) %.3f, cudaEventRecord %.3f, "
-               "cudaStreamIsCapturing %.3f\n",
-               driver.event_record ? "driver cuEventRecord" : "cudaEventRecord", bench_median(fence, REPEATS),
-               bench_median(rec, REPEATS), bench_median(isc, REPEATS));
+               "cudaStreamIsCapturing %.3f; in the fence's place on an idle stream: cuStreamQuery %.3f, "
+               "cuEventQuery of a completed event %.3f\n",
+               driver.event_record ? "driver cuEventRecord" : "cudaEventRecord", bench_median(part[0], REPEATS),
+               bench_median(part[1], REPEATS), bench_median(part[2], REPEATS),
+               stream_query ? bench_median(part[3], REPEATS) : 0, event_query ? bench_median(part[4], REPEATS) : 0);
         st.kernels = 1;
         double ratio;
         if (have_driver_entries())

@@ -164,6 +164,14 @@ def main():
                      f"{float(r[5]):.3f}x"] for r in fj]
                  + [[f"{r[1]} branches x {r[2]} kernels: launch", f"{float(r[6]):.3f}", f"{float(r[7]):.3f}",
                      f"{float(r[8]):.3f}x"] for r in fj]), ""]
+    # The same captures against raw CUDA with the library's four fence records.
+    ff = {(r[1], r[2]): r for r in csv_rows(out, "forkfence") if r[0] == "cuda"}
+    rows = [[f"{r[1]} branches x {r[2]} kernels", f"{float(r[3]):.2f}", f"{float(r[4]):.2f}",
+             f"{float(ff[(r[1], r[2])][3]):.2f}", f"{float(ff[(r[1], r[2])][4]):.3f}x"]
+            for r in fj if (r[1], r[2]) in ff]
+    if rows:
+        md += ["The same captures against raw CUDA that records the library's four fences too (us; medians):", "",
+               table(["capture+end", "ours", "raw", "raw + 4 fence records", "ours / (raw + fences)"], rows), ""]
     if not ev or not fj:
         md += ["(event_bench gave no figures for some rows: see event-bench.log)", ""]
     phases = ["begin", "fork (record + 3 waits)", "branches' work", "join (3 records + waits)", "end + instantiate"]
