@@ -165,8 +165,8 @@ typedef struct cpool_stream cpool_stream;
  * device where the GPUs allow it (cudaDeviceCanAccessPeer; ordinals below
  * 64): peer access is enabled, and kernels on either may use the other's
  * pool memory, plain and growable segments alike, pages mapped before the
- * open included. Devices that do not allow it stay apart; the open still
- * succeeds.
+ * open included. Devices that do not allow it, or whose driver refuses a
+ * step of the connection, stay apart; the open still succeeds.
  * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (out is NULL, ordinal < 0,
  * unknown backend, or a CPOOL_BACKEND that names none), CPOOL_ERR_NO_DEVICE (CUDA asked for and no usable GPU,
  * or no such ordinal), CPOOL_ERR_OUT_OF_MEMORY, CPOOL_ERR_BACKEND. */

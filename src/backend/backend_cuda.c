@@ -277,7 +277,8 @@ static bool vmm_probe(const cpool__bdevice *dev);
  * peer access is enabled in the using device's context, which serves plain
  * segments, and the pages of growable segments are mapped for the using
  * device too (cuMemSetAccess), those mapped before included. A pair that
- * cannot be connected stays apart, as devices that do not allow it. */
+ * cannot be connected stays apart, as devices that do not allow it; so does
+ * one whose page access the driver refuses, from then on. */
 enum { MAX_PEERS = 64 };
 static cpool__mutex peers_mu = CPOOL__MUTEX_INIT(CPOOL__RANK_PEERS);
 static cpool__bdevice *open_by_ordinal[MAX_PEERS]; /* under peers_mu */
@@ -287,26 +288,32 @@ static _Atomic uint64_t may_use[MAX_PEERS];
 
 static CUresult set_access_for(CUdeviceptr at, size_t bytes, int own, uint64_t peers);
 
-/* Gives `peer` access to every mapped page of dev's growable segments. */
-static void grant_mapped(cpool__bdevice *dev, int peer) {
+static bool page_mapped(const reservation *r, size_t page) { return r->mapped[page / 64] >> (page % 64) & 1; }
+
+/* Gives `peer` access to every mapped page of dev's growable segments;
+ * false if the driver refused some. */
+static bool grant_mapped(cpool__bdevice *dev, int peer) {
+    bool granted = true;
     cpool__mutex_lock(&dev->mapped_mu);
-    for (reservation *r = dev->reservations; r; r = r->next)
-        for (size_t i = 0; i < r->pages;) {
-            if (!(r->mapped[i / 64] >> (i % 64) & 1)) {
+    for (reservation *r = dev->reservations; r && granted; r = r->next)
+        for (size_t i = 0; i < r->pages && granted;) {
+            if (!page_mapped(r, i)) {
                 i++;
                 continue;
             }
             size_t end = i;
-            while (end < r->pages && r->mapped[end / 64] >> (end % 64) & 1) end++;
+            while (end < r->pages && page_mapped(r, end)) end++;
             device_guard guard;
-            if (guard_enter(&guard, dev, true) == cudaSuccess) {
-                set_access_for(r->base + i * CPOOL__PAGE_BYTES, (end - i) * CPOOL__PAGE_BYTES, -1,
-                               (uint64_t)1 << peer);
+            granted = guard_enter(&guard, dev, true) == cudaSuccess;
+            if (granted) {
+                granted = set_access_for(r->base + i * CPOOL__PAGE_BYTES, (end - i) * CPOOL__PAGE_BYTES, -1,
+                                         (uint64_t)1 << peer) == CUDA_SUCCESS;
                 guard_exit(&guard);
             }
             i = end;
         }
     cpool__mutex_unlock(&dev->mapped_mu);
+    return granted;
 }
 
 /* Lets kernels on `user` use owner's memory, where the devices allow it. */
@@ -320,8 +327,15 @@ static void connect(cpool__bdevice *user, cpool__bdevice *owner) {
     GUARDED(err, user, true, cudaDeviceEnablePeerAccess(owner->ordinal, 0));
     if (err != cudaSuccess) cudaGetLastError();
     if (err != cudaSuccess && err != cudaErrorPeerAccessAlreadyEnabled) return;
-    atomic_fetch_or(&may_use[owner->ordinal], (uint64_t)1 << user->ordinal);
-    if (owner->vmm) grant_mapped(owner, user->ordinal);
+    /* Set before the grant, which takes the lock new mappings read it
+     * under: a page is granted either by its mapping or by the grant. */
+    uint64_t bit = (uint64_t)1 << user->ordinal;
+    atomic_fetch_or(&may_use[owner->ordinal], bit);
+    if (owner->vmm && !grant_mapped(owner, user->ordinal)) {
+        /* The pair stays apart: later pages are not granted either. */
+        cudaGetLastError();
+        atomic_fetch_and(&may_use[owner->ordinal], ~bit);
+    }
 }
 
 static void connect_peers(cpool__bdevice *d) {
@@ -570,8 +584,13 @@ static cudaError_t map_pages(cpool__bdevice *dev, CUdeviceptr at, size_t bytes) 
         /* The peers are read under the lock that a new peer's grant of the
          * pages mapped so far takes: either sees these pages. */
         cpool__mutex_lock(&dev->mapped_mu);
+        err = VMM_CALL(set_access_for(at, bytes, dev->ordinal, 0));
         uint64_t peers = dev->ordinal < MAX_PEERS ? atomic_load(&may_use[dev->ordinal]) : 0;
-        err = VMM_CALL(set_access_for(at, bytes, dev->ordinal, peers));
+        if (err == cudaSuccess && peers && set_access_for(at, bytes, -1, peers) != CUDA_SUCCESS) {
+            /* A peer's entry refused fails not the owner's own mapping:
+             * those peers stay apart from now on, as at a failed grant. */
+            atomic_fetch_and(&may_use[dev->ordinal], ~peers);
+        }
         if (err == cudaSuccess) mark_mapped(dev, at, bytes, true);
         cpool__mutex_unlock(&dev->mapped_mu);
     }
