@@ -258,9 +258,12 @@ cpool_status cpool_memset_async(cpool_stream *s, void *dst, int value, size_t by
  * Memory between branches: a block freed on one stream of a capture is
  * never handed to a stream whose work may run at the same time as its last
  * user. It is reused by the same stream, by a stream that joined it after
- * the free (a wait for a record made after the free), and by any stream
- * once the capture ended. Frees on the origin before its first fork serve
- * every branch.
+ * the free (a wait for a record made after the free, on the freeing
+ * stream or on one that had joined it by then), and by any stream once the
+ * capture ended. Frees on the origin before the capture's first event
+ * record serve every branch: every fork comes after them. A block
+ * allocated outside the capture and freed in it waits, as outside, for the
+ * work enqueued before the free, and then serves its branch alone.
  * Forks must be made with these events: a stream the runtime forks with a
  * raw cudaStreamWaitEvent is not known to be capturing (its allocations
  * would be served as outside capture). */

@@ -549,6 +549,83 @@ static void free_before_fork_may_serve_branch(cpool_device *dev) {
     }
 }
 
+/* A fork runs after the record it waits for, not after O's work since:
+ * a block O freed after the record, even before any fork, is not the
+ * branch's. */
+static void record_before_free_forks_branch_apart(cpool_device *dev) {
+    static ms_fixture f;
+    void *c = NULL, *d = NULL;
+    cpool_graph *g = NULL;
+    REQUIRE(ms_open(dev, &f));
+    REQUIRE_OK(cpool_capture_begin(f.o, f.pool, CPOOL_CAPTURE_GLOBAL));
+    REQUIRE_OK(cpool_event_record(f.e[0], f.o)); /* the fork point */
+    REQUIRE_OK(cpool_alloc(f.pool, MIB, f.o, &c));
+    CHECK_OK(cpool_memset_async(f.o, c, 1, MIB)); /* runs beside X's branch */
+    CHECK_OK(cpool_free(f.pool, c, f.o));
+    REQUIRE_OK(cpool_stream_wait_event(f.x, f.e[0]));
+    REQUIRE_OK(cpool_alloc(f.pool, MIB, f.x, &d));
+    CHECK(!ranges_overlap(c, MIB, d, MIB));
+    CHECK_OK(cpool_memset_async(f.x, d, 2, MIB));
+    CHECK_OK(cpool_free(f.pool, d, f.x));
+    REQUIRE_OK(link_streams(f.e[1], f.x, f.o));
+    REQUIRE_OK(cpool_capture_end(f.o, &g));
+    cpool_graph_release(g);
+}
+
+/* A join hands over what the recording branch had freed before its record,
+ * not what it took over from a join after it: Y waits for O's record made
+ * before O joined X, so X's freed block is not Y's. */
+static void join_hands_over_only_what_preceded_the_record(cpool_device *dev) {
+    static ms_fixture f;
+    void *a = NULL, *b = NULL;
+    cpool_graph *g = NULL;
+    REQUIRE(ms_open(dev, &f));
+    REQUIRE_OK(cpool_capture_begin(f.o, f.pool, CPOOL_CAPTURE_GLOBAL));
+    REQUIRE_OK(cpool_event_record(f.e[0], f.o));
+    REQUIRE_OK(cpool_stream_wait_event(f.x, f.e[0]));
+    REQUIRE_OK(cpool_stream_wait_event(f.y, f.e[0]));
+    REQUIRE_OK(cpool_alloc(f.pool, MIB, f.x, &a));
+    CHECK_OK(cpool_memset_async(f.x, a, 1, MIB));
+    CHECK_OK(cpool_free(f.pool, a, f.x));
+    REQUIRE_OK(cpool_event_record(f.e[1], f.x));
+    REQUIRE_OK(cpool_event_record(f.e[2], f.o));      /* before O depends on X */
+    REQUIRE_OK(cpool_stream_wait_event(f.o, f.e[1])); /* O joins X: a is O's */
+    REQUIRE_OK(cpool_stream_wait_event(f.y, f.e[2])); /* Y: after O's record only */
+    REQUIRE_OK(cpool_alloc(f.pool, MIB, f.y, &b));
+    CHECK(!ranges_overlap(a, MIB, b, MIB));
+    CHECK_OK(cpool_memset_async(f.y, b, 2, MIB));
+    CHECK_OK(cpool_free(f.pool, b, f.y));
+    REQUIRE_OK(link_streams(f.e[3], f.y, f.o));
+    REQUIRE_OK(cpool_capture_end(f.o, &g));
+    cpool_graph_release(g);
+}
+
+/* A plain block freed on O's branch waits for O's work from before the
+ * capture; once that work is over it is O's branch's, not a sibling's. */
+static void plain_block_freed_on_a_branch_stays_its(cpool_device *dev) {
+    static ms_fixture f;
+    void *c = NULL, *d = NULL, *big[2] = {NULL, NULL};
+    cpool_graph *g = NULL;
+    REQUIRE(ms_open(dev, &f));
+    REQUIRE(plain_block(&f, MIB, &c));
+    REQUIRE_OK(cpool_capture_begin(f.o, f.pool, CPOOL_CAPTURE_GLOBAL));
+    REQUIRE_OK(cpool_event_record(f.e[0], f.o));
+    REQUIRE_OK(cpool_stream_wait_event(f.x, f.e[0]));
+    CHECK_OK(cpool_memset_async(f.o, c, 1, MIB)); /* O's branch uses c, beside X's */
+    CHECK_OK(cpool_free(f.pool, c, f.o));
+    /* O's new segments: each looks at the fences (O's work before the
+     * capture finished long ago) and unfences c. */
+    for (int i = 0; i < 2; i++) REQUIRE_OK(cpool_alloc(f.pool, (size_t)(3 + 2 * i) * MIB, f.o, &big[i]));
+    REQUIRE_OK(cpool_alloc(f.pool, MIB, f.x, &d));
+    CHECK(!ranges_overlap(c, MIB, d, MIB));
+    CHECK_OK(cpool_memset_async(f.x, d, 2, MIB));
+    CHECK_OK(cpool_free(f.pool, d, f.x));
+    for (int i = 0; i < 2; i++) CHECK_OK(cpool_free(f.pool, big[i], f.o));
+    REQUIRE_OK(link_streams(f.e[1], f.x, f.o));
+    REQUIRE_OK(cpool_capture_end(f.o, &g));
+    cpool_graph_release(g);
+}
+
 /* ---- replays ---------------------------------------------------------------- */
 
 enum { RN = 4096, RHEAD = 64 };
@@ -929,6 +1006,9 @@ static const check_case cases[] = {
     CHECK_CASE(branch_free_not_handed_to_sibling),
     CHECK_CASE(origin_free_after_fork_not_handed_to_branch),
     CHECK_CASE(free_before_fork_may_serve_branch),
+    CHECK_CASE(record_before_free_forks_branch_apart),
+    CHECK_CASE(join_hands_over_only_what_preceded_the_record),
+    CHECK_CASE(plain_block_freed_on_a_branch_stays_its),
     CHECK_CASE(replays_match_eager_across_branches),
     CHECK_CASE(branches_replay_concurrently),
     CHECK_CASE(fork_driven_from_another_thread),

@@ -20,11 +20,13 @@
  *   event recorded after the free complete and calls unfence. A block with
  *   `stream` == 0 is free for anyone. A graph-reserved block freed under
  *   capture is 0: graphs sharing a pool are ordered by the user (they never
- *   run at once); in a capture with forked streams it carries its branch's
- *   tag instead (alloc.h, CPOOL__BRANCH_BIT) until a join or the end. A
- *   general block freed under capture joins the graph-reserved set but
- *   keeps S's tag: work on S from before the capture may still use it, and
- *   no graph may take it until that work is fenced. Work on another stream
+ *   run at once); in a capture with branches (from its first event record,
+ *   which a stream may fork from) it carries its branch's tag instead
+ *   (alloc.h, CPOOL__BRANCH_BIT) until a join or the end. A general block
+ *   freed under capture joins the graph-reserved set but keeps S's tag:
+ *   work on S from before the capture may still use it, and no graph may
+ *   take it until that work is fenced; in a capture with branches it then
+ *   goes to its branch (`pending_branch`). Work on another stream
  *   that waited for an event recorded on S after the free may take it at
  *   once (its cpool__deps).
  * - Adjacent free blocks of the same set merge when their stream tags allow
@@ -73,7 +75,11 @@ struct cpool__block {
     cpool__segment *seg;
     uint64_t stream;   /* free general block: the only stream that may reuse it, 0 for any */
     uint64_t used_by;  /* the stream it was last handed out or freed on, 0 if unknown (snapshots) */
-    uint64_t free_seq; /* when it was freed (restricted blocks) */
+    uint64_t free_seq; /* when it was freed, or became its branch's (restricted blocks) */
+    /* A general block freed in a capture with branches waits for its
+     * stream's earlier work (`stream` is that stream); then it goes to
+     * this branch, not to every one (0: none). */
+    uint64_t pending_branch;
     uint16_t bin;
     bool live;
     bool graph;
@@ -289,13 +295,15 @@ static cpool__heap *heap_for(cpool__allocator *a, const cpool__block *b) {
  * other's tag, which only narrows who may reuse the free part. */
 static bool mergeable(const cpool__block *x, const cpool__block *y) {
     return x && y && !x->live && !y->live && !x->hole && !y->hole && x->graph == y->graph && x->apart == y->apart &&
-           (x->stream == y->stream || !x->stream || !y->stream);
+           (x->stream == y->stream || !x->stream || !y->stream) &&
+           (x->pending_branch == y->pending_branch || !x->pending_branch || !y->pending_branch);
 }
 
 /* Merges free block `right` (in no heap) into its left neighbour `left`. */
 static void absorb(cpool__allocator *a, cpool__block *left, cpool__block *right) {
     if (left->stream && right->stream) a->restricted_blocks--;
     if (!left->stream) left->stream = right->stream;
+    if (!left->pending_branch) left->pending_branch = right->pending_branch;
     left->size += right->size;
     left->free_seq = left->free_seq > right->free_seq ? left->free_seq : right->free_seq;
     left->next = right->next;
@@ -347,6 +355,7 @@ static bool hand_out(cpool__allocator *a, cpool__block *b, size_t bytes, size_t 
         if (branch && rest->graph && !rest->stream) rest->stream = branch;
         rest->used_by = b->used_by;
         rest->free_seq = b->free_seq;
+        rest->pending_branch = b->pending_branch;
         if (rest->stream) a->restricted_blocks++;
         rest->prev = b;
         rest->next = b->next;
@@ -357,6 +366,7 @@ static bool hand_out(cpool__allocator *a, cpool__block *b, size_t bytes, size_t 
     }
     if (b->stream) a->restricted_blocks--;
     b->stream = 0;
+    b->pending_branch = 0;
     if (graph && !b->graph) a->graph_reserved += b->size;
     b->graph = b->graph || graph;
     if (graph) b->apart = use == CPOOL__USE_OUTPUT;
@@ -940,9 +950,11 @@ static cpool_status free_block(cpool__allocator *a, void *ptr, uint64_t stream, 
     b->live = false;
     b->requested = 0;
     /* Graph scratch freed under capture is free for later captures at once
-     * (for its branch only, in a forked capture); any other block waits for
-     * its stream's work (see the top). */
+     * (for its branch only, in a capture with branches); any other block
+     * waits for its stream's work (see the top), and then, in a capture
+     * with branches, is its branch's. */
     b->stream = b->graph && graph ? branch : stream;
+    b->pending_branch = !b->graph && graph ? branch : 0;
     b->used_by = stream;
     if (graph && !b->graph) {
         /* Freed inside a capture: the graph still uses it on every replay. */
@@ -1038,9 +1050,11 @@ size_t cpool__allocator_restricted_streams(const cpool__allocator *a, uint64_t *
     return n;
 }
 
-/* What a retag takes from the free blocks `pick` selects: their stream tag
- * (their work is over), or their graph reservation (no graph can run). */
-typedef enum { RETAG_UNFENCE, RETAG_UNGRAPH, RETAG_BRANCH } retag_kind;
+/* What a retag changes in the free blocks `pick` selects: their stream tag
+ * (their work is over: free for all, or for their pending branch), their
+ * branch (a join, or the capture's end), the branch a block waiting for its
+ * stream goes to, or their graph reservation (no graph can run). */
+typedef enum { RETAG_UNFENCE, RETAG_UNGRAPH, RETAG_BRANCH, RETAG_PENDING } retag_kind;
 
 /* Retags every free block that `pick` selects, merging as it goes. A merge
  * can hand the result a neighbour's tag that `pick` selects again: then the
@@ -1048,6 +1062,7 @@ typedef enum { RETAG_UNFENCE, RETAG_UNGRAPH, RETAG_BRANCH } retag_kind;
 static void retag_free_blocks(cpool__allocator *a, retag_kind kind,
                               bool (*pick)(const cpool__block *, uint64_t, uint64_t), uint64_t x, uint64_t y,
                               uint64_t to) {
+    uint64_t now = cpool__allocator_clock_now();
     for (cpool__segment *seg = a->segments; seg; seg = seg->next) {
         cpool__block *b = seg->first;
         while (b) {
@@ -1057,11 +1072,20 @@ static void retag_free_blocks(cpool__allocator *a, retag_kind kind,
             }
             heap_remove(heap_for(a, b), b);
             if (kind == RETAG_UNFENCE) {
-                a->restricted_blocks--;
-                b->stream = 0;
+                /* A block of a branch goes to it now: a join is told
+                 * from records made before (see free_seq). */
+                b->stream = b->pending_branch;
+                b->pending_branch = 0;
+                if (b->stream)
+                    b->free_seq = now;
+                else
+                    a->restricted_blocks--;
             } else if (kind == RETAG_BRANCH) {
                 if (!to) a->restricted_blocks--;
                 b->stream = to;
+                if (to) b->free_seq = now; /* the branch's from now on */
+            } else if (kind == RETAG_PENDING) {
+                b->pending_branch = to; /* still waits for its stream */
             } else {
                 a->graph_reserved -= b->size;
                 b->graph = false;
@@ -1074,6 +1098,9 @@ static void retag_free_blocks(cpool__allocator *a, retag_kind kind,
 
 static bool pick_fenced(const cpool__block *b, uint64_t stream, uint64_t upto) {
     return b->stream == stream && b->free_seq <= upto;
+}
+static bool pick_pending(const cpool__block *b, uint64_t branch, uint64_t upto) {
+    return b->pending_branch == branch && b->free_seq <= upto;
 }
 /* Branch tags are cleared only by their capture (retag_branch). */
 static bool pick_restricted(const cpool__block *b, uint64_t x, uint64_t upto) {
@@ -1095,7 +1122,9 @@ void cpool__allocator_unfence_all(cpool__allocator *a, uint64_t upto) {
 }
 
 void cpool__allocator_retag_branch(cpool__allocator *a, uint64_t from, uint64_t upto, uint64_t to) {
-    if (a->restricted_blocks && from != to) retag_free_blocks(a, RETAG_BRANCH, pick_fenced, from, upto, to);
+    if (!a->restricted_blocks || from == to) return;
+    retag_free_blocks(a, RETAG_BRANCH, pick_fenced, from, upto, to);
+    retag_free_blocks(a, RETAG_PENDING, pick_pending, from, upto, to);
 }
 
 void cpool__allocator_reclaim_graph(cpool__allocator *a) { retag_free_blocks(a, RETAG_UNGRAPH, pick_graph, 0, 0, 0); }

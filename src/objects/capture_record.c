@@ -37,7 +37,7 @@ void cpool__capture_init(cpool__capture *cap, cpool_capture_mode mode) {
     cap->forks = cap->inline_forks;
     cap->fork_count = 0;
     cap->fork_cap = CPOOL__CAPTURE_INLINE_FORKS;
-    cap->forked = false;
+    cap->branching = false;
     cap->branch_tagged = false;
     cap->invalidated = false;
 }
@@ -128,7 +128,7 @@ cpool_status cpool__capture_reserve_fork(cpool__capture *cap) {
 
 void cpool__capture_add_fork(cpool__capture *cap, struct cpool_stream *s, uint64_t stream_id) {
     cap->forks[cap->fork_count++] = (cpool__fork){s, stream_id, 0};
-    cap->forked = true;
+    cap->branching = true;
 }
 
 _Thread_local cpool__learn *cpool__learning;

@@ -110,6 +110,9 @@ static __attribute__((noinline)) cpool_status record_in_capture(cpool_event *e, 
             atomic_store(&e->eager_mark, 0); /* a captured record orders no eager work */
         atomic_store_explicit(&e->capture_id, cap ? cap->id : 0, memory_order_release);
         if (!atomic_load_explicit(&e->recorded, memory_order_relaxed)) atomic_store(&e->recorded, true);
+        /* A stream may fork from this record: work after it on s may run
+         * beside that branch, so frees from now on go by branch. */
+        if (cap) cap->branching = true;
     }
     if (cap) cpool__stream_unlock_capture(cap);
     return st == CPOOL_OK ? st : cpool__fail_in("cpool_event_record", st);
@@ -159,7 +162,7 @@ static __attribute__((noinline)) cpool_status wait_in_capture(cpool_stream *s, c
         st = cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: the event was recorded in another capture than the stream's", fn);
     } else {
         st = s->dev->be->stream_wait_event(s->impl, e->impl);
-        if (st == CPOOL_OK && cap->forked && recorder != s)
+        if (st == CPOOL_OK && cap->branching && recorder != s)
             cpool__pool_join_branch(cap, cpool__branch_tag(cpool__stream_id(recorder)), atomic_load(&e->free_mark),
                                     cpool__branch_tag(cpool__stream_id(s)));
     }

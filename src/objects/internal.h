@@ -109,11 +109,11 @@ typedef struct cpool__capture {
     uint64_t id; /* unique: an event recorded in the capture names it */
     /* Streams forked into it by events (the origin is the stream whose
      * storage holds the record); `forks` is inline_forks until more fork.
-     * From the first fork on, frees are tagged by branch (alloc.h,
-     * CPOOL__BRANCH_BIT). */
+     * From its first event record on (a fork may wait for any record),
+     * frees are tagged by branch (alloc.h, CPOOL__BRANCH_BIT). */
     cpool__fork *forks;
     size_t fork_count, fork_cap;
-    bool forked;
+    bool branching;
     bool branch_tagged; /* a block was allocated or freed with a branch tag */
     bool invalidated;   /* a fork was destroyed while it took part */
     /* pools[0] is the pool bound at begin (when there is one), then every

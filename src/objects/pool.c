@@ -515,9 +515,10 @@ static __attribute__((noinline)) cpool_status alloc_locked(cpool_pool *pool, siz
 }
 
 /* The tag a capture's frees and allocations on s go by: a branch once the
- * capture has forked streams (alloc.h), else 0 (any graph). */
+ * capture has recorded an event, which a stream may fork from (alloc.h),
+ * else 0 (any graph). */
 static uint64_t branch_of(cpool__capture *cap, const cpool_stream *s) {
-    if (!cap->forked) return 0;
+    if (!cap->branching) return 0;
     cap->branch_tagged = true; /* a join or the end has blocks to retag */
     return cpool__branch_tag(cpool__stream_id(s));
 }
