@@ -72,9 +72,13 @@
  * a capturing stream waits only for its own capture's records, and waits
  * for another capture's or an ended one's are refused; elapsed, synchronize
  * and dead events are checked as documented.
- * Fourth wave (op 44): forks. A fixed stream joins a capture through an
- * event, allocates and frees as its branch, and is joined back (the graph
- * then ends as usual) or left unjoined (the end fails, its work never runs).
+ * Fourth wave (op 44): forks. A script of records, waits, allocations and
+ * frees on the capture's streams: a wait by a fixed stream outside any
+ * capture forks it in, a wait by one in it joins; then every fork is
+ * joined back (the graph ends as usual) or one is left unjoined (the end
+ * fails, its work never runs). The model keeps the capture's order as
+ * vector clocks: a block freed on one stream is never handed to one whose
+ * work is not ordered after the free (model.h, mcapture).
  *
  * FUZZ_API_TRACE=1 in the environment prints each operation as it runs.
  * FUZZ_API_CROSS_DROPS=0 turns off op_cross_clear (two clears on two threads

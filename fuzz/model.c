@@ -348,6 +348,39 @@ void model_capture_begin(int s, int pi, cpool_capture_mode mode) {
 
 int fork_of[NS] = {-1, -1, -1, -1};
 
+static bool overlaps(uintptr_t a, size_t an, uintptr_t b, size_t bn);
+
+void branch_free_noted(int s, int on, int pi, void *ptr, size_t size) {
+    mcapture *c = &C[s];
+    uint32_t stamp = ++c->vc[on][on];
+    if (c->nbf == NBFREE) { /* the oldest goes unchecked */
+        memmove(c->bf, c->bf + 1, (NBFREE - 1) * sizeof *c->bf);
+        c->nbf--;
+    }
+    c->bf[c->nbf++] = (branch_free){pi, (uintptr_t)ptr, size, on, stamp};
+}
+
+void branch_check_alloc(int s, int on, int pi, void *ptr, size_t size) {
+    mcapture *c = &C[s];
+    for (int k = 0; k < c->nbf;) {
+        branch_free *f = &c->bf[k];
+        if (f->pool != pi || !overlaps((uintptr_t)ptr, size, f->addr, f->size)) {
+            k++;
+            continue;
+        }
+        if (c->vc[on][f->stream] < f->stamp)
+            fail("cpool_alloc on stream %d in a capture: [%p, +%zu) reuses memory freed on stream %d, whose work there "
+                 "may run at the same time (free %u of that stream, this one ordered after %u)",
+                 on, ptr, size, f->stream, f->stamp, c->vc[on][f->stream]);
+        c->bf[k] = c->bf[--c->nbf]; /* superseded by this allocation */
+    }
+}
+
+void branch_order_after(int s, int x, const uint32_t after[NS]) {
+    for (int y = 0; y < NS; y++)
+        if (after[y] > C[s].vc[x][y]) C[s].vc[x][y] = after[y];
+}
+
 void forks_end(int s) {
     for (int x = 0; x < NS; x++)
         if (fork_of[x] == s) fork_of[x] = -1;

@@ -155,9 +155,27 @@ typedef struct tick {
     struct tick *next;
 } tick;
 
+/* A block freed in a capture: on which stream, at which point of its
+ * branch clock (see mcapture). */
+typedef struct branch_free {
+    int pool;
+    uintptr_t addr;
+    size_t size;
+    int stream;
+    uint32_t stamp;
+} branch_free;
+#define NBFREE 64
+
 typedef struct mcapture {
     bool active, invalidated;
     bool unjoined; /* a fork was left unjoined: the end fails, the state stays active */
+    /* Which work of the capture runs before which (vector clocks): vc[x][y]
+     * is how many frees of stream y stream x's work is ordered after. A
+     * block freed at stamp t on y may be handed to x only if vc[x][y] >= t
+     * (header: never to a stream whose work may run beside its last user). */
+    uint32_t vc[NS][NS];
+    branch_free bf[NBFREE];
+    int nbf;
     held h[NPOOL];
     int nh;
     int bound;
@@ -265,6 +283,12 @@ extern int fork_of[NS];
 static inline bool in_capture(int x) { return C[x].active || fork_of[x] >= 0; }
 /* Capture s ended (with a graph or without): its forks take part no more. */
 void forks_end(int s);
+/* Capture s's branch clocks: a free of [ptr, +size) of pool pi on stream
+ * `on`; an allocation there, checked against the frees it may reuse; stream
+ * x now ordered after a record whose clock is `after` (a fork or a join). */
+void branch_free_noted(int s, int on, int pi, void *ptr, size_t size);
+void branch_check_alloc(int s, int on, int pi, void *ptr, size_t size);
+void branch_order_after(int s, int x, const uint32_t after[NS]);
 extern mgraph G[NGRAPH + 1]; /* the last one only for an immediate release */
 extern pending_cb pend[NPENDING];
 extern int npend;

@@ -786,6 +786,7 @@ static int do_alloc_on(int pi, size_t size, int s, int on, int want) {
         return -1;
     }
     check_new_block(pi, ptr, size, cap ? -1 : s, !cap, "cpool_alloc");
+    if (cap) branch_check_alloc(s, on, pi, ptr, size);
     int ai = free_alloc_slot();
     A[ai] = (malloc_t){true, pi, ptr, size, on, cap, cap ? C[s].id : 0};
     m->live_bytes += size;
@@ -822,6 +823,7 @@ static void do_free_on(int ai, int s, int on) {
     if (cap) {
         capture_hold(s, a->pool);
         add_graph_range(m, a->ptr, a->size); /* freed under capture: the graph's now */
+        branch_free_noted(s, on, a->pool, a->ptr, a->size);
         /* A block from outside capture may still be used by the freeing
          * stream's work from before the capture or its fork (enq counts
          * only that): no capture, on any stream, may have it before that
@@ -2496,47 +2498,82 @@ static void fn_unjoined(void *arg) {
  * left unjoined (s's end must then fail). x takes part until s's capture
  * ends. */
 void op_fork(rd *r, int s) {
-    uint8_t v = u8(r), xb = u8(r), pb = u8(r);
-    if (!C[s].active || C[s].invalidated) return;
-    int x = -1;
-    for (int k = 0; k < NFIXED && x < 0; k++) {
-        int c = (xb + k) % NFIXED;
-        if (c != s && S[c] && !C[c].active && fork_of[c] < 0) x = c;
-    }
-    if (x < 0) return;
-    cpool_event *fork = NULL, *join = NULL;
-    EXPECT_OK(cpool_event_create(dev, &fork));
-    EXPECT_OK(cpool_event_create(dev, &join));
-    TRACE("fork stream %d into stream %d's capture\n", x, s);
-    EXPECT_OK(cpool_event_record(fork, S[s]));
-    EXPECT(cpool_event_query(fork), CPOOL_ERR_INVALID_ARGUMENT);
-    EXPECT_OK(cpool_stream_wait_event(S[x], fork));
-    fork_of[x] = s;
-    cpool_graph *g = NULL;
-    EXPECT(cpool_capture_end(S[x], &g), CPOOL_ERR_INVALID_ARGUMENT);
-    if (g) fail("cpool_capture_end on a fork left *graph_out set");
-    EXPECT(cpool_capture_begin(S[x], NULL, CPOOL_CAPTURE_GLOBAL), CPOOL_ERR_ALREADY_CAPTURING);
-    check_all();
+    enum { FORK_EVENTS = 3 };
+    uint8_t v = u8(r), pb = u8(r);
+    /* A fork left unjoined stays so: joining it now would let the end pass. */
+    if (!C[s].active || C[s].invalidated || C[s].unjoined) return;
+    cpool_event *ev[FORK_EVENTS] = {NULL};
+    uint32_t ev_vc[FORK_EVENTS][NS]; /* the recording stream's clock at its record */
+    bool recorded[FORK_EVENTS] = {false};
+    for (int k = 0; k < FORK_EVENTS; k++) EXPECT_OK(cpool_event_create(dev, &ev[k]));
     int pi = pick_pool(pb);
-    for (int i = 0; i < (int)(v % 4); i++) {
-        uint8_t o = u8(r);
-        int ai = pick_alloc(o, true);
-        if ((o & 1) && pi >= 0)
-            (void)do_alloc_on(pi, decode_size(r), s, x, -1);
-        else if (ai >= 0)
-            do_free_on(ai, s, x);
+    /* A script of records, waits (forks of fixed streams outside any
+     * capture, joins of streams in it), allocations and frees, in any
+     * order: a fork may wait for a record made before frees of its
+     * recorder, a join for a record made before its recorder joined
+     * others. */
+    for (int step = 0; step < (int)(v % 16); step++) {
+        uint8_t o = u8(r), q = u8(r), k = u8(r) % FORK_EVENTS;
+        int x = q % NFIXED;
+        bool mine = x == s || fork_of[x] == s;
+        if (!recorded[k]) /* a wait takes an event recorded, if there is one */
+            for (int j = 1; j < FORK_EVENTS && !recorded[k]; j++)
+                if (recorded[(k + j) % FORK_EVENTS]) k = (uint8_t)((k + j) % FORK_EVENTS);
+        switch (o % 8) {
+        case 0:
+        case 1: /* a record on a stream of the capture */
+            if (!mine) break;
+            TRACE("record fork event %d on stream %d\n", k, x);
+            EXPECT_OK(cpool_event_record(ev[k], S[x]));
+            EXPECT(cpool_event_query(ev[k]), CPOOL_ERR_INVALID_ARGUMENT);
+            memcpy(ev_vc[k], C[s].vc[x], sizeof ev_vc[k]);
+            recorded[k] = true;
+            break;
+        case 2:
+        case 3: /* a wait: a fork, or a join */
+            if (!recorded[k] || (!mine && (!S[x] || C[x].active || fork_of[x] >= 0))) break;
+            TRACE("stream %d waits for fork event %d%s\n", x, k, mine ? "" : ": forked into the capture");
+            EXPECT_OK(cpool_stream_wait_event(S[x], ev[k]));
+            if (!mine) {
+                fork_of[x] = s;
+                memset(C[s].vc[x], 0, sizeof C[s].vc[x]);
+                cpool_graph *g = NULL;
+                EXPECT(cpool_capture_end(S[x], &g), CPOOL_ERR_INVALID_ARGUMENT);
+                if (g) fail("cpool_capture_end on a fork left *graph_out set");
+                EXPECT(cpool_capture_begin(S[x], NULL, CPOOL_CAPTURE_GLOBAL), CPOOL_ERR_ALREADY_CAPTURING);
+            }
+            branch_order_after(s, x, ev_vc[k]);
+            break;
+        case 4:
+        case 5:
+            if (mine && pi >= 0) (void)do_alloc_on(pi, decode_size(r), s, x, -1);
+            break;
+        default: {
+            int ai = pick_alloc(u8(r), true);
+            if (mine && ai >= 0) do_free_on(ai, s, x);
+            break;
+        }
+        }
     }
-    if (v % 16 < 12) {
+    check_all();
+    /* Every fork joins back (its last work recorded and waited for by the
+     * origin), or one is left unjoined with work of its own: the end fails. */
+    bool leave = v % 64 >= 56;
+    for (int x = 0; x < NFIXED; x++) {
+        if (fork_of[x] != s) continue;
+        if (leave) {
+            TRACE("stream %d left unjoined in stream %d's capture\n", x, s);
+            EXPECT_OK(cpool_launch_host(S[x], fn_unjoined, NULL));
+            C[s].unjoined = true;
+            leave = false;
+            continue;
+        }
         TRACE("join stream %d back into stream %d\n", x, s);
-        EXPECT_OK(cpool_event_record(join, S[x]));
-        EXPECT_OK(cpool_stream_wait_event(S[s], join));
-    } else {
-        TRACE("stream %d left unjoined in stream %d's capture\n", x, s);
-        EXPECT_OK(cpool_launch_host(S[x], fn_unjoined, NULL));
-        C[s].unjoined = true;
+        EXPECT_OK(cpool_event_record(ev[0], S[x]));
+        EXPECT_OK(cpool_stream_wait_event(S[s], ev[0]));
+        branch_order_after(s, s, C[s].vc[x]);
     }
-    cpool_event_destroy(fork);
-    cpool_event_destroy(join);
+    for (int k = 0; k < FORK_EVENTS; k++) cpool_event_destroy(ev[k]);
 }
 
 /* The end of an input: every event destroyed, some perhaps still pending. */
