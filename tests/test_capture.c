@@ -503,8 +503,8 @@ static void alloc_under_capture_stats(cpool_device *dev) {
     cpool_stream_destroy(s);
 }
 
-/* A failing allocation under capture from a pool other than the capture's
- * own changes nothing: that pool is not tied to the graph. */
+/* A failing allocation or free under capture from a pool other than the
+ * capture's own changes nothing: that pool is not tied to the graph. */
 static void failed_alloc_under_capture_takes_no_reference(cpool_device *dev) {
     static drop_log log;
     static tracked obj;
@@ -526,6 +526,7 @@ static void failed_alloc_under_capture_takes_no_reference(cpool_device *dev) {
     REQUIRE_OK(cpool_capture_begin(s, bound, CPOOL_CAPTURE_GLOBAL));
     before = stats_of(small);
     CHECK_STATUS(cpool_alloc(small, 8u << 20, s, &p), CPOOL_ERR_OUT_OF_MEMORY);
+    CHECK_STATUS(cpool_free(small, &obj, s), CPOOL_ERR_INVALID_ARGUMENT); /* not the pool's */
     after = stats_of(small);
     CHECK_STATS_EQ(before, after);
     REQUIRE_OK(cpool_capture_end(s, &g));

@@ -11,6 +11,8 @@
 #include "check.h"
 #include "helpers.h"
 
+#include <stdatomic.h>
+
 #define GRAPH_SENTINEL ((cpool_graph *)(uintptr_t)0x10)
 enum { MIB = 1 << 20, NEVENTS = 6 };
 
@@ -626,6 +628,120 @@ static void plain_block_freed_on_a_branch_stays_its(cpool_device *dev) {
     cpool_graph_release(g);
 }
 
+/* A plain block freed on X, still waiting for X's work from before the
+ * capture, moves with a join to O; Y waits for O's record made before that
+ * join, so once X's work is over (the trim waits for it) the block is O's,
+ * not Y's. */
+static void waiting_block_follows_joins_by_their_records(cpool_device *dev) {
+    static ms_fixture f;
+    void *c = NULL, *d = NULL;
+    cpool_graph *g = NULL;
+    REQUIRE(ms_open(dev, &f));
+    REQUIRE_OK(cpool_alloc(f.pool, MIB, f.x, &c));
+    REQUIRE_OK(cpool_capture_begin(f.o, f.pool, CPOOL_CAPTURE_GLOBAL));
+    REQUIRE_OK(cpool_event_record(f.e[0], f.o));
+    REQUIRE_OK(cpool_stream_wait_event(f.x, f.e[0]));
+    REQUIRE_OK(cpool_stream_wait_event(f.y, f.e[0]));
+    CHECK_OK(cpool_memset_async(f.x, c, 1, MIB));
+    CHECK_OK(cpool_free(f.pool, c, f.x));
+    REQUIRE_OK(cpool_event_record(f.e[1], f.o));      /* before O depends on X */
+    REQUIRE_OK(link_streams(f.e[2], f.x, f.o));       /* O joins X: c goes to O */
+    REQUIRE_OK(cpool_stream_wait_event(f.y, f.e[1])); /* Y: after O's record only */
+    CHECK_OK(cpool_pool_trim(f.pool));                /* X's earlier work is over */
+    REQUIRE_OK(cpool_alloc(f.pool, MIB, f.y, &d));
+    CHECK(!ranges_overlap(c, MIB, d, MIB));
+    CHECK_OK(cpool_memset_async(f.y, d, 2, MIB));
+    CHECK_OK(cpool_free(f.pool, d, f.y));
+    REQUIRE_OK(link_streams(f.e[3], f.y, f.o));
+    REQUIRE_OK(cpool_capture_end(f.o, &g));
+    cpool_graph_release(g);
+}
+
+/* Host work that fills a block with its tag again and again, and counts
+ * the times it finds another's bytes there. */
+enum { TAG_BYTES = 4096 };
+typedef struct tag_work {
+    unsigned char *p;
+    unsigned char tag;
+    atomic_int *clashes;
+} tag_work;
+
+static void fill_and_check(void *arg) {
+    tag_work *w = (tag_work *)arg;
+    for (int round = 0; round < 40; round++) {
+        memset(w->p, w->tag, TAG_BYTES);
+        for (volatile int spin = 0; spin < 2000; spin++) {
+        }
+        for (int i = 0; i < TAG_BYTES; i++)
+            if (w->p[i] != w->tag) {
+                atomic_fetch_add(w->clashes, 1);
+                return;
+            }
+    }
+}
+
+typedef struct rerecord_race {
+    cpool_event *e;
+    cpool_stream *on; /* the record's stream, or the waiting one */
+    atomic_int *go;
+    bool wait;
+    cpool_status st;
+} rerecord_race;
+
+static void *rerecord_side(void *arg) {
+    rerecord_race *r = (rerecord_race *)arg;
+    while (!atomic_load(r->go)) {
+    }
+    r->st = r->wait ? cpool_stream_wait_event(r->on, r->e) : cpool_event_record(r->e, r->on);
+    return NULL;
+}
+
+/* A record moving an event from X to Y while Z waits for it, on two
+ * threads: Z gets X's freed block only if its wait is for X's record, so
+ * replays never run Z's work on it beside X's. */
+static void rerecord_racing_a_join(cpool_device *dev) {
+    static ms_fixture f;
+    atomic_int clashes = 0;
+    REQUIRE(ms_open(dev, &f));
+    for (int trial = 0; trial < 60; trial++) {
+        void *a = NULL, *b = NULL;
+        cpool_graph *g = NULL;
+        REQUIRE_OK(cpool_capture_begin(f.o, f.pool, CPOOL_CAPTURE_GLOBAL));
+        REQUIRE_OK(cpool_event_record(f.e[0], f.o));
+        REQUIRE_OK(cpool_stream_wait_event(f.x, f.e[0]));
+        REQUIRE_OK(cpool_stream_wait_event(f.y, f.e[0]));
+        REQUIRE_OK(cpool_stream_wait_event(f.z, f.e[0]));
+        REQUIRE_OK(cpool_alloc(f.pool, TAG_BYTES, f.x, &a));
+        tag_work wa = {a, 1, &clashes};
+        REQUIRE_OK(cpool_launch_host(f.x, fill_and_check, &wa));
+        CHECK_OK(cpool_free(f.pool, a, f.x));
+        REQUIRE_OK(cpool_event_record(f.e[1], f.x));
+        atomic_int go = 0;
+        rerecord_race rec = {f.e[1], f.y, &go, false, CPOOL_OK}, wait = {f.e[1], f.z, &go, true, CPOOL_OK};
+        pthread_t t1, t2;
+        REQUIRE(pthread_create(&t1, NULL, rerecord_side, &rec) == 0);
+        REQUIRE(pthread_create(&t2, NULL, rerecord_side, &wait) == 0);
+        atomic_store(&go, 1);
+        pthread_join(t1, NULL);
+        pthread_join(t2, NULL);
+        CHECK_OK(rec.st);
+        CHECK_OK(wait.st);
+        REQUIRE_OK(cpool_alloc(f.pool, TAG_BYTES, f.z, &b));
+        tag_work wb = {b, 2, &clashes};
+        REQUIRE_OK(cpool_launch_host(f.z, fill_and_check, &wb));
+        CHECK_OK(cpool_free(f.pool, b, f.z));
+        REQUIRE_OK(link_streams(f.e[2], f.x, f.o));
+        REQUIRE_OK(link_streams(f.e[3], f.y, f.o));
+        REQUIRE_OK(link_streams(f.e[4], f.z, f.o));
+        REQUIRE_OK(cpool_capture_end(f.o, &g));
+        if (a == b)
+            for (int r = 0; r < 3; r++) CHECK_OK(cpool_graph_launch(g, f.o));
+        CHECK_OK(cpool_stream_synchronize(f.o));
+        cpool_graph_release(g);
+    }
+    CHECK_EQ(atomic_load(&clashes), 0);
+}
+
 /* ---- replays ---------------------------------------------------------------- */
 
 enum { RN = 4096, RHEAD = 64 };
@@ -1009,6 +1125,8 @@ static const check_case cases[] = {
     CHECK_CASE(record_before_free_forks_branch_apart),
     CHECK_CASE(join_hands_over_only_what_preceded_the_record),
     CHECK_CASE(plain_block_freed_on_a_branch_stays_its),
+    CHECK_CASE(waiting_block_follows_joins_by_their_records),
+    CHECK_CASE(rerecord_racing_a_join),
     CHECK_CASE(replays_match_eager_across_branches),
     CHECK_CASE(branches_replay_concurrently),
     CHECK_CASE(fork_driven_from_another_thread),

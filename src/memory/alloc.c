@@ -1085,7 +1085,12 @@ static void retag_free_blocks(cpool__allocator *a, retag_kind kind,
                 b->stream = to;
                 if (to) b->free_seq = now; /* the branch's from now on */
             } else if (kind == RETAG_PENDING) {
-                b->pending_branch = to; /* still waits for its stream */
+                /* Still waits for its stream; the new branch's from now on,
+                 * which a fence's older mark does not cover: a later fence
+                 * (every capture's own covers all its stream's earlier
+                 * work) does. */
+                b->pending_branch = to;
+                if (to) b->free_seq = now;
             } else {
                 a->graph_reserved -= b->size;
                 b->graph = false;

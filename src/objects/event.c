@@ -138,8 +138,11 @@ cpool_status cpool_event_record(cpool_event *e_handle, cpool_stream *s_handle) {
 }
 
 /* A wait where a capture is involved: the event's last record was made in
- * capture `capture_id`, or s takes part in one. */
-static __attribute__((noinline)) cpool_status wait_in_capture(cpool_stream *s, cpool_event *e, uint64_t capture_id) {
+ * capture `capture_id`, or s takes part in one. *again: the event was
+ * recorded anew before the capture's lock was had, so what was read of it
+ * may pair one record's stream with another's place: look again. */
+static __attribute__((noinline)) cpool_status wait_in_capture(cpool_stream *s, cpool_event *e, uint64_t capture_id,
+                                                              bool *again) {
     const char *fn = "cpool_stream_wait_event";
     if (!capture_id) {
         if (!atomic_load(&e->recorded)) return CPOOL_OK; /* nothing to wait for */
@@ -148,8 +151,16 @@ static __attribute__((noinline)) cpool_status wait_in_capture(cpool_stream *s, c
                            "capture waits only for events recorded in it",
                            fn);
     }
-    cpool_stream *recorder = cpool__handle_object(atomic_load_explicit(&e->recorder, memory_order_acquire));
+    cpool_stream *recorder_handle = atomic_load_explicit(&e->recorder, memory_order_acquire);
+    cpool_stream *recorder = cpool__handle_object(recorder_handle);
     cpool__capture *cap = recorder ? cpool__stream_lock_capture(recorder) : NULL;
+    /* Records in this capture are made under its lock: from here on the
+     * recorder, its free clock and the backend's record stay together. */
+    if (cap && (atomic_load(&e->recorder) != recorder_handle || atomic_load(&e->capture_id) != capture_id)) {
+        cpool__stream_unlock_capture(cap);
+        *again = true;
+        return CPOOL_OK;
+    }
     if (!cap || cap->id != capture_id) {
         if (cap) cpool__stream_unlock_capture(cap);
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: the event was recorded in a capture that has ended", fn);
@@ -176,7 +187,12 @@ cpool_status cpool_stream_wait_event(cpool_stream *s_handle, cpool_event *e_hand
     cpool_status st = event_and_stream("cpool_stream_wait_event", e_handle, s_handle, &e, &s);
     if (st != CPOOL_OK) return st;
     uint64_t capture_id = atomic_load_explicit(&e->capture_id, memory_order_acquire);
-    if (capture_id || cpool__stream_capture(s)) return wait_in_capture(s, e, capture_id);
+    while (capture_id || cpool__stream_capture(s)) {
+        bool again = false;
+        st = wait_in_capture(s, e, capture_id, &again);
+        if (!again) return st;
+        capture_id = atomic_load_explicit(&e->capture_id, memory_order_acquire);
+    }
     uint64_t before = atomic_load(&e->eager_mark);
     st = e->dev->be->stream_wait_event(s->impl, e->impl);
     if (st != CPOOL_OK) return cpool__fail_in("cpool_stream_wait_event", st);

@@ -514,6 +514,24 @@ static __attribute__((noinline)) cpool_status alloc_locked(cpool_pool *pool, siz
     return st;
 }
 
+/* Holds the pool in the capture, if it does not yet, before a block of it
+ * becomes graph memory: from then on a trim on another thread sees a holder
+ * and gives no free graph block back to general use. True if the hold is
+ * new (room for it was made before). */
+static bool hold_before_change(cpool__capture *cap, cpool_pool *pool) {
+    if (cpool__capture_holds(cap, pool)) return false;
+    cpool__pool_hold_in_capture(cap, pool);
+    return true;
+}
+
+/* Undoes the hold hold_before_change just took, the last the capture took:
+ * a refused call changes nothing. */
+static void unhold_last(cpool__capture *cap, cpool_pool *pool) {
+    cap->pool_count--;
+    cpool__pool_capture_detach(pool);
+    cpool__pool_release(pool);
+}
+
 /* The tag a capture's frees and allocations on s go by: a branch once the
  * capture has recorded an event, which a stream may fork from (alloc.h),
  * else 0 (any graph). */
@@ -538,6 +556,7 @@ static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *
     /* The branch's tag, or the stream's id: blocks free for any graph, and
      * the stream a snapshot names. */
     uint64_t branch = branch_of(cap, s), tag = branch ? branch : cpool__stream_id(s);
+    bool newly_held = hold_before_change(cap, pool);
     cpool__mutex_lock(&pool->mu);
     if (!cpool__allocator_alloc_cached(&pool->alloc, bytes, tag, NULL, use, ptr_out))
         st = alloc_slow(pool, bytes, s, use, tag, ptr_out);
@@ -547,8 +566,10 @@ static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *
     }
     CHECK_ALLOCATOR(pool);
     cpool__mutex_unlock(&pool->mu);
-    if (st != CPOOL_OK) return cpool__fail_in(fn, st);
-    cpool__pool_hold_in_capture(cap, pool);
+    if (st != CPOOL_OK) {
+        if (newly_held) unhold_last(cap, pool);
+        return cpool__fail_in(fn, st);
+    }
     cpool__capture_note_range(cap, pool, (uintptr_t)*ptr_out, info.size, info.serial);
     cpool__capture_plan_taken(cap, cpool__stream_id(s), entry);
     return st;
@@ -619,6 +640,7 @@ static __attribute__((noinline)) cpool_status free_locked(cpool_pool *pool, void
         if (st == CPOOL_OK) st = cpool__capture_reserve_range(cap);
         if (st != CPOOL_OK) return st;
     }
+    bool newly_held = cap && hold_before_change(cap, pool);
     cpool__mutex_lock(&pool->mu);
     /* Only a pool with live outputs, or a capture, asks what the block is. */
     cpool__block_info info = {0};
@@ -628,9 +650,11 @@ static __attribute__((noinline)) cpool_status free_locked(cpool_pool *pool, void
     if (st == CPOOL_OK && info.output) cpool__outputs_freed(&pool->outputs, (uintptr_t)ptr);
     CHECK_ALLOCATOR(pool);
     cpool__mutex_unlock(&pool->mu);
-    if (st != CPOOL_OK) return cpool__fail_in("cpool_free", st);
+    if (st != CPOOL_OK) {
+        if (newly_held) unhold_last(cap, pool);
+        return cpool__fail_in("cpool_free", st);
+    }
     if (cap) {
-        cpool__pool_hold_in_capture(cap, pool);
         cpool__capture_note_range(cap, pool, (uintptr_t)ptr, info.size, 0);
     } else if (cpool__learning_now()) {
         cpool__learn_free(cpool__learning, ptr);
