@@ -698,10 +698,13 @@ static void *rerecord_side(void *arg) {
 
 /* A record moving an event from X to Y while Z waits for it, on two
  * threads: Z gets X's freed block only if its wait is for X's record, so
- * replays never run Z's work on it beside X's. */
+ * replays never run Z's work on it beside X's. The work that would see it
+ * is host work on the blocks, which only the host backend's memory allows:
+ * on CUDA the race runs and the replays are left out. */
 static void rerecord_racing_a_join(cpool_device *dev) {
     static ms_fixture f;
     atomic_int clashes = 0;
+    bool host_memory = cpool_device_backend(dev) == CPOOL_BACKEND_HOST;
     REQUIRE(ms_open(dev, &f));
     for (int trial = 0; trial < 60; trial++) {
         void *a = NULL, *b = NULL;
@@ -713,7 +716,7 @@ static void rerecord_racing_a_join(cpool_device *dev) {
         REQUIRE_OK(cpool_stream_wait_event(f.z, f.e[0]));
         REQUIRE_OK(cpool_alloc(f.pool, TAG_BYTES, f.x, &a));
         tag_work wa = {a, 1, &clashes};
-        REQUIRE_OK(cpool_launch_host(f.x, fill_and_check, &wa));
+        if (host_memory) REQUIRE_OK(cpool_launch_host(f.x, fill_and_check, &wa));
         CHECK_OK(cpool_free(f.pool, a, f.x));
         REQUIRE_OK(cpool_event_record(f.e[1], f.x));
         atomic_int go = 0;
@@ -728,13 +731,13 @@ static void rerecord_racing_a_join(cpool_device *dev) {
         CHECK_OK(wait.st);
         REQUIRE_OK(cpool_alloc(f.pool, TAG_BYTES, f.z, &b));
         tag_work wb = {b, 2, &clashes};
-        REQUIRE_OK(cpool_launch_host(f.z, fill_and_check, &wb));
+        if (host_memory) REQUIRE_OK(cpool_launch_host(f.z, fill_and_check, &wb));
         CHECK_OK(cpool_free(f.pool, b, f.z));
         REQUIRE_OK(link_streams(f.e[2], f.x, f.o));
         REQUIRE_OK(link_streams(f.e[3], f.y, f.o));
         REQUIRE_OK(link_streams(f.e[4], f.z, f.o));
         REQUIRE_OK(cpool_capture_end(f.o, &g));
-        if (a == b)
+        if (a == b && host_memory)
             for (int r = 0; r < 3; r++) CHECK_OK(cpool_graph_launch(g, f.o));
         CHECK_OK(cpool_stream_synchronize(f.o));
         cpool_graph_release(g);

@@ -7,6 +7,7 @@
 #include "helpers.h"
 
 #include <sched.h> /* after check.h, which asks for POSIX */
+#include <stdatomic.h>
 
 enum { T = 4 };
 
@@ -626,6 +627,54 @@ static void record_and_clear_race(cpool_device *dev) {
         for (j = 0; j < PER; j++) CHECK_EQ(aload(&objs[i][j].drops), 1);
 }
 
+/* A clear on another thread racing a capture that records an object and
+ * ends: the clear either comes first (the object, recorded after it,
+ * stays) or the graph is stale. A launch that returns OK after the object
+ * was dropped would run on it. */
+typedef struct clear_loop {
+    cpool_pool *pool;
+    atomic_int stop;
+} clear_loop;
+
+static void *clear_until_stopped(void *arg) {
+    clear_loop *c = (clear_loop *)arg;
+    while (!atomic_load(&c->stop)) cpool_pool_clear_buffers(c->pool);
+    return NULL;
+}
+
+static void mark_dropped(void *flag) { atomic_store((atomic_int *)flag, 1); }
+
+static void clear_racing_a_capture(cpool_device *dev) {
+    enum { ROUNDS = 10000 };
+    static atomic_int dropped[ROUNDS];
+    static clear_loop c;
+    cpool_stream *s = NULL;
+    pthread_t th;
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &c.pool));
+    atomic_store(&c.stop, 0);
+    REQUIRE(pthread_create(&th, NULL, clear_until_stopped, &c) == 0);
+    int ran_on_dropped = 0;
+    for (int i = 0; i < ROUNDS && !ran_on_dropped; i++) {
+        cpool_graph *g = NULL;
+        atomic_store(&dropped[i], 0);
+        if (!CHECK_OK(cpool_capture_begin(s, c.pool, CPOOL_CAPTURE_GLOBAL))) break;
+        CHECK_OK(cpool_pool_record(c.pool, &dropped[i], mark_dropped, NULL));
+        if (!CHECK_OK(cpool_capture_end(s, &g))) break;
+        while (!atomic_load(&dropped[i])) sched_yield(); /* the next clear drops it */
+        cpool_status st = cpool_graph_launch(g, s);
+        if (st == CPOOL_OK) ran_on_dropped = i + 1;
+        CHECK(st == CPOOL_OK || st == CPOOL_ERR_STALE_GRAPH);
+        CHECK_OK(cpool_stream_synchronize(s));
+        cpool_graph_release(g);
+    }
+    CHECK_EQ(ran_on_dropped, 0);
+    atomic_store(&c.stop, 1);
+    pthread_join(th, NULL);
+    cpool_pool_release(c.pool);
+    cpool_stream_destroy(s);
+}
+
 static const check_case cases[] = {
     CHECK_CASE(shared_pool_alloc_free_record),
     CHECK_CASE(stats_consistent_under_contention),
@@ -636,5 +685,6 @@ static const check_case cases[] = {
     CHECK_CASE(capture_and_launch_on_a_fresh_thread),
     CHECK_CASE(retain_release_races),
     CHECK_CASE(record_and_clear_race),
+    CHECK_CASE(clear_racing_a_capture),
 };
 CHECK_MAIN(cases, CHECK_ON_ALL)

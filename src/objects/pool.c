@@ -21,8 +21,10 @@
  *   its stream's blocks freed up to it become reusable by every stream.
  * - `outputs`: the footprints of the graphs holding the pool and their live
  *   outputs (outputs.h).
- * - `generation`: bumped by every clear; a graph remembers the value at its
- *   capture and is stale when it differs. `launching` counts launches
+ * - `generation`: bumped by every clear, under `mu` as records are made; a
+ *   graph remembers the value at its capture and is stale when it differs,
+ *   and a clear drops only the records made before its bump (a capture
+ *   that saw the bump keeps what it records). `launching` counts launches
  *   between their generation check and their enqueue, so a clear can wait
  *   for them before it waits for the device.
  *
@@ -48,6 +50,7 @@ typedef struct record {
     struct record *next;
     void *object;
     void (*drop)(void *object);
+    uint64_t generation; /* the pool's when it was recorded: a clear after it drops it */
 } record;
 
 struct cpool_pool {
@@ -342,6 +345,7 @@ cpool_status cpool_pool_record(cpool_pool *handle, void *object, void (*drop)(vo
     r->object = object;
     r->drop = drop;
     cpool__mutex_lock(&pool->mu);
+    r->generation = atomic_load(&pool->generation); /* bumped under mu */
     *pool->records_tail = r;
     pool->records_tail = &r->next;
     size_t index = atomic_fetch_add(&pool->record_count, 1);
@@ -358,24 +362,34 @@ size_t cpool_pool_buffer_count(const cpool_pool *handle) {
 
 /* Makes every graph captured so far stale and waits until no launch that
  * passed its staleness check is still on its way to the stream (a launch
- * holds no lock while it is: nothing waits here for the caller itself). */
-static void bump_generation(cpool_pool *pool) {
-    atomic_fetch_add(&pool->generation, 1);
+ * holds no lock while it is: nothing waits here for the caller itself).
+ * The bump is made under mu, as records are: every record is before it (a
+ * graph captured with it is stale now) or after (this clear keeps it).
+ * Returns the new generation. */
+static uint64_t bump_generation(cpool_pool *pool) {
+    cpool__mutex_lock(&pool->mu);
+    uint64_t generation = atomic_fetch_add(&pool->generation, 1) + 1;
+    atomic_store(&pool->record_count, 0); /* indices restart with the clear */
+    cpool__mutex_unlock(&pool->mu);
     while (atomic_load(&pool->launching) != 0) sched_yield();
+    return generation;
 }
 
-/* Under mu: moves the records to the end of `doomed`; returns the count of
- * records doomed so far, which the dropper reaches once they are dropped. */
-static uint64_t doom_records(cpool_pool *pool) {
+/* Under mu: moves the records made before `generation` (the first ones:
+ * they are in the order of their records) to the end of `doomed`; returns
+ * the count of records doomed so far, which the dropper reaches once they
+ * are dropped. */
+static uint64_t doom_records(cpool_pool *pool, uint64_t generation) {
     size_t n = 0;
-    for (record *r = pool->records; r; r = r->next) n++;
-    if (pool->records) {
+    record **cut = &pool->records;
+    for (; *cut && (*cut)->generation < generation; cut = &(*cut)->next) n++;
+    if (n) {
         *pool->doomed_tail = pool->records;
-        pool->doomed_tail = pool->records_tail;
+        pool->doomed_tail = cut;
+        pool->records = *cut;
+        *cut = NULL;
+        if (!pool->records) pool->records_tail = &pool->records;
     }
-    pool->records = NULL;
-    pool->records_tail = &pool->records;
-    atomic_store(&pool->record_count, 0);
     pool->doomed_total += n;
     return pool->doomed_total;
 }
@@ -414,10 +428,10 @@ static void run_deferred_clear(cpool__deferred *task) {
 void cpool_pool_clear_buffers(cpool_pool *handle) {
     cpool_pool *pool;
     CPOOL__RESOLVE_VOID(pool, handle, "cpool_pool_clear_buffers", "pool");
-    bump_generation(pool);
+    uint64_t generation = bump_generation(pool);
     cpool__pool_retain(pool); /* a drop may release the last of the callers' references */
     cpool__mutex_lock(&pool->mu);
-    uint64_t ticket = doom_records(pool);
+    uint64_t ticket = doom_records(pool, generation);
     if (cpool__on_stream_thread()) {
         /* It cannot wait here: the library's thread drops the records. */
         bool queue = !pool->clear_queued && pool->doomed && !pool->dropping;
