@@ -845,11 +845,20 @@ void cpool__pool_check(const cpool_pool *handle) {
     }
     cpool__mutex_lock(&p->mu);
     check_allocator(p);
-    size_t records = 0;
-    for (const record *r = p->records; r; r = r->next) records++;
-    if (records != atomic_load(&p->record_count)) {
-        fprintf(stderr, "capturepool: pool invariant broken: %zu records listed, %zu counted\n", records,
-                atomic_load(&p->record_count));
+    /* Records a clear at work has yet to take (made before its bump) come
+     * first; the count is of those made since the last bump. */
+    size_t records = 0, before_bump = 0;
+    uint64_t generation = atomic_load(&p->generation);
+    for (const record *r = p->records; r; r = r->next) {
+        if (r->generation < generation && before_bump++ != records) {
+            fprintf(stderr, "capturepool: pool invariant broken: a record of an earlier generation after a newer one\n");
+            abort();
+        }
+        records++;
+    }
+    if (records - before_bump != atomic_load(&p->record_count)) {
+        fprintf(stderr, "capturepool: pool invariant broken: %zu records listed since the last clear, %zu counted\n",
+                records - before_bump, atomic_load(&p->record_count));
         abort();
     }
     cpool__mutex_unlock(&p->mu);
