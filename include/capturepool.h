@@ -459,7 +459,11 @@ size_t cpool_pool_buffer_count(const cpool_pool *pool);
  * stream work of the device), then drops the recorded objects now, in
  * registration order. The pool stays usable and takes new records. Graphs
  * captured with the pool before the clear can no longer be launched:
- * cpool_graph_launch returns CPOOL_ERR_STALE_GRAPH for them. Memory from
+ * cpool_graph_launch returns CPOOL_ERR_STALE_GRAPH for them; so do graphs
+ * whose capture began before the clear and took the pool only after it (its
+ * work from before may use what the clear dropped). A record made while the
+ * clear runs is dropped by it or kept, as the clear came before or after
+ * it; a capture that began after the clear keeps what it records. Memory from
  * cpool_alloc is not touched. Called on a thread that runs stream work, the
  * drops are handed to the library's thread (see cpool_pool_release). While
  * another clear of the pool is dropping, the records go to it and this call

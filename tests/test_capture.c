@@ -538,6 +538,36 @@ static void failed_alloc_under_capture_takes_no_reference(cpool_device *dev) {
     cpool_stream_destroy(s);
 }
 
+/* A pool a capture holds only once the capture allocated from it, after a
+ * clear of that pool during the capture: work captured before may use what
+ * the clear dropped, so the graph is stale, as it is for a pool held from
+ * the begin. */
+static void pool_held_after_its_clear_makes_the_graph_stale(cpool_device *dev) {
+    static drop_log log;
+    static tracked obj;
+    cpool_stream *s = NULL;
+    cpool_pool *bound = NULL, *other = NULL;
+    cpool_graph *g = NULL;
+    void *p = NULL;
+    drop_log_init(&log);
+    tracked_init(&obj, &log, 0, NULL);
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &bound));
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &other));
+    CHECK_OK(cpool_pool_record(other, &obj, tracked_drop, NULL));
+    REQUIRE_OK(cpool_capture_begin(s, bound, CPOOL_CAPTURE_GLOBAL));
+    cpool_pool_clear_buffers(other); /* drops obj, which the capture may use */
+    CHECK_EQ(aload(&obj.drops), 1);
+    REQUIRE_OK(cpool_alloc(other, 1024, s, &p)); /* the graph holds `other` from here */
+    CHECK_OK(cpool_free(other, p, s));
+    REQUIRE_OK(cpool_capture_end(s, &g));
+    CHECK_STATUS(cpool_graph_launch(g, s), CPOOL_ERR_STALE_GRAPH);
+    cpool_graph_release(g);
+    cpool_pool_release(other);
+    cpool_pool_release(bound);
+    cpool_stream_destroy(s);
+}
+
 /* The pool and graph calls that do internal device work (grow, give back,
  * wait for the device, destroy an executable) keep a GLOBAL-mode capture on
  * the calling thread valid: that work is the library's, not the capture's.
@@ -672,6 +702,7 @@ static const check_case cases[] = {
     CHECK_CASE(sealed_pool_under_capture),
     CHECK_CASE(alloc_under_capture_stats),
     CHECK_CASE(failed_alloc_under_capture_takes_no_reference),
+    CHECK_CASE(pool_held_after_its_clear_makes_the_graph_stale),
     CHECK_CASE(library_calls_keep_global_capture_valid),
     CHECK_CASE(capture_pool_of_other_device),
 };

@@ -51,6 +51,7 @@ static cpool_status capture_begin(cpool_stream *s, cpool_pool *pool, cpool_captu
     cpool__capture cap;
     cpool__capture_init(&cap, mode);
     cap.id = atomic_fetch_add(&last_capture_id, 1) + 1;
+    cap.clear_clock = cpool__pool_clear_clock();
     if (plan) {
         cap.plan = plan->outputs;
         cap.plan_streams = plan->streams;

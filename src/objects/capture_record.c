@@ -34,6 +34,7 @@ void cpool__capture_init(cpool__capture *cap, cpool_capture_mode mode) {
     cap->all_outputs = false;
     cap->graph_id = 0;
     cap->id = 0;
+    cap->clear_clock = 0;
     cap->forks = cap->inline_forks;
     cap->fork_count = 0;
     cap->fork_cap = CPOOL__CAPTURE_INLINE_FORKS;

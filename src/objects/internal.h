@@ -107,6 +107,9 @@ typedef struct cpool__fork {
 typedef struct cpool__capture {
     cpool_capture_mode mode;
     uint64_t id; /* unique: an event recorded in the capture names it */
+    /* The clears made before it began (cpool__pool_clear_clock): a pool it
+     * holds only later, and that was cleared since, makes a stale graph. */
+    uint64_t clear_clock;
     /* Streams forked into it by events (the origin is the stream whose
      * storage holds the record); `forks` is inline_forks until more fork.
      * From its first event record on (a fork may wait for any record),
@@ -313,6 +316,9 @@ void cpool__pool_release_capture(cpool__capture *cap);
 void cpool__pool_join_branch(cpool__capture *cap, uint64_t from, uint64_t upto, uint64_t to);
 void cpool__pool_end_branches(cpool__capture *cap, uint64_t origin_id);
 uint64_t cpool__pool_generation(const cpool_pool *pool);
+/* Every pool's clears are numbered on one clock: a pool's generation is the
+ * number of its last clear (0: none yet). */
+uint64_t cpool__pool_clear_clock(void);
 /* Launch bracket: enter fails (and holds nothing) when the pool was cleared
  * since `generation`; a clear waits for every entered launch to exit. */
 bool cpool__pool_launch_enter(cpool_pool *pool, uint64_t generation);

@@ -366,9 +366,14 @@ size_t cpool_pool_buffer_count(const cpool_pool *handle) {
  * The bump is made under mu, as records are: every record is before it (a
  * graph captured with it is stale now) or after (this clear keeps it).
  * Returns the new generation. */
+static _Atomic uint64_t clear_clock;
+
+uint64_t cpool__pool_clear_clock(void) { return atomic_load(&clear_clock); }
+
 static uint64_t bump_generation(cpool_pool *pool) {
     cpool__mutex_lock(&pool->mu);
-    uint64_t generation = atomic_fetch_add(&pool->generation, 1) + 1;
+    uint64_t generation = atomic_fetch_add(&clear_clock, 1) + 1;
+    atomic_store(&pool->generation, generation);
     atomic_store(&pool->record_count, 0); /* indices restart with the clear */
     cpool__mutex_unlock(&pool->mu);
     while (atomic_load(&pool->launching) != 0) sched_yield();
@@ -883,7 +888,11 @@ void cpool__pool_launch_exit(cpool_pool *pool) { atomic_fetch_sub(&pool->launchi
 
 void cpool__pool_hold_in_capture(cpool__capture *cap, cpool_pool *pool) {
     if (cpool__capture_holds(cap, pool)) return;
-    cpool__capture_add_pool(cap, cpool__pool_retain(pool), atomic_load(&pool->generation));
+    /* Cleared since the capture began: work captured before the hold may
+     * use what the clear dropped, so the graph is stale for it at once. */
+    uint64_t generation = atomic_load(&pool->generation);
+    if (generation > cap->clear_clock) generation = UINT64_MAX;
+    cpool__capture_add_pool(cap, cpool__pool_retain(pool), generation);
     cpool__pool_capture_attach(pool);
 }
 
