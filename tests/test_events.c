@@ -278,6 +278,124 @@ static void records_race_readers(cpool_device *dev) {
     cpool_event_destroy(r.e);
 }
 
+/* One thread moves an event between a stream outside capture and a
+ * capture's origin while another makes a third stream wait for it: each
+ * wait lands in one of the two orders, a plain wait or a fork, and a fork
+ * is one the library knows (the origin joins it, the capture ends). */
+typedef struct flip_race {
+    cpool_stream *origin, *plain;
+    cpool_event *e;
+    int stop, pause, paused;
+} flip_race;
+
+static void *flip_records(void *arg) {
+    flip_race *r = (flip_race *)arg;
+    while (!aload(&r->stop)) {
+        if (aload(&r->pause)) {
+            astore(&r->paused, 1);
+            while (aload(&r->pause) && !aload(&r->stop)) sched_yield();
+            astore(&r->paused, 0);
+            continue;
+        }
+        CHECK_OK(cpool_event_record(r->e, r->plain));
+        CHECK_OK(cpool_event_record(r->e, r->origin));
+    }
+    return NULL;
+}
+
+static void wait_racing_a_record_lands_whole(cpool_device *dev) {
+    static flip_race r;
+    cpool_stream *f = NULL;
+    cpool_pool *pool = NULL;
+    cpool_event *join = NULL;
+    pthread_t th;
+    memset(&r, 0, sizeof r);
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    REQUIRE_OK(cpool_stream_create(dev, &r.origin));
+    REQUIRE_OK(cpool_stream_create(dev, &r.plain));
+    REQUIRE_OK(cpool_stream_create(dev, &f));
+    REQUIRE_OK(cpool_event_create(dev, &r.e));
+    REQUIRE_OK(cpool_event_create(dev, &join));
+    REQUIRE_OK(cpool_capture_begin(r.origin, pool, CPOOL_CAPTURE_RELAXED));
+    REQUIRE(pthread_create(&th, NULL, flip_records, &r) == 0);
+    for (int i = 0; i < 2000; i++) {
+        if (!CHECK_OK(cpool_stream_wait_event(f, r.e))) break;
+        cpool_capture_state state = CPOOL_CAPTURE_INVALIDATED;
+        CHECK_OK(cpool_capture_status(f, &state));
+        if (state == CPOOL_CAPTURE_NONE) continue; /* a plain wait */
+        CHECK_EQ(state, CPOOL_CAPTURE_ACTIVE);
+        astore(&r.pause, 1);
+        while (!aload(&r.paused)) sched_yield();
+        CHECK_OK(cpool_event_record(join, f)); /* the fork joins back */
+        CHECK_OK(cpool_stream_wait_event(r.origin, join));
+        cpool_graph *g = NULL;
+        CHECK_OK(cpool_capture_end(r.origin, &g));
+        cpool_graph_release(g);
+        CHECK_OK(cpool_capture_status(f, &state));
+        CHECK_EQ(state, CPOOL_CAPTURE_NONE);
+        REQUIRE_OK(cpool_capture_begin(r.origin, pool, CPOOL_CAPTURE_RELAXED));
+        CHECK_OK(cpool_event_record(r.e, r.plain)); /* not a record of the ended capture */
+        astore(&r.pause, 0);
+    }
+    astore(&r.stop, 1);
+    pthread_join(th, NULL);
+    cpool_graph *g = NULL;
+    CHECK_OK(cpool_capture_end(r.origin, &g));
+    cpool_graph_release(g);
+    CHECK_OK(cpool_stream_synchronize(f));
+    cpool_event_destroy(join);
+    cpool_event_destroy(r.e);
+    cpool_stream_destroy(f);
+    cpool_stream_destroy(r.plain);
+    cpool_stream_destroy(r.origin);
+    cpool_pool_release(pool);
+}
+
+/* Records and waits on a stream while another thread begins and ends
+ * captures on it: each lands whole, in the capture or outside it. */
+typedef struct begin_race {
+    cpool_stream *s;
+    int stop;
+} begin_race;
+
+static void *begin_and_end(void *arg) {
+    begin_race *r = (begin_race *)arg;
+    while (!aload(&r->stop)) {
+        if (!CHECK_OK(cpool_capture_begin(r->s, NULL, CPOOL_CAPTURE_RELAXED))) break;
+        cpool_graph *g = NULL;
+        CHECK_OK(cpool_capture_end(r->s, &g));
+        cpool_graph_release(g);
+    }
+    return NULL;
+}
+
+static void record_and_wait_racing_a_begin(cpool_device *dev) {
+    static begin_race r;
+    cpool_stream *other = NULL;
+    cpool_event *e = NULL, *outside = NULL;
+    pthread_t th;
+    memset(&r, 0, sizeof r);
+    REQUIRE_OK(cpool_stream_create(dev, &r.s));
+    REQUIRE_OK(cpool_stream_create(dev, &other));
+    REQUIRE_OK(cpool_event_create(dev, &e));
+    REQUIRE_OK(cpool_event_create(dev, &outside));
+    REQUIRE_OK(cpool_event_record(outside, other));
+    REQUIRE(pthread_create(&th, NULL, begin_and_end, &r) == 0);
+    for (int i = 0; i < 3000; i++) {
+        CHECK_OK(cpool_event_record(e, r.s));
+        cpool_status st = cpool_stream_wait_event(r.s, outside);
+        /* In a capture, a wait for a record made outside it is refused. */
+        if (st != CPOOL_OK) CHECK(st == CPOOL_ERR_INVALID_ARGUMENT && strstr(cpool_last_error(), "outside it"));
+    }
+    astore(&r.stop, 1);
+    pthread_join(th, NULL);
+    CHECK_OK(cpool_stream_synchronize(r.s));
+    cpool_event_destroy(outside);
+    cpool_event_destroy(e);
+    cpool_stream_destroy(other);
+    cpool_stream_destroy(r.s);
+}
+
 /* A callback that holds its stream until *flag is set (5 s at most). */
 static void cb_hold(void *arg) { (void)wait_for_int((const int *)arg, 1, 5000); }
 
@@ -326,6 +444,7 @@ static const check_case cases[] = {
     CHECK_CASE(wait_orders_another_stream), CHECK_CASE(destroyed_while_pending),
     CHECK_CASE(elapsed_between_records),   CHECK_CASE(synchronize_in_callback_refused),
     CHECK_CASE(records_and_waits_in_a_capture), CHECK_CASE(records_race_readers),
-    CHECK_CASE(reuse_follows_events),
+    CHECK_CASE(reuse_follows_events),      CHECK_CASE(wait_racing_a_record_lands_whole),
+    CHECK_CASE(record_and_wait_racing_a_begin),
 };
 CHECK_MAIN(cases, CHECK_ON_ALL)

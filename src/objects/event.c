@@ -21,6 +21,9 @@ struct cpool_event {
     cpool_device *dev;
     cpool__bevent *impl;
     cpool__deferred deferred_destroy; /* a destroy from a stream callback */
+    /* Serialises records and waits: a wait's choice (a fork, a join, a
+     * plain wait) and the backend's wait see the same last record. */
+    cpool__mutex mu;
     /* The last record: whether there was one; made outside capture, the
      * recording stream and the free clock then, packed in one word (alloc.h,
      * cpool__deps_pack: a wait lets the waiting stream reuse the blocks
@@ -35,6 +38,12 @@ struct cpool_event {
 };
 
 static cpool__slab event_slab = CPOOL__SLAB_INIT(cpool_event);
+
+/* Not a status: an eager record or wait the backend refused because a
+ * capture began on the stream meanwhile, made again (at most this many
+ * times) by the path the stream's state then asks for. */
+#define CPOOL__AGAIN ((cpool_status)-1)
+enum { RACING_CAPTURE_TURNS = 100 };
 
 cpool_status cpool_event_create(cpool_device *dev_handle, cpool_event **out) {
     cpool_device *dev;
@@ -51,6 +60,7 @@ cpool_status cpool_event_create(cpool_device *dev_handle, cpool_event **out) {
         return cpool__fail_in("cpool_event_create", st);
     }
     e->dev = cpool__device_retain(dev);
+    cpool__mutex_init(&e->mu, CPOOL__RANK_EVENT);
     atomic_init(&e->recorded, false);
     atomic_init(&e->eager_mark, 0);
     atomic_init(&e->capture_id, 0);
@@ -62,6 +72,7 @@ cpool_status cpool_event_create(cpool_device *dev_handle, cpool_event **out) {
 
 static void event_teardown(cpool_event *e) {
     e->dev->be->event_destroy(e->impl); /* a pending record completes on its own */
+    cpool__mutex_destroy(&e->mu);
     cpool_device *dev = e->dev;
     cpool__slab_give(&event_slab, e);
     cpool__device_release(dev);
@@ -94,11 +105,12 @@ static cpool_status event_and_stream(const char *fn, cpool_event *e_handle, cpoo
     return CPOOL_OK;
 }
 
-/* A record on s, a stream that takes part in a capture (or did, until it
- * ended meanwhile): the event remembers where. */
+/* A record on s, a stream that takes part in a capture (e->mu held): the
+ * event remembers where. CPOOL__AGAIN if the capture ended meanwhile. */
 static __attribute__((noinline)) cpool_status record_in_capture(cpool_event *e, cpool_stream *s,
                                                                 cpool_stream *s_handle) {
     cpool__capture *cap = cpool__stream_lock_capture(s);
+    if (!cap) return CPOOL__AGAIN; /* it ended meanwhile: an eager record */
     cpool_status st = e->dev->be->user_event_record(e->impl, s->impl);
     if (st == CPOOL_OK) {
         /* Release stores, capture_id after the fields a wait reads once it
@@ -108,28 +120,33 @@ static __attribute__((noinline)) cpool_status record_in_capture(cpool_event *e, 
         atomic_store_explicit(&e->free_mark, cpool__allocator_clock(), memory_order_release);
         if (atomic_load_explicit(&e->eager_mark, memory_order_relaxed))
             atomic_store(&e->eager_mark, 0); /* a captured record orders no eager work */
-        atomic_store_explicit(&e->capture_id, cap ? cap->id : 0, memory_order_release);
+        atomic_store_explicit(&e->capture_id, cap->id, memory_order_release);
         if (!atomic_load_explicit(&e->recorded, memory_order_relaxed)) atomic_store(&e->recorded, true);
         /* A stream may fork from this record: work after it on s may run
          * beside that branch, so frees from now on go by branch. */
-        if (cap) cap->branching = true;
+        cap->branching = true;
     }
-    if (cap) cpool__stream_unlock_capture(cap);
+    cpool__stream_unlock_capture(cap);
     return st == CPOOL_OK ? st : cpool__fail_in("cpool_event_record", st);
 }
 
-cpool_status cpool_event_record(cpool_event *e_handle, cpool_stream *s_handle) {
-    cpool_event *e = NULL;
-    cpool_stream *s = NULL; /* set when st is CPOOL_OK (gcc cannot tell) */
-    cpool_status st = event_and_stream("cpool_event_record", e_handle, s_handle, &e, &s);
-    if (st != CPOOL_OK) return st;
-    if (cpool__stream_capture(s)) return record_in_capture(e, s, s_handle);
+/* A record outside capture (e->mu held). */
+static cpool_status record_eager(cpool_event *e, cpool_stream *s) {
+    cpool_status st;
     /* The clock first: a free it does not count may not be before the
      * record. The mark is cleared while the record is under way, so that a
      * wait racing it notes nothing it cannot be sure of (see the wait). */
     uint64_t mark = cpool__deps_pack(cpool__stream_id(s), cpool__allocator_clock());
     atomic_store(&e->eager_mark, 0);
+    cpool__error_mark before;
+    cpool__error_save(&before);
     st = e->dev->be->user_event_record(e->impl, s->impl);
+    if (st == CPOOL_ERR_UNSUPPORTED) {
+        /* Refused: a capture began on s meanwhile, on another thread (and
+         * may have ended already): the caller's turn goes again. */
+        cpool__error_restore(&before);
+        return CPOOL__AGAIN;
+    }
     if (st != CPOOL_OK) return cpool__fail_in("cpool_event_record", st);
     atomic_store(&e->eager_mark, mark);
     if (atomic_load_explicit(&e->capture_id, memory_order_relaxed)) atomic_store(&e->capture_id, 0);
@@ -137,30 +154,33 @@ cpool_status cpool_event_record(cpool_event *e_handle, cpool_stream *s_handle) {
     return CPOOL_OK;
 }
 
-/* A wait where a capture is involved: the event's last record was made in
- * capture `capture_id`, or s takes part in one. *again: the event was
- * recorded anew before the capture's lock was had, so what was read of it
- * may pair one record's stream with another's place: look again. */
-static __attribute__((noinline)) cpool_status wait_in_capture(cpool_stream *s, cpool_event *e, uint64_t capture_id,
-                                                              bool *again) {
+cpool_status cpool_event_record(cpool_event *e_handle, cpool_stream *s_handle) {
+    cpool_event *e = NULL;
+    cpool_stream *s = NULL; /* set when st is CPOOL_OK (gcc cannot tell) */
+    cpool_status st = event_and_stream("cpool_event_record", e_handle, s_handle, &e, &s);
+    if (st != CPOOL_OK) return st;
+    cpool__mutex_lock(&e->mu);
+    int turns = 0;
+    do st = cpool__stream_capture(s) ? record_in_capture(e, s, s_handle) : record_eager(e, s);
+    while (st == CPOOL__AGAIN && ++turns < RACING_CAPTURE_TURNS);
+    cpool__mutex_unlock(&e->mu);
+    return st == CPOOL__AGAIN ? cpool__fail(CPOOL_ERR_UNSUPPORTED, "cpool_event_record: the stream keeps beginning captures") : st;
+}
+
+/* A wait where a capture is involved (e->mu held): the event's last record
+ * was made in capture `capture_id`, or s takes part in one. */
+static __attribute__((noinline)) cpool_status wait_in_capture(cpool_stream *s, cpool_event *e, uint64_t capture_id) {
     const char *fn = "cpool_stream_wait_event";
     if (!capture_id) {
         if (!atomic_load(&e->recorded)) return CPOOL_OK; /* nothing to wait for */
+        if (!cpool__stream_capture(s)) return CPOOL__AGAIN; /* its capture ended meanwhile */
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT,
                            "%s: the stream takes part in a capture, and the event was last recorded outside it: a "
                            "capture waits only for events recorded in it",
                            fn);
     }
-    cpool_stream *recorder_handle = atomic_load_explicit(&e->recorder, memory_order_acquire);
-    cpool_stream *recorder = cpool__handle_object(recorder_handle);
+    cpool_stream *recorder = cpool__handle_object(atomic_load_explicit(&e->recorder, memory_order_acquire));
     cpool__capture *cap = recorder ? cpool__stream_lock_capture(recorder) : NULL;
-    /* Records in this capture are made under its lock: from here on the
-     * recorder, its free clock and the backend's record stay together. */
-    if (cap && (atomic_load(&e->recorder) != recorder_handle || atomic_load(&e->capture_id) != capture_id)) {
-        cpool__stream_unlock_capture(cap);
-        *again = true;
-        return CPOOL_OK;
-    }
     if (!cap || cap->id != capture_id) {
         if (cap) cpool__stream_unlock_capture(cap);
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: the event was recorded in a capture that has ended", fn);
@@ -181,26 +201,37 @@ static __attribute__((noinline)) cpool_status wait_in_capture(cpool_stream *s, c
     return st == CPOOL_OK ? st : cpool__fail_in(fn, st);
 }
 
+/* A wait, e->mu held: no record of e comes in between. */
+static cpool_status wait_locked(cpool_stream *s, cpool_event *e) {
+    uint64_t capture_id = atomic_load_explicit(&e->capture_id, memory_order_acquire);
+    if (capture_id || cpool__stream_capture(s)) return wait_in_capture(s, e, capture_id);
+    uint64_t mark = atomic_load(&e->eager_mark);
+    cpool__error_mark before;
+    cpool__error_save(&before);
+    cpool_status st = e->dev->be->stream_wait_event(s->impl, e->impl);
+    if (st == CPOOL_ERR_UNSUPPORTED) {
+        /* Refused: a capture began on s meanwhile (see record_eager). */
+        cpool__error_restore(&before);
+        return CPOOL__AGAIN;
+    }
+    if (st != CPOOL_OK) return cpool__fail_in("cpool_stream_wait_event", st);
+    /* Reuse follows the event: what the recording stream freed before the
+     * record is the waiting stream's to reuse now. */
+    if (mark) cpool__deps_note(&s->order.deps, mark);
+    return CPOOL_OK;
+}
+
 cpool_status cpool_stream_wait_event(cpool_stream *s_handle, cpool_event *e_handle) {
     cpool_event *e = NULL;
     cpool_stream *s = NULL; /* set when st is CPOOL_OK (gcc cannot tell) */
     cpool_status st = event_and_stream("cpool_stream_wait_event", e_handle, s_handle, &e, &s);
     if (st != CPOOL_OK) return st;
-    uint64_t capture_id = atomic_load_explicit(&e->capture_id, memory_order_acquire);
-    while (capture_id || cpool__stream_capture(s)) {
-        bool again = false;
-        st = wait_in_capture(s, e, capture_id, &again);
-        if (!again) return st;
-        capture_id = atomic_load_explicit(&e->capture_id, memory_order_acquire);
-    }
-    uint64_t before = atomic_load(&e->eager_mark);
-    st = e->dev->be->stream_wait_event(s->impl, e->impl);
-    if (st != CPOOL_OK) return cpool__fail_in("cpool_stream_wait_event", st);
-    /* Reuse follows the event: what the recording stream freed before the
-     * record is the waiting stream's to reuse now. Only when no record came
-     * in between: then the backend waited for the record the mark is of. */
-    if (before && atomic_load(&e->eager_mark) == before) cpool__deps_note(&s->order.deps, before);
-    return CPOOL_OK;
+    cpool__mutex_lock(&e->mu);
+    int turns = 0;
+    do st = wait_locked(s, e);
+    while (st == CPOOL__AGAIN && ++turns < RACING_CAPTURE_TURNS);
+    cpool__mutex_unlock(&e->mu);
+    return st == CPOOL__AGAIN ? cpool__fail(CPOOL_ERR_UNSUPPORTED, "cpool_stream_wait_event: the stream keeps beginning captures") : st;
 }
 
 /* An event whose last record was made in a capture marks a place in a

@@ -11,6 +11,7 @@
 #ifdef CPOOL_DEBUG_CHECKS
 static const char *const rank_names[CPOOL__RANK_COUNT] = {
     [CPOOL__RANK_REGISTRY] = "device registry",
+    [CPOOL__RANK_EVENT] = "event",
     [CPOOL__RANK_CAPTURE] = "capture record",
     [CPOOL__RANK_POOL] = "pool",
     [CPOOL__RANK_FRONT] = "front cache",

@@ -18,6 +18,7 @@
 
 typedef enum cpool__rank {
     CPOOL__RANK_REGISTRY = 1, /* device.c: the open devices */
+    CPOOL__RANK_EVENT,        /* event.c: an event's records and the waits for them */
     CPOOL__RANK_CAPTURE,      /* capture.c: a capture record, shared by the streams of a fork */
     CPOOL__RANK_POOL,         /* pool.c: a pool's records, allocator and fences */
     CPOOL__RANK_FRONT,        /* front.c: a pool's front cache (a spin lock) */
