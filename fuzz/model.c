@@ -320,9 +320,19 @@ static void hold(held *h, int *nh, int pi) {
 }
 
 void capture_hold(int s, int pi) {
-    int before = C[s].nh;
-    hold(C[s].h, &C[s].nh, pi);
-    if (C[s].nh != before) P[pi].capture_holds++;
+    mcapture *c = &C[s];
+    int before = c->nh;
+    hold(c->h, &c->nh, pi);
+    if (c->nh == before) return;
+    P[pi].capture_holds++;
+    /* Cleared since the capture began (a pool made since counts from 0). */
+    const mpool *m = &P[pi];
+    bool same = c->base_uid[pi] == m->uid;
+    uint64_t base = same ? c->base_gen[pi] : 0;
+    if ((same && c->base_unsure[pi]) || m->pending_clears || nest_risk(m))
+        c->h[c->nh - 1] = (held){pi, 0, UINT64_MAX / 2}; /* stale or not */
+    else if (m->gen > base)
+        c->h[c->nh - 1] = (held){pi, base, base}; /* stale */
 }
 
 /* The fixed streams that ever captured, and how many did so for the first
@@ -343,6 +353,11 @@ void model_capture_begin(int s, int pi, cpool_capture_mode mode) {
     c->bound = pi;
     c->tk = new_tick();
     c->mode = mode;
+    for (int q = 0; q < NPOOL; q++) {
+        c->base_uid[q] = P[q].uid;
+        c->base_gen[q] = P[q].gen;
+        c->base_unsure[q] = P[q].pending_clears || nest_risk(&P[q]);
+    }
     if (pi >= 0) capture_hold(s, pi);
 }
 

@@ -176,6 +176,12 @@ typedef struct mcapture {
     uint32_t vc[NS][NS];
     branch_free bf[NBFREE];
     int nbf;
+    /* Each pool slot at the begin: its pool, how many clears it had, and
+     * whether a clear was under way. A pool the capture holds only later,
+     * cleared since, makes a stale graph (header, cpool_pool_clear_buffers). */
+    unsigned base_uid[NPOOL];
+    uint64_t base_gen[NPOOL];
+    bool base_unsure[NPOOL];
     held h[NPOOL];
     int nh;
     int bound;
