@@ -240,7 +240,10 @@ cpool_status cpool_memset_async(cpool_stream *s, void *dst, int value, size_t by
  * like a CUDA event: records, waits, queries and synchronizes may come from
  * any thread at once; a record and a query or wait may race, the outcome is
  * one of the two orders. cpool_event_destroy must not race another call
- * with the same event.
+ * with the same event. On the host backend a record or wait on a stream
+ * may race a capture's begin or end on that stream (it lands in the capture
+ * or outside it); on the CUDA backend it must not, as CUDA then captures the
+ * record or invalidates the capture behind the library's back.
  *
  * Multi-stream capture, CUDA's rules on both backends. A record on a stream
  * that captures marks its captured work. Another stream that is not
