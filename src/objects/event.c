@@ -154,17 +154,29 @@ static cpool_status record_eager(cpool_event *e, cpool_stream *s) {
     return CPOOL_OK;
 }
 
+/* Runs `step` (a record or a wait) under e's lock, again while a capture
+ * beginning on s makes it CPOOL__AGAIN. */
+static cpool_status in_turns(const char *fn, cpool_event *e, cpool_stream *s, cpool_stream *s_handle,
+                             cpool_status (*step)(cpool_event *, cpool_stream *, cpool_stream *)) {
+    cpool__mutex_lock(&e->mu);
+    cpool_status st;
+    int turns = 0;
+    do st = step(e, s, s_handle);
+    while (st == CPOOL__AGAIN && ++turns < RACING_CAPTURE_TURNS);
+    cpool__mutex_unlock(&e->mu);
+    return st == CPOOL__AGAIN ? cpool__fail(CPOOL_ERR_UNSUPPORTED, "%s: the stream keeps beginning captures", fn) : st;
+}
+
+static cpool_status record_step(cpool_event *e, cpool_stream *s, cpool_stream *s_handle) {
+    return cpool__stream_capture(s) ? record_in_capture(e, s, s_handle) : record_eager(e, s);
+}
+
 cpool_status cpool_event_record(cpool_event *e_handle, cpool_stream *s_handle) {
     cpool_event *e = NULL;
     cpool_stream *s = NULL; /* set when st is CPOOL_OK (gcc cannot tell) */
     cpool_status st = event_and_stream("cpool_event_record", e_handle, s_handle, &e, &s);
     if (st != CPOOL_OK) return st;
-    cpool__mutex_lock(&e->mu);
-    int turns = 0;
-    do st = cpool__stream_capture(s) ? record_in_capture(e, s, s_handle) : record_eager(e, s);
-    while (st == CPOOL__AGAIN && ++turns < RACING_CAPTURE_TURNS);
-    cpool__mutex_unlock(&e->mu);
-    return st == CPOOL__AGAIN ? cpool__fail(CPOOL_ERR_UNSUPPORTED, "cpool_event_record: the stream keeps beginning captures") : st;
+    return in_turns("cpool_event_record", e, s, s_handle, record_step);
 }
 
 /* A wait where a capture is involved (e->mu held): the event's last record
@@ -202,7 +214,8 @@ static __attribute__((noinline)) cpool_status wait_in_capture(cpool_stream *s, c
 }
 
 /* A wait, e->mu held: no record of e comes in between. */
-static cpool_status wait_locked(cpool_stream *s, cpool_event *e) {
+static cpool_status wait_step(cpool_event *e, cpool_stream *s, cpool_stream *s_handle) {
+    CPOOL_UNUSED(s_handle);
     uint64_t capture_id = atomic_load_explicit(&e->capture_id, memory_order_acquire);
     if (capture_id || cpool__stream_capture(s)) return wait_in_capture(s, e, capture_id);
     uint64_t mark = atomic_load(&e->eager_mark);
@@ -226,12 +239,7 @@ cpool_status cpool_stream_wait_event(cpool_stream *s_handle, cpool_event *e_hand
     cpool_stream *s = NULL; /* set when st is CPOOL_OK (gcc cannot tell) */
     cpool_status st = event_and_stream("cpool_stream_wait_event", e_handle, s_handle, &e, &s);
     if (st != CPOOL_OK) return st;
-    cpool__mutex_lock(&e->mu);
-    int turns = 0;
-    do st = wait_locked(s, e);
-    while (st == CPOOL__AGAIN && ++turns < RACING_CAPTURE_TURNS);
-    cpool__mutex_unlock(&e->mu);
-    return st == CPOOL__AGAIN ? cpool__fail(CPOOL_ERR_UNSUPPORTED, "cpool_stream_wait_event: the stream keeps beginning captures") : st;
+    return in_turns("cpool_stream_wait_event", e, s, s_handle, wait_step);
 }
 
 /* An event whose last record was made in a capture marks a place in a
