@@ -745,6 +745,48 @@ static void rerecord_racing_a_join(cpool_device *dev) {
     CHECK_EQ(atomic_load(&clashes), 0);
 }
 
+/* The origin of a capture destroyed while another thread allocates on a
+ * stream forked into it: the fork's calls reach the capture's lock after
+ * the origin is gone (under TSan a destroyed mutex was seen locked). */
+typedef struct fork_worker {
+    cpool_pool *pool;
+    cpool_stream *fork;
+    atomic_int stop;
+} fork_worker;
+
+static void *alloc_on_fork(void *arg) {
+    fork_worker *w = (fork_worker *)arg;
+    while (!atomic_load(&w->stop)) {
+        void *p = NULL;
+        if (cpool_alloc(w->pool, 256, w->fork, &p) == CPOOL_OK) CHECK_OK(cpool_free(w->pool, p, w->fork));
+    }
+    return NULL;
+}
+
+static void origin_destroyed_while_a_fork_allocates(cpool_device *dev) {
+    static ms_fixture f;
+    static fork_worker w;
+    REQUIRE(ms_open(dev, &f));
+    w.pool = f.pool;
+    w.fork = f.x;
+    for (int round = 0; round < 40; round++) {
+        cpool_stream *origin = NULL;
+        REQUIRE_OK(cpool_stream_create(dev, &origin));
+        REQUIRE_OK(cpool_capture_begin(origin, f.pool, CPOOL_CAPTURE_RELAXED));
+        REQUIRE_OK(cpool_event_record(f.e[0], origin));
+        REQUIRE_OK(cpool_stream_wait_event(f.x, f.e[0]));
+        atomic_store(&w.stop, 0);
+        pthread_t th;
+        REQUIRE(pthread_create(&th, NULL, alloc_on_fork, &w) == 0);
+        sched_yield();
+        cpool_stream_destroy(origin); /* ends the capture: X is no fork any more */
+        atomic_store(&w.stop, 1);
+        pthread_join(th, NULL);
+        CHECK_EQ(state_of(f.x), CPOOL_CAPTURE_NONE);
+    }
+    CHECK_OK(cpool_stream_synchronize(f.x));
+}
+
 /* ---- replays ---------------------------------------------------------------- */
 
 enum { RN = 4096, RHEAD = 64 };
@@ -1130,6 +1172,7 @@ static const check_case cases[] = {
     CHECK_CASE(plain_block_freed_on_a_branch_stays_its),
     CHECK_CASE(waiting_block_follows_joins_by_their_records),
     CHECK_CASE(rerecord_racing_a_join),
+    CHECK_CASE(origin_destroyed_while_a_fork_allocates),
     CHECK_CASE(replays_match_eager_across_branches),
     CHECK_CASE(branches_replay_concurrently),
     CHECK_CASE(fork_driven_from_another_thread),

@@ -101,9 +101,9 @@ typedef struct cpool__fork {
 } cpool__fork;
 
 /* A capture record. Once published in its origin stream's capture_storage
- * it is changed only under that stream's capture_mu
- * (cpool__stream_lock_capture), since streams forked into it use it from
- * any thread. */
+ * it is changed only under that stream's capture lock (one of a few
+ * striped locks, stream.c; cpool__stream_lock_capture), since streams
+ * forked into it use it from any thread. */
 typedef struct cpool__capture {
     cpool_capture_mode mode;
     uint64_t id; /* unique: an event recorded in the capture names it */
@@ -180,7 +180,6 @@ struct cpool_stream {
      * running here (&capture_storage while one runs), its fence. */
     cpool__order_stream order;
     cpool__capture capture_storage;
-    cpool__mutex capture_mu; /* guards capture_storage once published */
     cpool__deferred deferred_destroy; /* a destroy from a stream callback */
 };
 

@@ -24,7 +24,6 @@ static cpool_status stream_make(cpool_device *handle, void *native, bool wrap, c
     }
     s->dev = cpool__device_retain(dev);
     s->owned = !wrap;
-    cpool__mutex_init(&s->capture_mu, CPOOL__RANK_CAPTURE);
     cpool__order_add(&dev->order, &s->order, s->impl);
     *out = cpool__handle_of(s);
     return CPOOL_OK;
@@ -71,9 +70,29 @@ cpool_status cpool__stream_begin_capture(cpool_stream *s, cpool_capture_mode mod
     return cpool__order_begin_capture(&s->dev->order, &s->order, mode, install_capture, &ci);
 }
 
+/* The locks of capture records, one for the streams whose memory falls in
+ * each stripe. Never destroyed: a thread that read a fork's capture just
+ * before its origin was destroyed may still lock its stripe, then finds the
+ * record gone. A thread holds at most one of them. */
+enum { CAPTURE_LOCKS = 64 };
+static cpool__mutex capture_locks[CAPTURE_LOCKS] = {
+#define CAPTURE_LOCK_INIT8                                                                          \
+    CPOOL__MUTEX_INIT(CPOOL__RANK_CAPTURE), CPOOL__MUTEX_INIT(CPOOL__RANK_CAPTURE),                 \
+        CPOOL__MUTEX_INIT(CPOOL__RANK_CAPTURE), CPOOL__MUTEX_INIT(CPOOL__RANK_CAPTURE),             \
+        CPOOL__MUTEX_INIT(CPOOL__RANK_CAPTURE), CPOOL__MUTEX_INIT(CPOOL__RANK_CAPTURE),             \
+        CPOOL__MUTEX_INIT(CPOOL__RANK_CAPTURE), CPOOL__MUTEX_INIT(CPOOL__RANK_CAPTURE)
+    CAPTURE_LOCK_INIT8, CAPTURE_LOCK_INIT8, CAPTURE_LOCK_INIT8, CAPTURE_LOCK_INIT8,
+    CAPTURE_LOCK_INIT8, CAPTURE_LOCK_INIT8, CAPTURE_LOCK_INIT8, CAPTURE_LOCK_INIT8,
+#undef CAPTURE_LOCK_INIT8
+};
+
+static cpool__mutex *stream_capture_lock(const cpool_stream *s) {
+    return &capture_locks[((uintptr_t)s / sizeof(cpool_stream)) % CAPTURE_LOCKS];
+}
+
 /* The lock of a published record: its origin stream's. */
 static cpool__mutex *capture_lock(cpool__capture *cap) {
-    return &((cpool_stream *)((char *)cap - offsetof(cpool_stream, capture_storage)))->capture_mu;
+    return stream_capture_lock((cpool_stream *)((char *)cap - offsetof(cpool_stream, capture_storage)));
 }
 
 cpool__capture *cpool__stream_lock_capture(cpool_stream *s) {
@@ -89,13 +108,13 @@ cpool__capture *cpool__stream_lock_capture(cpool_stream *s) {
 void cpool__stream_unlock_capture(cpool__capture *cap) { cpool__mutex_unlock(capture_lock(cap)); }
 
 void cpool__stream_take_capture(cpool_stream *s, cpool__capture *cap) {
-    cpool__mutex_lock(&s->capture_mu);
+    cpool__mutex_lock(stream_capture_lock(s));
     cpool__capture *rec = &s->capture_storage;
     for (size_t i = 0; i < rec->fork_count; i++)
         if (rec->forks[i].s) cpool__order_end_capture(&rec->forks[i].s->order);
     cpool__order_end_capture(&s->order);
     cpool__capture_move(cap, rec);
-    cpool__mutex_unlock(&s->capture_mu);
+    cpool__mutex_unlock(stream_capture_lock(s));
 }
 
 cpool_status cpool__stream_fork(cpool_stream *s, cpool__capture *cap, cpool__bevent *ev) {
@@ -141,7 +160,6 @@ static void stream_teardown(cpool_stream *s) {
     cpool__capture_discard(s);
     cpool__order_remove(&s->dev->order, &s->order);
     s->dev->be->stream_destroy(s->impl);
-    cpool__mutex_destroy(&s->capture_mu);
     cpool_device *dev = s->dev;
     cpool__slab_give(&stream_slab, s);
     cpool__device_release(dev);
