@@ -136,7 +136,9 @@ typedef enum cpool_backend { CPOOL_BACKEND_AUTO = 0, CPOOL_BACKEND_CUDA, CPOOL_B
 /* A device: one CUDA device, or the CPU for the host backend.
  * Created by cpool_device_open, ended by cpool_device_close. Streams, pools
  * and graphs made on a device keep it alive: closing it while they live only
- * drops the caller's reference.
+ * drops the caller's reference. Once the caller's last reference is closed
+ * the handle is a closed one for the calls that take a device (they are
+ * refused, as for a dead handle) until it is opened again.
  * Thread-safe: opens, closes and every call on a device may come from any
  * thread at once; a close ends only a reference of its own caller's. */
 typedef struct cpool_device cpool_device;
@@ -177,7 +179,8 @@ cpool_status cpool_device_open(cpool_backend backend, int ordinal, cpool_device 
 void cpool_device_close(cpool_device *dev);
 
 /* The backend the device runs on: CPOOL_BACKEND_CUDA or CPOOL_BACKEND_HOST,
- * never AUTO. Returns CPOOL_BACKEND_AUTO only for a NULL device. */
+ * never AUTO. Returns CPOOL_BACKEND_AUTO only for a NULL, dead or closed
+ * device. */
 cpool_backend cpool_device_backend(const cpool_device *dev);
 
 /* Creates a stream of its own on `dev` (a non-blocking cudaStream_t on CUDA,

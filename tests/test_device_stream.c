@@ -88,6 +88,33 @@ static void device_kept_alive_by_stream_and_pool(cpool_device *dev0) {
     cpool_stream_destroy(s);
 }
 
+/* Once the caller's last open is closed, the handle of a device that its
+ * stream keeps alive is refused by the calls that take a device, until it
+ * is opened again (the same handle). The fixture's open is the caller's
+ * only one here: it is closed and opened again. */
+static void closed_device_refused_until_opened_again(cpool_device *dev) {
+    cpool_backend backend = cpool_device_backend(dev);
+    cpool_stream *s = NULL, *t = NULL;
+    cpool_pool *pool = NULL;
+    cpool_event *e = NULL;
+    cpool_device *again = NULL;
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    cpool_device_close(dev); /* the stream keeps it alive */
+    CHECK_STATUS(cpool_stream_create(dev, &t), CPOOL_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(cpool_last_error(), "closed") != NULL);
+    CHECK_STATUS(cpool_pool_create(dev, NULL, &pool), CPOOL_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(cpool_event_create(dev, &e), CPOOL_ERR_INVALID_ARGUMENT);
+    CHECK_EQ(cpool_device_backend(dev), CPOOL_BACKEND_AUTO);
+    CHECK(t == NULL && pool == NULL && e == NULL);
+    CHECK_OK(cpool_launch_host(s, cb_inc, &(int){0})); /* the stream itself works on */
+    CHECK_OK(cpool_stream_synchronize(s));
+    REQUIRE_OK(cpool_device_open(backend, 0, &again)); /* the fixture's open again */
+    CHECK(again == dev);
+    CHECK_OK(cpool_stream_create(dev, &t));
+    cpool_stream_destroy(t);
+    cpool_stream_destroy(s);
+}
+
 /* ---- streams ------------------------------------------------------------------- */
 
 static void stream_create_and_destroy(cpool_device *dev) {
@@ -393,6 +420,7 @@ static const check_case cases[] = {
     CHECK_CASE(device_backend_is_never_auto),
     CHECK_CASE(auto_honours_cpool_backend_env),
     CHECK_CASE(device_kept_alive_by_stream_and_pool),
+    CHECK_CASE(closed_device_refused_until_opened_again),
     CHECK_CASE(stream_create_and_destroy),
     CHECK_CASE(stream_native_per_backend),
     CHECK_CASE(stream_wrap_per_backend),

@@ -168,6 +168,10 @@ cpool_backend cpool_device_backend(const cpool_device *handle) {
         if (handle) cpool__handle_fail(handle, "cpool_device_backend", "device");
         return CPOOL_BACKEND_AUTO;
     }
+    if (atomic_load(&((cpool_device *)dev)->user_refs) == 0) {
+        cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_device_backend: the device was closed (the caller holds no reference to it)");
+        return CPOOL_BACKEND_AUTO;
+    }
     return dev->be->kind;
 }
 

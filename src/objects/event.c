@@ -47,7 +47,7 @@ enum { RACING_CAPTURE_TURNS = 100 };
 
 cpool_status cpool_event_create(cpool_device *dev_handle, cpool_event **out) {
     cpool_device *dev;
-    CPOOL__RESOLVE(dev, dev_handle, "cpool_event_create", "device");
+    CPOOL__RESOLVE_OPEN_DEVICE(dev, dev_handle, "cpool_event_create");
     if (!out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_event_create: out is NULL");
     cpool_status st = cpool__deferred_start();
     if (st != CPOOL_OK) return st;

@@ -71,6 +71,15 @@ static inline cpool_status cpool__device_quiesce(cpool_device *dev) { return cpo
  * stream, pool or graph holds. */
 bool cpool__take_user_ref(atomic_int *user_refs, const char *fn, const char *what);
 
+/* As CPOOL__RESOLVE, for a device the caller must still hold open: one
+ * whose opens were all closed is kept alive only by what was made on it. */
+#define CPOOL__RESOLVE_OPEN_DEVICE(var, handle, fn)                                                \
+    do {                                                                                           \
+        CPOOL__RESOLVE(var, handle, fn, "device");                                                 \
+        if (atomic_load(&(var)->user_refs) == 0)                                                   \
+            return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: the device was closed (the caller holds no reference to it)", fn); \
+    } while (0)
+
 cpool_device *cpool__device_retain(cpool_device *dev);
 void cpool__device_release(cpool_device *dev);
 

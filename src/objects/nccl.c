@@ -137,7 +137,7 @@ static void registrar_release(void *ctx) {
 cpool_status cpool_nccl_pool_create(cpool_device *dev_handle, struct ncclComm *comm, const cpool_pool_options *opts,
                                     cpool_pool **out) {
     cpool_device *dev;
-    CPOOL__RESOLVE(dev, dev_handle, "cpool_nccl_pool_create", "device");
+    CPOOL__RESOLVE_OPEN_DEVICE(dev, dev_handle, "cpool_nccl_pool_create");
     if (!comm || !out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_nccl_pool_create: NULL argument");
     const cpool__nccl_calls *calls = nccl_calls();
     if (!calls)

@@ -169,7 +169,7 @@ cpool_status cpool_pool_create(cpool_device *dev_handle, const cpool_pool_option
 cpool_status cpool__pool_create_registered(cpool_device *dev_handle, const cpool_pool_options *opts,
                                            const cpool__registrar *registrar, cpool_pool **out) {
     cpool_device *dev;
-    CPOOL__RESOLVE(dev, dev_handle, "cpool_pool_create", "device");
+    CPOOL__RESOLVE_OPEN_DEVICE(dev, dev_handle, "cpool_pool_create");
     if (!out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_pool_create: NULL argument");
     cpool_pool_options o = {0};
     if (opts) {

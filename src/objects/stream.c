@@ -12,7 +12,7 @@ static cpool__slab stream_slab = CPOOL__SLAB_INIT(cpool_stream);
 static cpool_status stream_make(cpool_device *handle, void *native, bool wrap, cpool_stream **out) {
     const char *fn = wrap ? "cpool_stream_wrap" : "cpool_stream_create";
     cpool_device *dev;
-    CPOOL__RESOLVE(dev, handle, fn, "device");
+    CPOOL__RESOLVE_OPEN_DEVICE(dev, handle, fn);
     if (!out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
     cpool_stream *s = cpool__slab_take(&stream_slab);
     if (!s) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating a stream");
