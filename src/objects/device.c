@@ -169,7 +169,8 @@ cpool_backend cpool_device_backend(const cpool_device *handle) {
         return CPOOL_BACKEND_AUTO;
     }
     if (atomic_load(&((cpool_device *)dev)->user_refs) == 0) {
-        cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_device_backend: the device was closed (the caller holds no reference to it)");
+        cpool__fail(CPOOL_ERR_INVALID_ARGUMENT,
+                    "cpool_device_backend: the device was closed (the caller holds no reference to it)");
         return CPOOL_BACKEND_AUTO;
     }
     return dev->be->kind;

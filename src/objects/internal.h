@@ -77,7 +77,8 @@ bool cpool__take_user_ref(atomic_int *user_refs, const char *fn, const char *wha
     do {                                                                                           \
         CPOOL__RESOLVE(var, handle, fn, "device");                                                 \
         if (atomic_load(&(var)->user_refs) == 0)                                                   \
-            return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: the device was closed (the caller holds no reference to it)", fn); \
+            return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT,                                         \
+                               "%s: the device was closed (the caller holds no reference to it)", fn); \
     } while (0)
 
 cpool_device *cpool__device_retain(cpool_device *dev);

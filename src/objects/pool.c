@@ -856,7 +856,8 @@ void cpool__pool_check(const cpool_pool *handle) {
     uint64_t generation = atomic_load(&p->generation);
     for (const record *r = p->records; r; r = r->next) {
         if (r->generation < generation && before_bump++ != records) {
-            fprintf(stderr, "capturepool: pool invariant broken: a record of an earlier generation after a newer one\n");
+            fprintf(stderr,
+                    "capturepool: pool invariant broken: a record of an earlier generation after a newer one\n");
             abort();
         }
         records++;
