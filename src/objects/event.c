@@ -138,15 +138,8 @@ static cpool_status record_eager(cpool_event *e, cpool_stream *s) {
      * wait racing it notes nothing it cannot be sure of (see the wait). */
     uint64_t mark = cpool__deps_pack(cpool__stream_id(s), cpool__allocator_clock());
     atomic_store(&e->eager_mark, 0);
-    cpool__error_mark before;
-    cpool__error_save(&before);
     st = e->dev->be->user_event_record(e->impl, s->impl);
-    if (st == CPOOL_ERR_UNSUPPORTED) {
-        /* Refused: a capture began on s meanwhile, on another thread (and
-         * may have ended already): the caller's turn goes again. */
-        cpool__error_restore(&before);
-        return CPOOL__AGAIN;
-    }
+    if (st == CPOOL_ERR_UNSUPPORTED) return CPOOL__AGAIN; /* see in_turns */
     if (st != CPOOL_OK) return cpool__fail_in("cpool_event_record", st);
     atomic_store(&e->eager_mark, mark);
     if (atomic_load_explicit(&e->capture_id, memory_order_relaxed)) atomic_store(&e->capture_id, 0);
@@ -154,17 +147,25 @@ static cpool_status record_eager(cpool_event *e, cpool_stream *s) {
     return CPOOL_OK;
 }
 
-/* Runs `step` (a record or a wait) under e's lock, again while a capture
- * beginning on s makes it CPOOL__AGAIN. */
+/* Runs `step` (a record or a wait) under e's lock. CPOOL__AGAIN: the
+ * backend refused eager work on s, which a capture begun on s by another
+ * thread meanwhile (and perhaps ended already) explains: the step goes
+ * again, by the path s's state then asks for, and a success leaves the
+ * last error as it was. After RACING_CAPTURE_TURNS refusals the backend's
+ * reason stands (a capture begun outside the library). */
 static cpool_status in_turns(const char *fn, cpool_event *e, cpool_stream *s, cpool_stream *s_handle,
                              cpool_status (*step)(cpool_event *, cpool_stream *, cpool_stream *)) {
+    cpool__error_mark before;
+    cpool__error_save(&before);
     cpool__mutex_lock(&e->mu);
     cpool_status st;
     int turns = 0;
     do st = step(e, s, s_handle);
     while (st == CPOOL__AGAIN && ++turns < RACING_CAPTURE_TURNS);
     cpool__mutex_unlock(&e->mu);
-    return st == CPOOL__AGAIN ? cpool__fail(CPOOL_ERR_UNSUPPORTED, "%s: the stream keeps beginning captures", fn) : st;
+    if (st == CPOOL__AGAIN) return cpool__fail_in(fn, CPOOL_ERR_UNSUPPORTED);
+    if (st == CPOOL_OK && turns) cpool__error_restore(&before);
+    return st;
 }
 
 static cpool_status record_step(cpool_event *e, cpool_stream *s, cpool_stream *s_handle) {
@@ -219,14 +220,8 @@ static cpool_status wait_step(cpool_event *e, cpool_stream *s, cpool_stream *s_h
     uint64_t capture_id = atomic_load_explicit(&e->capture_id, memory_order_acquire);
     if (capture_id || cpool__stream_capture(s)) return wait_in_capture(s, e, capture_id);
     uint64_t mark = atomic_load(&e->eager_mark);
-    cpool__error_mark before;
-    cpool__error_save(&before);
     cpool_status st = e->dev->be->stream_wait_event(s->impl, e->impl);
-    if (st == CPOOL_ERR_UNSUPPORTED) {
-        /* Refused: a capture began on s meanwhile (see record_eager). */
-        cpool__error_restore(&before);
-        return CPOOL__AGAIN;
-    }
+    if (st == CPOOL_ERR_UNSUPPORTED) return CPOOL__AGAIN; /* see in_turns */
     if (st != CPOOL_OK) return cpool__fail_in("cpool_stream_wait_event", st);
     /* Reuse follows the event: what the recording stream freed before the
      * record is the waiting stream's to reuse now. */
