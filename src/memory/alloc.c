@@ -1052,9 +1052,10 @@ size_t cpool__allocator_restricted_streams(const cpool__allocator *a, uint64_t *
 
 /* What a retag changes in the free blocks `pick` selects: their stream tag
  * (their work is over: free for all, or for their pending branch), their
- * branch (a join, or the capture's end), the branch a block waiting for its
- * stream goes to, or their graph reservation (no graph can run). */
-typedef enum { RETAG_UNFENCE, RETAG_UNGRAPH, RETAG_BRANCH, RETAG_PENDING } retag_kind;
+ * branch or, for a block still waiting for its stream, the branch it goes to
+ * (a join, or the capture's end), or their graph reservation (no graph can
+ * run). */
+typedef enum { RETAG_UNFENCE, RETAG_UNGRAPH, RETAG_BRANCH } retag_kind;
 
 /* Retags every free block that `pick` selects, merging as it goes. A merge
  * can hand the result a neighbour's tag that `pick` selects again: then the
@@ -1081,16 +1082,17 @@ static void retag_free_blocks(cpool__allocator *a, retag_kind kind,
                 else
                     a->restricted_blocks--;
             } else if (kind == RETAG_BRANCH) {
-                if (!to) a->restricted_blocks--;
-                b->stream = to;
+                if (b->stream == x) {
+                    if (!to) a->restricted_blocks--;
+                    b->stream = to;
+                } else {
+                    /* Still waits for its stream. The stamp below is newer
+                     * than the mark of a fence recorded before: a later
+                     * fence (every capture's own covers all its stream's
+                     * earlier work) covers it. */
+                    b->pending_branch = to;
+                }
                 if (to) b->free_seq = now; /* the branch's from now on */
-            } else if (kind == RETAG_PENDING) {
-                /* Still waits for its stream; the new branch's from now on,
-                 * which a fence's older mark does not cover: a later fence
-                 * (every capture's own covers all its stream's earlier
-                 * work) does. */
-                b->pending_branch = to;
-                if (to) b->free_seq = now;
             } else {
                 a->graph_reserved -= b->size;
                 b->graph = false;
@@ -1104,8 +1106,10 @@ static void retag_free_blocks(cpool__allocator *a, retag_kind kind,
 static bool pick_fenced(const cpool__block *b, uint64_t stream, uint64_t upto) {
     return b->stream == stream && b->free_seq <= upto;
 }
-static bool pick_pending(const cpool__block *b, uint64_t branch, uint64_t upto) {
-    return b->pending_branch == branch && b->free_seq <= upto;
+/* A branch's blocks, and those that go to it once their stream's work is
+ * over (a block is one or the other). */
+static bool pick_branch(const cpool__block *b, uint64_t branch, uint64_t upto) {
+    return (b->stream == branch || b->pending_branch == branch) && b->free_seq <= upto;
 }
 /* Branch tags are cleared only by their capture (retag_branch). */
 static bool pick_restricted(const cpool__block *b, uint64_t x, uint64_t upto) {
@@ -1127,9 +1131,7 @@ void cpool__allocator_unfence_all(cpool__allocator *a, uint64_t upto) {
 }
 
 void cpool__allocator_retag_branch(cpool__allocator *a, uint64_t from, uint64_t upto, uint64_t to) {
-    if (!a->restricted_blocks || from == to) return;
-    retag_free_blocks(a, RETAG_BRANCH, pick_fenced, from, upto, to);
-    retag_free_blocks(a, RETAG_PENDING, pick_pending, from, upto, to);
+    if (a->restricted_blocks && from != to) retag_free_blocks(a, RETAG_BRANCH, pick_branch, from, upto, to);
 }
 
 void cpool__allocator_reclaim_graph(cpool__allocator *a) { retag_free_blocks(a, RETAG_UNGRAPH, pick_graph, 0, 0, 0); }
