@@ -314,8 +314,8 @@ cpool_pool *cpool__pool_retain(cpool_pool *pool);
 void cpool__pool_release(cpool_pool *pool);
 cpool_device *cpool__pool_device(const cpool_pool *pool);
 /* Takes a reference to `pool` for the capture (no-op if it holds one); call
- * after cpool__capture_reserve. */
-void cpool__pool_hold_in_capture(cpool__capture *cap, cpool_pool *pool);
+ * after cpool__capture_reserve. True if the hold is new. */
+bool cpool__pool_hold_in_capture(cpool__capture *cap, cpool_pool *pool);
 /* Drops every reference a capture that made no graph holds, forgetting what
  * it noted (its outputs are plain blocks); the record is not used after. */
 void cpool__pool_release_capture(cpool__capture *cap);

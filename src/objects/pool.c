@@ -533,18 +533,8 @@ static __attribute__((noinline)) cpool_status alloc_locked(cpool_pool *pool, siz
     return st;
 }
 
-/* Holds the pool in the capture, if it does not yet, before a block of it
- * becomes graph memory: from then on a trim on another thread sees a holder
- * and gives no free graph block back to general use. True if the hold is
- * new (room for it was made before). */
-static bool hold_before_change(cpool__capture *cap, cpool_pool *pool) {
-    if (cpool__capture_holds(cap, pool)) return false;
-    cpool__pool_hold_in_capture(cap, pool);
-    return true;
-}
-
-/* Undoes the hold hold_before_change just took, the last the capture took:
- * a refused call changes nothing. */
+/* Undoes the hold cpool__pool_hold_in_capture just took, the last the
+ * capture took: a refused call changes nothing. */
 static void unhold_last(cpool__capture *cap, cpool_pool *pool) {
     cap->pool_count--;
     cpool__pool_capture_detach(pool);
@@ -575,7 +565,10 @@ static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *
     /* The branch's tag, or the stream's id: blocks free for any graph, and
      * the stream a snapshot names. */
     uint64_t branch = branch_of(cap, s), tag = branch ? branch : cpool__stream_id(s);
-    bool newly_held = hold_before_change(cap, pool);
+    /* Held before a block of it becomes graph memory: from then on a trim
+     * on another thread sees a holder and gives no free graph block back
+     * to general use (room for the hold was made above). */
+    bool newly_held = cpool__pool_hold_in_capture(cap, pool);
     cpool__mutex_lock(&pool->mu);
     if (!cpool__allocator_alloc_cached(&pool->alloc, bytes, tag, NULL, use, ptr_out))
         st = alloc_slow(pool, bytes, s, use, tag, ptr_out);
@@ -659,7 +652,7 @@ static __attribute__((noinline)) cpool_status free_locked(cpool_pool *pool, void
         if (st == CPOOL_OK) st = cpool__capture_reserve_range(cap);
         if (st != CPOOL_OK) return st;
     }
-    bool newly_held = cap && hold_before_change(cap, pool);
+    bool newly_held = cap && cpool__pool_hold_in_capture(cap, pool); /* as capture_alloc */
     cpool__mutex_lock(&pool->mu);
     /* Only a pool with live outputs, or a capture, asks what the block is. */
     cpool__block_info info = {0};
@@ -887,14 +880,15 @@ void cpool__pool_launch_exit(cpool_pool *pool) { atomic_fetch_sub(&pool->launchi
 
 /* ---- captures holding the pool ------------------------------------------ */
 
-void cpool__pool_hold_in_capture(cpool__capture *cap, cpool_pool *pool) {
-    if (cpool__capture_holds(cap, pool)) return;
+bool cpool__pool_hold_in_capture(cpool__capture *cap, cpool_pool *pool) {
+    if (cpool__capture_holds(cap, pool)) return false;
     /* Cleared since the capture began: work captured before the hold may
      * use what the clear dropped, so the graph is stale for it at once. */
     uint64_t generation = atomic_load(&pool->generation);
     if (generation > cap->clear_clock) generation = UINT64_MAX;
     cpool__capture_add_pool(cap, cpool__pool_retain(pool), generation);
     cpool__pool_capture_attach(pool);
+    return true;
 }
 
 void cpool__pool_release_capture(cpool__capture *cap) {
