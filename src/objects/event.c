@@ -27,9 +27,10 @@ struct cpool_event {
     /* The last record: whether there was one; made outside capture, the
      * recording stream and the free clock then, packed in one word (alloc.h,
      * cpool__deps_pack: a wait lets the waiting stream reuse the blocks
-     * freed there before; 0 while a record is under way); made in a
+     * freed there before; 0 for a record made in a capture); made in a
      * capture, that capture's id (0: none), the recording stream's handle
-     * and the free clock. Atomics: records and waits may be on any thread. */
+     * and the free clock. Written under mu; atomics, as queries read them
+     * without it. */
     atomic_bool recorded;
     _Atomic uint64_t eager_mark;
     _Atomic uint64_t capture_id;
@@ -132,13 +133,10 @@ static __attribute__((noinline)) cpool_status record_in_capture(cpool_event *e, 
 
 /* A record outside capture (e->mu held). */
 static cpool_status record_eager(cpool_event *e, cpool_stream *s) {
-    cpool_status st;
     /* The clock first: a free it does not count may not be before the
-     * record. The mark is cleared while the record is under way, so that a
-     * wait racing it notes nothing it cannot be sure of (see the wait). */
+     * record. (No wait comes in between: e->mu.) */
     uint64_t mark = cpool__deps_pack(cpool__stream_id(s), cpool__allocator_clock());
-    atomic_store(&e->eager_mark, 0);
-    st = e->dev->be->user_event_record(e->impl, s->impl);
+    cpool_status st = e->dev->be->user_event_record(e->impl, s->impl);
     if (st == CPOOL_ERR_UNSUPPORTED) return CPOOL__AGAIN; /* see in_turns */
     if (st != CPOOL_OK) return cpool__fail_in("cpool_event_record", st);
     atomic_store(&e->eager_mark, mark);
