@@ -535,7 +535,9 @@ typedef struct cpool_pool_stats {
     uint64_t alloc_count, free_count, segment_count;
     /* Appended fields. */
     uint64_t cached_bytes;        /* reserved bytes in no live block: free, reusable */
-    uint64_t graph_count;         /* live graphs holding the pool */
+    uint64_t graph_count;         /* live graphs holding the pool, from the end of their capture
+                                     until their release lets go of it; a snapshot's "graphs"
+                                     lists these */
 } cpool_pool_stats;
 
 /* Fills *out with the pool's counters, exact at the time of the call; fills

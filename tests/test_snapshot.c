@@ -3,7 +3,9 @@
  * stats it carries and against cpool_pool_get_stats of the same moment, in
  * many states: empty, eager blocks on two streams (some parked in the front
  * cache), a parameter block, graphs with scratch and outputs that share
- * scratch, after release and trim, and while another thread allocates.
+ * scratch, a graph that writes no graph memory, after release and trim,
+ * while another thread allocates, and while other threads capture and
+ * release graphs (the list of graphs is always stats.graph_count long).
  * cpool_graph_get_stats agrees with the snapshot's graphs. Bad input (NULL,
  * dead handles, an unwritable path) is refused and changes nothing. */
 #include "check.h"
@@ -312,6 +314,119 @@ static void consistent_under_concurrent_allocation(cpool_device *dev) {
     CHECK_OK(cpool_stream_synchronize(f.s));
 }
 
+/* A graph whose capture wrote none of the pool's graph memory (it only
+ * filled an eager block) still holds the pool: graph_count counts it and
+ * the snapshot lists it, with nothing written. */
+typedef struct fill_body {
+    void *eager;
+    size_t bytes;
+} fill_body;
+
+static cpool_status body_fill_eager(cpool_stream *s, void *ctx) {
+    fill_body *b = (fill_body *)ctx;
+    return cpool_memset_async(s, b->eager, 7, b->bytes);
+}
+
+static void a_graph_that_writes_no_graph_memory_is_listed(cpool_device *dev) {
+    static stream_pool f;
+    cpool_graph *g = NULL;
+    snapshot_sums sum;
+    REQUIRE(fixture_open(dev, NULL, &f));
+    fill_body b = {NULL, 4096};
+    REQUIRE_OK(cpool_alloc(f.pool, b.bytes, f.s, &b.eager));
+    REQUIRE_OK(cpool_capture(f.s, f.pool, CPOOL_CAPTURE_GLOBAL, body_fill_eager, &b, &g));
+    cpool_pool_stats st = stats_of(f.pool);
+    CHECK_EQ(st.graph_count, 1);
+    json *root = checked_snapshot(f.pool, &st, &sum);
+    CHECK_EQ(sum.graphs, 1);
+    const json *entry = root ? graph_entry(root, cpool_graph_id(g)) : NULL;
+    CHECK(entry != NULL);
+    if (entry) CHECK_EQ(member_u64(entry, "write_bytes"), 0);
+    json_free(root);
+    cpool_graph_release(g);
+    CHECK(wait_graph_count(f.pool, 0, WAIT_TIMEOUT_MS));
+    st = stats_of(f.pool);
+    root = checked_snapshot(f.pool, &st, &sum);
+    CHECK_EQ(sum.graphs, 0);
+    json_free(root);
+    CHECK_OK(cpool_free(f.pool, b.eager, f.s));
+}
+
+/* While other threads capture graphs into the pool and release them, every
+ * snapshot lists as many graphs as its own stats.graph_count says. */
+typedef struct capturer {
+    cpool_device *dev;
+    cpool_pool *pool;
+    int *stop;
+    int failures; /* calls that failed, checked by the main thread */
+    int graphs;   /* graphs captured and released */
+} capturer;
+
+static void *capturer_main(void *arg) {
+    enum { KEPT = 4 };
+    capturer *c = (capturer *)arg;
+    cpool_stream *s = NULL;
+    if (cpool_stream_create(c->dev, &s) != CPOOL_OK) {
+        ainc(&c->failures);
+        return NULL;
+    }
+    /* A few graphs stay alive at a time, each released a few captures on. */
+    cpool_graph *kept[KEPT] = {NULL};
+    void *outputs[KEPT] = {NULL};
+    fill_body fill = {NULL, 4096};
+    if (cpool_alloc(c->pool, fill.bytes, s, &fill.eager) != CPOOL_OK) ainc(&c->failures);
+    for (unsigned i = 0; fill.eager && !aload(c->stop); i++) {
+        unsigned k = i % KEPT;
+        cpool_graph_release(kept[k]);
+        kept[k] = NULL;
+        if (outputs[k] && cpool_free(c->pool, outputs[k], s) != CPOOL_OK) ainc(&c->failures);
+        outputs[k] = NULL;
+        /* Every other graph writes graph memory; the others none. */
+        graph_body scratch = {c->pool, 64 << 10, 4096, NULL};
+        cpool_status st = i % 2 ? cpool_capture(s, c->pool, CPOOL_CAPTURE_RELAXED, body_scratch_and_output, &scratch,
+                                                &kept[k])
+                                : cpool_capture(s, c->pool, CPOOL_CAPTURE_RELAXED, body_fill_eager, &fill, &kept[k]);
+        if (st != CPOOL_OK) {
+            ainc(&c->failures);
+            break;
+        }
+        outputs[k] = scratch.output;
+        ainc(&c->graphs);
+    }
+    for (unsigned k = 0; k < KEPT; k++) {
+        cpool_graph_release(kept[k]);
+        if (outputs[k] && cpool_free(c->pool, outputs[k], s) != CPOOL_OK) ainc(&c->failures);
+    }
+    if (fill.eager && cpool_free(c->pool, fill.eager, s) != CPOOL_OK) ainc(&c->failures);
+    if (cpool_stream_synchronize(s) != CPOOL_OK) ainc(&c->failures);
+    cpool_stream_destroy(s);
+    return NULL;
+}
+
+static void graph_count_is_the_list_under_concurrent_capture(cpool_device *dev) {
+    enum { THREADS = 2, SNAPSHOTS = 150 };
+    static stream_pool f;
+    static capturer c[THREADS];
+    static int stop;
+    pthread_t th[THREADS];
+    snapshot_sums sum;
+    REQUIRE(fixture_open(dev, NULL, &f));
+    astore(&stop, 0);
+    for (int i = 0; i < THREADS; i++) {
+        c[i] = (capturer){dev, f.pool, &stop, 0, 0};
+        REQUIRE(pthread_create(&th[i], NULL, capturer_main, &c[i]) == 0);
+    }
+    /* checked_snapshot checks that the list's length is stats.graph_count. */
+    for (int i = 0; i < SNAPSHOTS; i++) json_free(checked_snapshot(f.pool, NULL, &sum));
+    astore(&stop, 1);
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(th[i], NULL);
+        CHECK_EQ(aload(&c[i].failures), 0);
+        CHECK_GT(aload(&c[i].graphs), 0);
+    }
+    CHECK(wait_graph_count(f.pool, 0, WAIT_TIMEOUT_MS));
+}
+
 /* In the middle of a multi-stream capture: blocks a capture holds are
  * graph_live, those its branches freed graph_free (with their branch tags),
  * and the sums still hold. */
@@ -422,6 +537,8 @@ static const check_case cases[] = {
     CHECK_CASE(eager_blocks_on_two_streams),
     CHECK_CASE(graphs_with_scratch_and_outputs),
     CHECK_CASE(consistent_under_concurrent_allocation),
+    CHECK_CASE(a_graph_that_writes_no_graph_memory_is_listed),
+    CHECK_CASE(graph_count_is_the_list_under_concurrent_capture),
     CHECK_CASE(during_a_multi_stream_capture),
     CHECK_CASE(replaces_a_longer_file_and_writes_to_a_device),
     CHECK_CASE(bad_input_refused),

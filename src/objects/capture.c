@@ -73,14 +73,15 @@ cpool_status cpool_capture_begin(cpool_stream *s_handle, cpool_pool *pool_handle
     return capture_begin(s, pool, mode, NULL);
 }
 
-/* Registers the graph's footprint in each pool it holds (none for a pool it
- * wrote no graph memory of). */
+/* Registers the graph's footprint in each pool it holds, an empty one where
+ * it wrote none of the pool's graph memory: the footprints are the pool's
+ * list of its graphs (its graph_count and a snapshot's "graphs"). */
 static cpool_status add_footprints(cpool__capture *cap) {
     cpool__capture_range *mine = NULL;
     cpool_status st = CPOOL_OK;
     if (cap->range_count) mine = cpool__malloc(cap->range_count * sizeof *mine);
     if (cap->range_count && !mine) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory ending a capture");
-    for (size_t i = 0; i < cap->pool_count && st == CPOOL_OK && cap->range_count; i++) {
+    for (size_t i = 0; i < cap->pool_count && st == CPOOL_OK; i++) {
         size_t n = 0;
         for (size_t k = 0; k < cap->range_count; k++)
             if (cap->ranges[k].pool == cap->pools[i].pool) mine[n++] = cap->ranges[k];

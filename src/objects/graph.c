@@ -68,7 +68,6 @@ cpool_status cpool__graph_wrap(cpool_device *dev, cpool__bgraph *impl, const cpo
     g->has_bound_pool = cap->has_bound_pool;
     g->host_work = cap->host_work;
     g->mode = cap->mode;
-    for (size_t i = 0; i < g->pool_count; i++) cpool__pool_capture_to_graph(g->pools[i].pool);
     *out = g;
     return CPOOL_OK;
 }

@@ -334,13 +334,12 @@ bool cpool__pool_launch_enter(cpool_pool *pool, uint64_t generation);
 void cpool__pool_launch_exit(cpool_pool *pool);
 /* Graphs and captures holding the pool: graph-reserved memory stays reserved
  * while either count is above zero. */
-/* A capture holding the pool became a graph. */
-void cpool__pool_capture_to_graph(cpool_pool *pool);
 void cpool__pool_graph_detach(cpool_pool *pool);
 void cpool__pool_capture_attach(cpool_pool *pool);
 void cpool__pool_capture_detach(cpool_pool *pool);
 /* A capture's end: registers the graph's footprint in the pool from the
- * capture's ranges (outputs.h). */
+ * capture's ranges (outputs.h); it counts in the pool's graph_count until
+ * it is removed. */
 cpool_status cpool__pool_add_graph(cpool_pool *pool, uint64_t graph_id, const struct cpool__capture_range *ranges,
                                    size_t n, struct cpool__footprint **out);
 /* Forgets a graph's footprint; `drop_outputs` (a capture that failed) also

@@ -20,7 +20,9 @@
  * - `fences`: the pool's stream-order fences (order.h): once one completes,
  *   its stream's blocks freed up to it become reusable by every stream.
  * - `outputs`: the footprints of the graphs holding the pool and their live
- *   outputs (outputs.h).
+ *   outputs (outputs.h). Every graph holding the pool has one, so
+ *   `graph_count`, changed with the list, is the list's length: the stats
+ *   and a snapshot's "graphs" are one fact.
  * - `generation`: bumped by every clear, under `mu` as records are made; a
  *   graph remembers the value at its capture and is stale when it differs,
  *   and a clear drops only the records made before its bump (a capture
@@ -68,7 +70,6 @@ struct cpool_pool {
      * whether a holder came and went while it waited. Atomics: a capture's
      * begin and end take no lock for them. */
     _Atomic uint64_t holders;
-    atomic_size_t graph_count; /* the graphs among the holders, for the stats */
     cpool__mutex mu;
 
     record *records, **records_tail;
@@ -85,6 +86,7 @@ struct cpool_pool {
 
     cpool_param *params; /* blocks for the pool's whole life */
     cpool__outputs outputs; /* graphs' footprints and live outputs */
+    uint64_t graph_count;   /* footprints in `outputs`: one per graph holding the pool */
 
     cpool__deferred deferred_clear;
     cpool__deferred deferred_destroy;
@@ -709,6 +711,7 @@ cpool_status cpool__pool_add_graph(cpool_pool *pool, uint64_t graph_id, const cp
                                    cpool__footprint **out) {
     cpool__mutex_lock(&pool->mu);
     cpool_status st = cpool__outputs_add_graph(&pool->outputs, &pool->alloc, graph_id, ranges, n, out);
+    if (st == CPOOL_OK) pool->graph_count++;
     cpool__mutex_unlock(&pool->mu);
     return st;
 }
@@ -717,6 +720,7 @@ void cpool__pool_remove_graph(cpool_pool *pool, cpool__footprint *fp, bool drop_
     if (!fp) return;
     cpool__mutex_lock(&pool->mu);
     cpool__outputs_remove_graph(&pool->outputs, &pool->alloc, fp, drop_outputs);
+    pool->graph_count--;
     cpool__mutex_unlock(&pool->mu);
 }
 
@@ -769,7 +773,7 @@ static void fill_stats(const cpool_pool *p, const cpool__front_counts *front, cp
     s->graph_reserved_bytes = a->graph_reserved;
     s->segment_count = a->segment_count;
     s->cached_bytes = a->reserved - a->live_block_bytes + front->free_bytes;
-    s->graph_count = atomic_load(&p->graph_count);
+    s->graph_count = p->graph_count;
 }
 
 cpool_status cpool_pool_get_stats(const cpool_pool *handle, cpool_pool_stats *out) {
@@ -922,9 +926,4 @@ void cpool__pool_end_branches(cpool__capture *cap, uint64_t origin_id) {
 
 void cpool__pool_capture_attach(cpool_pool *pool) { atomic_fetch_add(&pool->holders, HOLDER_EPOCH_ONE + 1); }
 void cpool__pool_capture_detach(cpool_pool *pool) { atomic_fetch_sub(&pool->holders, 1); }
-/* The capture's hold becomes the graph's. */
-void cpool__pool_capture_to_graph(cpool_pool *pool) { atomic_fetch_add(&pool->graph_count, 1); }
-void cpool__pool_graph_detach(cpool_pool *pool) {
-    atomic_fetch_sub(&pool->graph_count, 1);
-    atomic_fetch_sub(&pool->holders, 1);
-}
+void cpool__pool_graph_detach(cpool_pool *pool) { atomic_fetch_sub(&pool->holders, 1); }
