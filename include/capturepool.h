@@ -564,7 +564,10 @@ cpool_status cpool_pool_get_stats(const cpool_pool *pool, cpool_pool_stats *out)
  * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL or dead pool, NULL
  * path), CPOOL_ERR_IO (the file could not be opened or written: nothing
  * else changed; a partly written regular file is removed, a device or a
- * pipe is left as it is), CPOOL_ERR_OUT_OF_MEMORY. */
+ * pipe is left as it is; a pipe whose reader is gone is this error, not a
+ * SIGPIPE: the signal is blocked for the write and the one it raised taken
+ * back, so the thread's mask, handler and pending signals stay as they
+ * were), CPOOL_ERR_OUT_OF_MEMORY. */
 cpool_status cpool_pool_write_snapshot(const cpool_pool *pool, const char *path);
 
 /* Gives every cached segment that holds no live block back to the device;

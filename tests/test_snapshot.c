@@ -12,7 +12,9 @@
 #include "helpers.h"
 #include "json.h"
 
+#include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -499,6 +501,87 @@ static void replaces_a_longer_file_and_writes_to_a_device(cpool_device *dev) {
     CHECK_EQ(after.st_rdev, before.st_rdev);
 }
 
+/* A pipe whose reader is gone, as a path ("/dev/fd/N" names its write
+ * end); sets *write_end, to close after. */
+static int pipe_without_reader(char *path, size_t size, int *write_end) {
+    int fds[2];
+    if (pipe(fds) != 0) return 0;
+    close(fds[0]);
+    *write_end = fds[1];
+    snprintf(path, size, "/dev/fd/%d", fds[1]);
+    return 1;
+}
+
+static int sigpipe_pending(void) {
+    sigset_t pending;
+    sigemptyset(&pending);
+    sigpending(&pending);
+    return sigismember(&pending, SIGPIPE);
+}
+
+static int sigpipe_blocked(void) {
+    sigset_t mask;
+    pthread_sigmask(SIG_BLOCK, NULL, &mask);
+    return sigismember(&mask, SIGPIPE);
+}
+
+static int sigpipe_handled;
+static void count_sigpipe(int sig) {
+    (void)sig;
+    ainc(&sigpipe_handled);
+}
+
+/* A snapshot into a pipe nobody reads fails with CPOOL_ERR_IO, naming the
+ * pipe's error, instead of ending the process by SIGPIPE; the caller's
+ * signal mask, handler and pending signals are left as they were. */
+static void into_a_pipe_without_reader(cpool_device *dev) {
+    static stream_pool f;
+    char path[64];
+    int write_end = -1;
+    REQUIRE(fixture_open(dev, NULL, &f));
+    cpool_pool_stats before = stats_of(f.pool);
+    /* SIGPIPE's default action, which ends the process. */
+    struct sigaction dfl = {.sa_handler = SIG_DFL}, saved;
+    REQUIRE(sigaction(SIGPIPE, &dfl, &saved) == 0);
+    REQUIRE(pipe_without_reader(path, sizeof path, &write_end));
+    CHECK_STATUS(cpool_pool_write_snapshot(f.pool, path), CPOOL_ERR_IO);
+    CHECK(strstr(cpool_last_error(), path) != NULL);
+    CHECK(strstr(cpool_last_error(), strerror(EPIPE)) != NULL);
+    CHECK(!sigpipe_blocked());
+    CHECK(!sigpipe_pending());
+    close(write_end);
+    /* A handler of the caller's stays installed and is not called. */
+    struct sigaction counting = {.sa_handler = count_sigpipe}, now;
+    sigemptyset(&counting.sa_mask);
+    REQUIRE(sigaction(SIGPIPE, &counting, NULL) == 0);
+    astore(&sigpipe_handled, 0);
+    REQUIRE(pipe_without_reader(path, sizeof path, &write_end));
+    CHECK_STATUS(cpool_pool_write_snapshot(f.pool, path), CPOOL_ERR_IO);
+    CHECK_EQ(aload(&sigpipe_handled), 0);
+    REQUIRE(sigaction(SIGPIPE, NULL, &now) == 0);
+    CHECK(now.sa_handler == count_sigpipe);
+    close(write_end);
+    /* A SIGPIPE that was pending for the caller, blocked, stays pending. */
+    sigset_t pipe_only, old_mask;
+    sigemptyset(&pipe_only);
+    sigaddset(&pipe_only, SIGPIPE);
+    REQUIRE(pthread_sigmask(SIG_BLOCK, &pipe_only, &old_mask) == 0);
+    REQUIRE(pthread_kill(pthread_self(), SIGPIPE) == 0);
+    REQUIRE(pipe_without_reader(path, sizeof path, &write_end));
+    CHECK_STATUS(cpool_pool_write_snapshot(f.pool, path), CPOOL_ERR_IO);
+    CHECK(sigpipe_blocked());
+    CHECK(sigpipe_pending());
+    struct timespec zero = {0, 0};
+    CHECK_EQ(sigtimedwait(&pipe_only, NULL, &zero), SIGPIPE);
+    CHECK(!sigpipe_pending());
+    close(write_end);
+    REQUIRE(pthread_sigmask(SIG_SETMASK, &old_mask, NULL) == 0);
+    REQUIRE(sigaction(SIGPIPE, &saved, NULL) == 0);
+    CHECK_EQ(aload(&sigpipe_handled), 0);
+    cpool_pool_stats after = stats_of(f.pool);
+    CHECK(memcmp(&before, &after, sizeof before) == 0);
+}
+
 static void bad_input_refused(cpool_device *dev) {
     static stream_pool f;
     cpool_pool *dead = NULL;
@@ -541,6 +624,7 @@ static const check_case cases[] = {
     CHECK_CASE(graph_count_is_the_list_under_concurrent_capture),
     CHECK_CASE(during_a_multi_stream_capture),
     CHECK_CASE(replaces_a_longer_file_and_writes_to_a_device),
+    CHECK_CASE(into_a_pipe_without_reader),
     CHECK_CASE(bad_input_refused),
 };
 CHECK_MAIN(cases, CHECK_ON_ALL)

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "io.h"
 #include "outputs.h"
 #include "text.h"
 
@@ -166,12 +167,9 @@ cpool_status cpool_pool_write_snapshot(const cpool_pool *handle, const char *pat
     if (fd < 0) return cpool__fail_in("cpool_pool_write_snapshot", io_failure(path, "open", errno));
     snapshot sn = {.t = {0}};
     cpool_status st = cpool__pool_inspect(pool, build, &sn);
-    for (size_t done = 0; st == CPOOL_OK && done < sn.t.len;) {
-        ssize_t n = write(fd, sn.t.data + done, sn.t.len - done);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) st = io_failure(path, "write", n < 0 ? errno : EIO);
-        else done += (size_t)n;
-    }
+    /* A pipe whose reader is gone is CPOOL_ERR_IO, not SIGPIPE (io.h). */
+    int err = st == CPOOL_OK ? cpool__write_all(fd, sn.t.data, sn.t.len) : 0;
+    if (err) st = io_failure(path, "write", err);
     /* Only a regular file is cut to length, or removed when the write
      * failed (never a device such as /dev/null, or a pipe). */
     struct stat info;
