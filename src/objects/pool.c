@@ -729,11 +729,17 @@ cpool_status cpool__pool_output_conflict(cpool_pool *pool, const cpool__footprin
     cpool__mutex_lock(&pool->mu);
     bool any = cpool__outputs_find_conflict(&pool->outputs, fp, &found);
     cpool__mutex_unlock(&pool->mu);
+    /* The remedy named is the one for an output kept across replays:
+     * cpool_alloc_output places it where no other graph writes. */
     if (!any) /* freed meanwhile */
-        return cpool__fail(CPOOL_ERR_OUTPUT_LIVE, "%s: the replay would overwrite a live output of another graph", fn);
+        return cpool__fail(CPOOL_ERR_OUTPUT_LIVE,
+                           "%s: the replay would overwrite a live output of another graph; allocate outputs that "
+                           "outlive their capture with cpool_alloc_output",
+                           fn);
     return cpool__fail(CPOOL_ERR_OUTPUT_LIVE,
                        "%s: the replay of graph %llu would overwrite %p (%zu bytes), a live output of graph %llu that "
-                       "shares its pool: free that output first",
+                       "shares its pool: allocate outputs that outlive their capture with cpool_alloc_output (placed "
+                       "apart from every graph's scratch), or free this one before the launch",
                        fn, (unsigned long long)fp->graph_id, (void *)found.addr, found.size,
                        (unsigned long long)found.graph_id);
 }
