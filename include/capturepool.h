@@ -122,9 +122,12 @@ typedef enum cpool_status { /* values are part of the ABI: never renumbered */
  * also for values outside the enum. */
 const char *cpool_status_string(cpool_status s);
 
-/* This thread's last failure in words, with the CUDA error name where one
- * caused it ("cudaErrorMemoryAllocation: out of memory"); "" if this thread
- * has seen no failure. The text stays until the thread's next failure. */
+/* This thread's last failure in words, starting with the name of the
+ * function that failed, with the CUDA error name where one caused it
+ * ("cpool_alloc: cudaErrorMemoryAllocation: out of memory (...)"); "" if
+ * this thread has seen no failure. A capture whose body failed leaves the
+ * body's own text (see cpool_capture). The text stays until the thread's
+ * next failure. */
 const char *cpool_last_error(void);
 
 /* ------------------------------------------------------------------------ */

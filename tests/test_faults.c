@@ -26,6 +26,17 @@ typedef struct world {
     uint64_t acquisitions; /* counted while the scenario ran */
 } world;
 
+/* Whether a failed call's error text starts with "cpool_xxx: ", its own
+ * function's name; a call with a capture body may fail with the body's
+ * status, whose text names the call in the body that failed. */
+static int names_a_function(const char *msg, const char *call) {
+    size_t n = strcspn(call, "(");
+    if (strncmp(msg, call, n) == 0 && strncmp(msg + n, ": ", 2) == 0) return 1;
+    if (!strstr(call, "body")) return 0;
+    size_t m = strspn(msg, "abcdefghijklmnopqrstuvwxyz_");
+    return strncmp(msg, "cpool_", 6) == 0 && strncmp(msg + m, ": ", 2) == 0;
+}
+
 /* Accepts CPOOL_OK; any other status must be a failure to get a resource. */
 static int ok_or_fault_(world *w, cpool_status st, const char *call, int line) {
     if (st == CPOOL_OK) return 1;
@@ -34,6 +45,9 @@ static int ok_or_fault_(world *w, cpool_status st, const char *call, int line) {
         check_report_(__FILE__, line, "%s returned %s under a fault (%s)", call, cpool_status_string(st),
                       cpool_last_error());
     if (cpool_last_error()[0] == 0) check_report_(__FILE__, line, "%s failed with no error text", call);
+    if (!names_a_function(cpool_last_error(), call))
+        check_report_(__FILE__, line, "%s failed, but its error does not start with the function's name: \"%s\"",
+                      call, cpool_last_error());
     return 0;
 }
 #define TRY(w, call) ok_or_fault_((w), (call), #call, __LINE__)

@@ -32,6 +32,28 @@
 
 #define MiB ((size_t)1024 * 1024)
 
+/* ---- refusals name their function -------------------------------------------- */
+
+/* CHECK_STATUS, and for a call of a public function that failed as
+ * expected, a check that cpool_last_error() starts with that function's
+ * name and ": " (its first words say who refused, whatever layer found the
+ * reason). A status a capture body returned is the body's, worded by it (or
+ * not at all): those rows use CHECK_BODY_STATUS. */
+static int check_named_status_(cpool_status got, cpool_status want, const char *call, const char *want_text,
+                               const char *file, int line) {
+    if (!check_status_(got, want, call, want_text, file, line)) return 0;
+    size_t name_len = strcspn(call, "(");
+    if (got == CPOOL_OK || strncmp(call, "cpool_", 6) != 0 || call[name_len] != '(') return 1;
+    const char *last = cpool_last_error();
+    if (strncmp(last, call, name_len) == 0 && strncmp(last + name_len, ": ", 2) == 0) return 1;
+    check_report_(file, line, "%.*s refused, but cpool_last_error does not start with its name: \"%s\"", (int)name_len,
+                  call, last);
+    return 0;
+}
+#undef CHECK_STATUS
+#define CHECK_STATUS(call, expected) check_named_status_((call), (expected), #call, #expected, __FILE__, __LINE__)
+#define CHECK_BODY_STATUS(call, expected) check_status_((call), (expected), #call, #expected, __FILE__, __LINE__)
+
 /* ---- fixture ------------------------------------------------------------------ */
 
 enum {
@@ -685,7 +707,7 @@ ROW_FN(capture_already_capturing) {
  * discarded, the stream is usable again and *graph_out is NULL. */
 ROW_FN(capture_body_fails) {
     cpool_graph *g = (cpool_graph *)SENTINEL;
-    CHECK_STATUS(cpool_capture(f->s, f->pool, CPOOL_CAPTURE_GLOBAL, body_fail, f, &g), CPOOL_ERR_BACKEND);
+    CHECK_BODY_STATUS(cpool_capture(f->s, f->pool, CPOOL_CAPTURE_GLOBAL, body_fail, f, &g), CPOOL_ERR_BACKEND);
     CHECK(g == NULL);
     CHECK_EQ(f->body_calls, 1);
 }
@@ -792,7 +814,7 @@ ROW_FN(graph_update_stream_of_other_device) {
 }
 /* Documented: on failure g is unchanged and launches its old work. */
 ROW_FN(graph_update_body_fails) {
-    CHECK_STATUS(cpool_graph_update(f->g, f->s, body_fail, f), CPOOL_ERR_BACKEND);
+    CHECK_BODY_STATUS(cpool_graph_update(f->g, f->s, body_fail, f), CPOOL_ERR_BACKEND);
     CHECK_EQ(f->body_calls, 1);
 }
 ROW_FN(graph_dump_dot_null_graph) { (void)f; CHECK_STATUS(cpool_graph_dump_dot(NULL, "/tmp/cpool-misuse.dot"), INV); }
@@ -905,7 +927,7 @@ ROW_FN(graphed_call_capturing_stream_warmups) {
 }
 ROW_FN(graphed_call_body_fails) {
     cpool_graph *g = (cpool_graph *)SENTINEL;
-    CHECK_STATUS(cpool_graphed_call(f->s, f->pool, CPOOL_CAPTURE_GLOBAL, 3, body_fail, f, &g), CPOOL_ERR_BACKEND);
+    CHECK_BODY_STATUS(cpool_graphed_call(f->s, f->pool, CPOOL_CAPTURE_GLOBAL, 3, body_fail, f, &g), CPOOL_ERR_BACKEND);
     CHECK(g == NULL);
     CHECK_EQ(f->body_calls, 1); /* the first failing warm-up ends it */
 }

@@ -42,9 +42,10 @@ static cpool_status capture_check(const char *what, cpool_stream *s, cpool_pool 
 /* Numbers captures, so that an event names the one it was recorded in. */
 static _Atomic uint64_t last_capture_id;
 
-static cpool_status capture_begin(cpool_stream *s, cpool_pool *pool, cpool_capture_mode mode,
+/* `fn`: the public function that begins it, named by its failures. */
+static cpool_status capture_begin(const char *fn, cpool_stream *s, cpool_pool *pool, cpool_capture_mode mode,
                                   const cpool__capture_plan *plan) {
-    cpool_status st = capture_check("cpool_capture_begin", s, pool, mode, false);
+    cpool_status st = capture_check(fn, s, pool, mode, false);
     if (st != CPOOL_OK) return st;
     /* Built here and moved into the stream once the backend capture began:
      * a capture costs no allocation unless it holds many pools. */
@@ -63,14 +64,14 @@ static cpool_status capture_begin(cpool_stream *s, cpool_pool *pool, cpool_captu
     cap.has_bound_pool = pool != NULL;
     st = cpool__stream_begin_capture(s, mode, &cap);
     if (st != CPOOL_OK) cpool__pool_release_capture(&cap);
-    return st;
+    return st == CPOOL_OK ? st : cpool__fail_in(fn, st);
 }
 
 cpool_status cpool_capture_begin(cpool_stream *s_handle, cpool_pool *pool_handle, cpool_capture_mode mode) {
     cpool_stream *s;
     cpool_pool *pool;
     RESOLVE_STREAM_AND_POOL(s, pool, "cpool_capture_begin");
-    return capture_begin(s, pool, mode, NULL);
+    return capture_begin("cpool_capture_begin", s, pool, mode, NULL);
 }
 
 /* Registers the graph's footprint in each pool it holds, an empty one where
@@ -128,16 +129,18 @@ cpool_status cpool_capture_end(cpool_stream *s_handle, cpool_graph **graph_out) 
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT,
                            "cpool_capture_end: the stream was forked into a capture begun on another stream: end it "
                            "there, once this one is joined back");
+    cpool_graph *g = NULL;
+    cpool_status st;
     if (!cpool__stream_capture(s)) {
         /* Not ours: let the backend tell "not capturing" from "captured
          * outside capturepool". */
         cpool__bgraph *impl = NULL;
-        return s->dev->be->capture_end(s->impl, true, &impl);
+        st = s->dev->be->capture_end(s->impl, true, &impl);
+    } else {
+        st = capture_finish(s, true, &g);
     }
-    cpool_graph *g = NULL;
-    cpool_status st = capture_finish(s, true, &g);
     if (st == CPOOL_OK) *graph_out = cpool__handle_of(g);
-    return st;
+    return st == CPOOL_OK ? st : cpool__fail_in("cpool_capture_end", st);
 }
 
 
@@ -145,21 +148,24 @@ cpool_status cpool_capture_status(cpool_stream *s_handle, cpool_capture_state *o
     cpool_stream *s;
     CPOOL__RESOLVE(s, s_handle, "cpool_capture_status", "stream");
     if (!out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_capture_status: NULL argument");
-    return s->dev->be->capture_status(s->impl, out);
+    cpool_status st = s->dev->be->capture_status(s->impl, out);
+    return st == CPOOL_OK ? st : cpool__fail_in("cpool_capture_status", st);
 }
 
-cpool_status cpool__capture_run(cpool_stream *s, cpool_pool *pool, cpool_capture_mode mode, cpool_capture_fn body,
-                                void *ctx, const cpool__capture_plan *plan, bool instantiate, cpool_graph **graph_out) {
-    if (!body || !graph_out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_capture: NULL argument");
+cpool_status cpool__capture_run(const char *fn, cpool_stream *s, cpool_pool *pool, cpool_capture_mode mode,
+                                cpool_capture_fn body, void *ctx, const cpool__capture_plan *plan, bool instantiate,
+                                cpool_graph **graph_out) {
+    if (!body || !graph_out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: NULL argument", fn);
     *graph_out = NULL;
-    cpool_status st = capture_begin(s, pool, mode, plan);
+    cpool_status st = capture_begin(fn, s, pool, mode, plan);
     if (st != CPOOL_OK) return st;
     st = body(cpool__handle_of(s), ctx);
     if (st != CPOOL_OK) {
         cpool__capture_discard(s);
-        return st;
+        return st; /* the body's, in its own words */
     }
-    return capture_finish(s, instantiate, graph_out);
+    st = capture_finish(s, instantiate, graph_out);
+    return st == CPOOL_OK ? st : cpool__fail_in(fn, st);
 }
 
 cpool_status cpool_capture(cpool_stream *s_handle, cpool_pool *pool_handle, cpool_capture_mode mode,
@@ -167,7 +173,7 @@ cpool_status cpool_capture(cpool_stream *s_handle, cpool_pool *pool_handle, cpoo
     cpool_stream *s;
     cpool_pool *pool;
     RESOLVE_STREAM_AND_POOL(s, pool, "cpool_capture");
-    cpool_status st = cpool__capture_run(s, pool, mode, body, ctx, NULL, true, graph_out);
+    cpool_status st = cpool__capture_run("cpool_capture", s, pool, mode, body, ctx, NULL, true, graph_out);
     if (st == CPOOL_OK) *graph_out = cpool__handle_of(*graph_out);
     return st;
 }
@@ -227,7 +233,8 @@ cpool_status cpool_graphed_call(cpool_stream *s_handle, cpool_pool *pool_handle,
         plan = (cpool__capture_plan){.all_outputs = true};
         planned = true;
     }
-    cpool_status st = cpool__capture_run(s, pool, mode, body, ctx, planned ? &plan : NULL, true, out);
+    cpool_status st =
+        cpool__capture_run("cpool_graphed_call", s, pool, mode, body, ctx, planned ? &plan : NULL, true, out);
     free((void *)plan.outputs);
     free((void *)plan.streams);
     if (st == CPOOL_OK) *out = cpool__handle_of(*out);
@@ -247,7 +254,8 @@ cpool_status cpool_graph_update(cpool_graph *g_handle, cpool_stream *s_handle, c
     /* The new work is instantiated only if it cannot update g in place. */
     cpool_graph *fresh = NULL;
     cpool__capture_plan same_graph = {.graph_id = recipe.graph_id};
-    st = cpool__capture_run(s, recipe.pool, recipe.mode, body, ctx, &same_graph, false, &fresh);
+    st = cpool__capture_run("cpool_graph_update", s, recipe.pool, recipe.mode, body, ctx, &same_graph, false, &fresh);
     if (st != CPOOL_OK) return st;
-    return cpool__graph_take_work(g, fresh);
+    st = cpool__graph_take_work(g, fresh);
+    return st == CPOOL_OK ? st : cpool__fail_in("cpool_graph_update", st);
 }

@@ -121,7 +121,7 @@ cpool_status cpool_device_open(cpool_backend backend, int ordinal, cpool_device 
     cpool__error_save(&before);
     cpool_status st = device_open(backend, ordinal, out);
     if (st == CPOOL_OK) cpool__error_restore(&before);
-    return st;
+    return st == CPOOL_OK ? st : cpool__fail_in("cpool_device_open", st);
 }
 
 cpool_device *cpool__device_retain(cpool_device *dev) {

@@ -51,9 +51,9 @@ cpool_status cpool_event_create(cpool_device *dev_handle, cpool_event **out) {
     CPOOL__RESOLVE_OPEN_DEVICE(dev, dev_handle, "cpool_event_create");
     if (!out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_event_create: out is NULL");
     cpool_status st = cpool__deferred_start();
-    if (st != CPOOL_OK) return st;
+    if (st != CPOOL_OK) return cpool__fail_in("cpool_event_create", st);
     cpool_event *e = cpool__slab_take(&event_slab);
-    if (!e) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating an event");
+    if (!e) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "cpool_event_create: out of host memory");
     st = dev->be->event_create_timed(dev->impl, &e->impl);
     if (st != CPOOL_OK) {
         cpool__handle_kill(e);
@@ -272,5 +272,6 @@ cpool_status cpool_event_elapsed_ms(cpool_event *start_handle, cpool_event *end_
     cpool_status st = refuse_captured(start, "cpool_event_elapsed_ms");
     if (st == CPOOL_OK) st = refuse_captured(end, "cpool_event_elapsed_ms");
     if (st != CPOOL_OK) return st;
-    return start->dev->be->event_elapsed_ms(start->impl, end->impl, ms_out);
+    st = start->dev->be->event_elapsed_ms(start->impl, end->impl, ms_out);
+    return st == CPOOL_OK ? st : cpool__fail_in("cpool_event_elapsed_ms", st);
 }

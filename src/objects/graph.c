@@ -138,7 +138,7 @@ cpool_status cpool_graph_launch(cpool_graph *g_handle, cpool_stream *s_handle) {
     launch_exit(g);
     if (st == CPOOL_OK) atomic_fetch_add_explicit(&g->replays, 1, memory_order_relaxed);
     if (hold) graph_release(g);
-    return st;
+    return st == CPOOL_OK ? st : cpool__fail_in("cpool_graph_launch", st);
 }
 
 cpool_status cpool_graph_upload(cpool_graph *g_handle, cpool_stream *s_handle) {
@@ -148,7 +148,7 @@ cpool_status cpool_graph_upload(cpool_graph *g_handle, cpool_stream *s_handle) {
     if (st != CPOOL_OK) return st;
     st = g->dev->be->graph_upload(g->impl, s->impl);
     launch_exit(g);
-    return st;
+    return st == CPOOL_OK ? st : cpool__fail_in("cpool_graph_upload", st);
 }
 
 /* The graph behind a handle for a call that returns a value, or NULL (the
@@ -259,7 +259,8 @@ cpool_status cpool_graph_dump_dot(const cpool_graph *handle, const char *path) {
     const cpool_graph *g;
     CPOOL__RESOLVE(g, handle, "cpool_graph_dump_dot", "graph");
     if (!path) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_graph_dump_dot: NULL argument");
-    return g->dev->be->graph_dump_dot(g->impl, path);
+    cpool_status st = g->dev->be->graph_dump_dot(g->impl, path);
+    return st == CPOOL_OK ? st : cpool__fail_in("cpool_graph_dump_dot", st);
 }
 
 cpool_graph *cpool_graph_retain(cpool_graph *handle) {

@@ -269,11 +269,13 @@ typedef struct cpool__capture_plan {
     bool all_outputs; /* nothing was learned: every allocation is placed apart */
     uint64_t graph_id;
 } cpool__capture_plan;
-/* cpool_capture on objects, with a plan (may be NULL), and without
+/* cpool_capture on objects for the public function `fn` (named by its
+ * failures but the body's), with a plan (may be NULL), and without
  * instantiating when `instantiate` is false (the graph is then only for
  * cpool_graph_update). */
-cpool_status cpool__capture_run(cpool_stream *s, cpool_pool *pool, cpool_capture_mode mode, cpool_capture_fn body,
-                                void *ctx, const cpool__capture_plan *plan, bool instantiate, cpool_graph **graph_out);
+cpool_status cpool__capture_run(const char *fn, cpool_stream *s, cpool_pool *pool, cpool_capture_mode mode,
+                                cpool_capture_fn body, void *ctx, const cpool__capture_plan *plan, bool instantiate,
+                                cpool_graph **graph_out);
 
 /* ---- graph.c ------------------------------------------------------------- */
 

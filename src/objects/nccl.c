@@ -154,7 +154,7 @@ cpool_status cpool_nccl_pool_create(cpool_device *dev_handle, struct ncclComm *c
     cpool__registrar reg = {registrar_add, registrar_remove, registrar_release, r};
     cpool_status st = cpool__pool_create_registered(dev_handle, opts, &reg, out);
     if (st != CPOOL_OK) registrar_release(r); /* every add had its remove */
-    return st;
+    return st == CPOOL_OK ? st : cpool__fail_in("cpool_nccl_pool_create", st);
 }
 
 size_t cpool_nccl_registration_count(const cpool_pool *pool) {

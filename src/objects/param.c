@@ -13,7 +13,7 @@ cpool_status cpool_param_create(cpool_pool *handle, size_t bytes, cpool_param **
     if (!out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_param_create: NULL argument");
     if (bytes == 0) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_param_create: size 0");
     cpool_param *p = cpool__calloc(1, sizeof *p);
-    if (!p) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating a parameter block");
+    if (!p) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "cpool_param_create: out of host memory");
     p->pool = pool;
     p->bytes = bytes;
     cpool_status st = cpool__pool_add_param(pool, p);
@@ -37,5 +37,6 @@ cpool_status cpool_param_set(cpool_param *p, const void *value, size_t bytes, cp
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_param_set: the stream is on another device");
     if (cpool__stream_captures(s))
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_param_set: the stream is capturing");
-    return s->dev->be->upload_async(s->impl, p->ptr, value, bytes);
+    cpool_status st = s->dev->be->upload_async(s->impl, p->ptr, value, bytes);
+    return st == CPOOL_OK ? st : cpool__fail_in("cpool_param_set", st);
 }

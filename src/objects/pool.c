@@ -188,10 +188,10 @@ cpool_status cpool__pool_create_registered(cpool_device *dev_handle, const cpool
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT,
                            "cpool_pool_create: reserve_bytes, rounded up to 2 MiB, exceeds max_reserved_bytes");
     cpool_status st = cpool__deferred_start();
-    if (st != CPOOL_OK) return st;
+    if (st != CPOOL_OK) return cpool__fail_in("cpool_pool_create", st);
 
     cpool_pool *pool = cpool__slab_take(&pool_slab);
-    if (!pool) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating a pool");
+    if (!pool) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "cpool_pool_create: out of host memory");
     atomic_init(&pool->refs, 1);
     atomic_init(&pool->user_refs, 1);
     pool->dev = dev;
@@ -342,7 +342,7 @@ cpool_status cpool_pool_record(cpool_pool *handle, void *object, void (*drop)(vo
     cpool_pool *pool;
     CPOOL__RESOLVE(pool, handle, "cpool_pool_record", "pool");
     record *r = cpool__malloc(sizeof *r);
-    if (!r) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory recording an object");
+    if (!r) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "cpool_pool_record: out of host memory");
     r->next = NULL;
     r->object = object;
     r->drop = drop;
@@ -559,7 +559,7 @@ static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *
                                   void **ptr_out, bool output, const char *fn) {
     cpool_status st = cpool__capture_holds(cap, pool) ? CPOOL_OK : cpool__capture_reserve(cap);
     if (st == CPOOL_OK) st = cpool__capture_reserve_range(cap);
-    if (st != CPOOL_OK) return st;
+    if (st != CPOOL_OK) return cpool__fail_in(fn, st);
     size_t entry;
     cpool__use use = cpool__capture_next_is_output(cap, cpool__stream_id(s), &entry) || output ? CPOOL__USE_OUTPUT
                                                                                             : CPOOL__USE_SCRATCH;
@@ -652,7 +652,7 @@ static __attribute__((noinline)) cpool_status free_locked(cpool_pool *pool, void
     if (cap) {
         cpool_status st = cpool__capture_holds(cap, pool) ? CPOOL_OK : cpool__capture_reserve(cap);
         if (st == CPOOL_OK) st = cpool__capture_reserve_range(cap);
-        if (st != CPOOL_OK) return st;
+        if (st != CPOOL_OK) return cpool__fail_in("cpool_free", st);
     }
     bool newly_held = cap && cpool__pool_hold_in_capture(cap, pool); /* as capture_alloc */
     cpool__mutex_lock(&pool->mu);
@@ -842,7 +842,7 @@ cpool_status cpool_pool_trim(cpool_pool *handle) {
     cpool__allocator_trim(&pool->alloc);
     CHECK_ALLOCATOR(pool);
     cpool__mutex_unlock(&pool->mu);
-    return st;
+    return st == CPOOL_OK ? st : cpool__fail_in("cpool_pool_trim", st);
 }
 
 void cpool__pool_check(const cpool_pool *handle) {

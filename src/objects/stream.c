@@ -15,12 +15,12 @@ static cpool_status stream_make(cpool_device *handle, void *native, bool wrap, c
     CPOOL__RESOLVE_OPEN_DEVICE(dev, handle, fn);
     if (!out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
     cpool_stream *s = cpool__slab_take(&stream_slab);
-    if (!s) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating a stream");
+    if (!s) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "%s: out of host memory creating a stream", fn);
     cpool_status st = dev->be->stream_create(dev->impl, native, wrap, &s->impl);
     if (st != CPOOL_OK) {
         cpool__handle_kill(s);
         cpool__slab_give(&stream_slab, s);
-        return st;
+        return cpool__fail_in(fn, st);
     }
     s->dev = cpool__device_retain(dev);
     s->owned = !wrap;
@@ -48,8 +48,8 @@ cpool_status cpool_stream_synchronize(cpool_stream *handle) {
     cpool_stream *s;
     CPOOL__RESOLVE(s, handle, "cpool_stream_synchronize", "stream");
     cpool_status st = cpool__refuse_wait_on_stream_thread("cpool_stream_synchronize");
-    if (st != CPOOL_OK) return st;
-    return s->dev->be->stream_synchronize(s->impl);
+    if (st == CPOOL_OK) st = s->dev->be->stream_synchronize(s->impl);
+    return st == CPOOL_OK ? st : cpool__fail_in("cpool_stream_synchronize", st);
 }
 
 typedef struct capture_install {
@@ -196,7 +196,8 @@ cpool_status cpool_launch_host(cpool_stream *handle, void (*fn)(void *arg), void
         cap->host_work = true;
         cpool__stream_unlock_capture(cap);
     }
-    return s->dev->be->launch_host(s->impl, fn, arg);
+    cpool_status st = s->dev->be->launch_host(s->impl, fn, arg);
+    return st == CPOOL_OK ? st : cpool__fail_in("cpool_launch_host", st);
 }
 
 cpool_status cpool_memcpy_async(cpool_stream *handle, void *dst, const void *src, size_t bytes) {
@@ -204,7 +205,8 @@ cpool_status cpool_memcpy_async(cpool_stream *handle, void *dst, const void *src
     CPOOL__RESOLVE(s, handle, "cpool_memcpy_async", "stream");
     if (bytes == 0) return CPOOL_OK;
     if (!dst || !src) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_memcpy_async: NULL pointer");
-    return s->dev->be->memcpy_async(s->impl, dst, src, bytes);
+    cpool_status st = s->dev->be->memcpy_async(s->impl, dst, src, bytes);
+    return st == CPOOL_OK ? st : cpool__fail_in("cpool_memcpy_async", st);
 }
 
 cpool_status cpool_memset_async(cpool_stream *handle, void *dst, int value, size_t bytes) {
@@ -212,5 +214,6 @@ cpool_status cpool_memset_async(cpool_stream *handle, void *dst, int value, size
     CPOOL__RESOLVE(s, handle, "cpool_memset_async", "stream");
     if (bytes == 0) return CPOOL_OK;
     if (!dst) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_memset_async: NULL pointer");
-    return s->dev->be->memset_async(s->impl, dst, value, bytes);
+    cpool_status st = s->dev->be->memset_async(s->impl, dst, value, bytes);
+    return st == CPOOL_OK ? st : cpool__fail_in("cpool_memset_async", st);
 }

@@ -60,6 +60,8 @@ cpool_status cpool__fail(cpool_status st, const char *fmt, ...) {
 }
 
 cpool_status cpool__fail_in(const char *fn, cpool_status st) {
+    size_t n = strlen(fn);
+    if (strncmp(last_error, fn, n) == 0 && last_error[n] == ':') return st; /* named already */
     char text[sizeof last_error];
     memcpy(text, last_error, sizeof text);
     return cpool__fail(st, "%s: %s", fn, text);

@@ -12,7 +12,9 @@
 cpool_status cpool__fail(cpool_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Prefixes the thread's last error text with "fn: " (a public function
- * naming itself before what a lower layer said) and returns st. */
+ * naming itself before what a lower layer said) and returns st. A text that
+ * starts with "fn:" already is left as it is, so a public function may
+ * name itself on every failure path without knowing which layer failed. */
 cpool_status cpool__fail_in(const char *fn, cpool_status st);
 
 /* A copy of the thread's last error text, so that a call that failed
