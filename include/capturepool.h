@@ -172,8 +172,12 @@ typedef struct cpool_stream cpool_stream;
  * pool memory, plain and growable segments alike, pages mapped before the
  * open included. Devices that do not allow it, or whose driver refuses a
  * step of the connection, stay apart; the open still succeeds.
+ * CPOOL_VIRTUAL_MEMORY (see cpool_pool_options, plain_segments) is "0" or
+ * "1" (empty counts as unset); any other value makes every open fail with
+ * CPOOL_ERR_INVALID_ARGUMENT, naming it, whichever backend is asked for.
  * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (out is NULL, ordinal < 0,
- * unknown backend, or a CPOOL_BACKEND that names none), CPOOL_ERR_NO_DEVICE (CUDA asked for and no usable GPU,
+ * unknown backend, a CPOOL_BACKEND that names none, or a CPOOL_VIRTUAL_MEMORY
+ * that is neither 0 nor 1), CPOOL_ERR_NO_DEVICE (CUDA asked for and no usable GPU,
  * or no such ordinal), CPOOL_ERR_OUT_OF_MEMORY, CPOOL_ERR_BACKEND. */
 cpool_status cpool_device_open(cpool_backend backend, int ordinal, cpool_device **out);
 
@@ -396,16 +400,18 @@ typedef struct cpool_pool_options {
      * pages of free ranges inside it. Addresses never move. true: plain
      * segments instead, each one device allocation (cudaMalloc), for memory
      * that must be shared with other processes or registered where mapped
-     * memory is not accepted. cpool_pool_grows_in_place tells which a pool
-     * has. */
+     * memory is not accepted. CPOOL_VIRTUAL_MEMORY=0 in the environment
+     * gives every pool plain segments, as on a platform without virtual
+     * memory management. cpool_pool_grows_in_place tells which a pool has. */
     bool plain_segments;
 } cpool_pool_options;
 
 /* Creates a new, unsealed pool on `dev` holding one reference.
  * opts may be NULL (all defaults).
  * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (dev or out NULL,
- * opts->struct_size too small, or reserve_bytes rounded up to 2 MiB above
- * max_reserved_bytes),
+ * opts->struct_size too small, reserve_bytes rounded up to 2 MiB above
+ * max_reserved_bytes, or CPOOL_VIRTUAL_MEMORY in the environment neither 0
+ * nor 1: see cpool_device_open),
  * CPOOL_ERR_OUT_OF_MEMORY (reserve_bytes could not be had), CPOOL_ERR_BACKEND. */
 cpool_status cpool_pool_create(cpool_device *dev, const cpool_pool_options *opts, cpool_pool **out);
 

@@ -773,6 +773,48 @@ static void env_unknown_backend_refused(cpool_device *dev) {
     env_restore(saved);
 }
 
+/* CPOOL_VIRTUAL_MEMORY is 0 (growable segments off) or 1 (on); a typo
+ * such as "banana" is refused by device opens and pool creations, naming
+ * the variable and the value, instead of silently meaning "on". */
+static void env_virtual_memory_value_refused(cpool_device *dev) {
+    const char *v = getenv("CPOOL_VIRTUAL_MEMORY");
+    char *saved = v ? strdup(v) : NULL;
+    cpool_device *d = (cpool_device *)&d;
+    cpool_pool *pool = (cpool_pool *)&pool;
+    setenv("CPOOL_VIRTUAL_MEMORY", "banana", 1);
+    CHECK_STATUS(cpool_device_open(cpool_device_backend(dev), 0, &d), CPOOL_ERR_INVALID_ARGUMENT);
+    CHECK(strncmp(cpool_last_error(), "cpool_device_open: ", 19) == 0);
+    CHECK(strstr(cpool_last_error(), "CPOOL_VIRTUAL_MEMORY") && strstr(cpool_last_error(), "banana"));
+    CHECK(d == (cpool_device *)&d); /* untouched */
+    CHECK_STATUS(cpool_device_open(CPOOL_BACKEND_AUTO, 0, &d), CPOOL_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(cpool_last_error(), "banana") != NULL);
+    CHECK(d == (cpool_device *)&d);
+    /* Set after the device was opened: the pool, which reads it, refuses. */
+    CHECK_STATUS(cpool_pool_create(dev, NULL, &pool), CPOOL_ERR_INVALID_ARGUMENT);
+    CHECK(strncmp(cpool_last_error(), "cpool_pool_create: ", 19) == 0);
+    CHECK(strstr(cpool_last_error(), "CPOOL_VIRTUAL_MEMORY") && strstr(cpool_last_error(), "banana"));
+    CHECK(pool == (cpool_pool *)&pool);
+    setenv("CPOOL_VIRTUAL_MEMORY", "10", 1); /* not a prefix match */
+    CHECK_STATUS(cpool_device_open(cpool_device_backend(dev), 0, &d), CPOOL_ERR_INVALID_ARGUMENT);
+    /* 0, 1 and empty (unset) are accepted. */
+    static const char *const accepted[] = {"0", "1", ""};
+    for (size_t i = 0; i < sizeof accepted / sizeof *accepted; i++) {
+        setenv("CPOOL_VIRTUAL_MEMORY", accepted[i], 1);
+        d = NULL;
+        pool = NULL;
+        if (CHECK_OK(cpool_device_open(cpool_device_backend(dev), 0, &d))) cpool_device_close(d);
+        if (CHECK_OK(cpool_pool_create(dev, NULL, &pool))) {
+            CHECK_EQ(cpool_pool_grows_in_place(pool), strcmp(accepted[i], "0") != 0);
+            cpool_pool_release(pool);
+        }
+    }
+    if (saved)
+        setenv("CPOOL_VIRTUAL_MEMORY", saved, 1);
+    else
+        unsetenv("CPOOL_VIRTUAL_MEMORY");
+    free(saved);
+}
+
 static void auto_open_leaves_last_error(cpool_device *dev) {
     char *saved = env_save();
     char before[512];
@@ -1061,6 +1103,7 @@ static const check_case cases[] = {
     CHECK_CASE(callback_sync_of_own_stream_refused),
     CHECK_CASE(callback_trim_refused),
     CHECK_CASE(env_unknown_backend_refused),
+    CHECK_CASE(env_virtual_memory_value_refused),
     CHECK_CASE(auto_open_leaves_last_error),
     CHECK_CASE(graph_released_in_callback_torn_down_later),
 };

@@ -37,10 +37,19 @@
 #define CPOOL__PAGE_BYTES ((size_t)2 << 20)
 
 /* CPOOL_VIRTUAL_MEMORY=0 in the environment: no growable segments, as on
- * a platform that has none (pools fall back to plain segments). */
+ * a platform that has none (pools fall back to plain segments); =1, empty
+ * or unset: growable segments where the platform has them. */
 static inline bool cpool__virtual_memory_off(void) {
     const char *v = getenv("CPOOL_VIRTUAL_MEMORY");
     return v && strcmp(v, "0") == 0;
+}
+
+/* The value of CPOOL_VIRTUAL_MEMORY when it is neither of those, else
+ * NULL: device opens and pool creations refuse it, so that a typo does
+ * not silently leave growable segments on. */
+static inline const char *cpool__virtual_memory_bad_value(void) {
+    const char *v = getenv("CPOOL_VIRTUAL_MEMORY");
+    return v && *v && strcmp(v, "0") != 0 && strcmp(v, "1") != 0 ? v : NULL;
 }
 
 typedef struct cpool__bdevice cpool__bdevice;

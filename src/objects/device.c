@@ -97,6 +97,11 @@ static cpool_status device_open(cpool_backend backend, int ordinal, cpool_device
     if (ordinal < 0) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_device_open: negative ordinal %d", ordinal);
     if (backend != CPOOL_BACKEND_AUTO && backend != CPOOL_BACKEND_CUDA && backend != CPOOL_BACKEND_HOST)
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_device_open: unknown backend %d", (int)backend);
+    /* Every backend's pools read it: refused whichever backend is asked for. */
+    const char *vm = cpool__virtual_memory_bad_value();
+    if (vm)
+        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT,
+                           "cpool_device_open: CPOOL_VIRTUAL_MEMORY=\"%.64s\" is neither \"0\" nor \"1\"", vm);
     if (backend == CPOOL_BACKEND_AUTO) {
         cpool_status st = auto_choice(&backend);
         if (st != CPOOL_OK) return st;

@@ -187,6 +187,12 @@ cpool_status cpool__pool_create_registered(cpool_device *dev_handle, const cpool
         o.reserve_bytes > o.max_reserved_bytes / CPOOL__SEGMENT_GRANULE * CPOOL__SEGMENT_GRANULE)
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT,
                            "cpool_pool_create: reserve_bytes, rounded up to 2 MiB, exceeds max_reserved_bytes");
+    /* Refused where it takes effect (va_supported below), also when it was
+     * set only after the device was opened. */
+    const char *vm = cpool__virtual_memory_bad_value();
+    if (vm)
+        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT,
+                           "cpool_pool_create: CPOOL_VIRTUAL_MEMORY=\"%.64s\" is neither \"0\" nor \"1\"", vm);
     cpool_status st = cpool__deferred_start();
     if (st != CPOOL_OK) return cpool__fail_in("cpool_pool_create", st);
 
