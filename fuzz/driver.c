@@ -301,7 +301,7 @@ static void finish(void) {
     /* Beyond those, a stream may keep state of its own once it captured (a
      * capture fence): the count may grow in an input where a fixed stream
      * captured for the first time, and must not grow otherwise. */
-    const cpool_device *d = cpool__handle_object(dev);
+    const cpool_device *d = cpool__handle_object(dev, CPOOL__HANDLE_DEVICE);
     if (!d) fail("the harness's device handle is dead");
     int refs = atomic_load(&d->refs);
     int allowed = (dev_refs_prev < 0 ? 1 + NFIXED : dev_refs_prev) + first_captures;

@@ -16,12 +16,15 @@
  *   in words is in cpool_last_error().
  * - Handles are opaque. Each handle names the function that creates it and
  *   the one that ends it; ending functions accept NULL and do nothing.
- * - Handles are checked. A device, stream, event, pool or graph handle that was
- *   already closed, destroyed or released is recognised at every call, also
- *   after its memory went to a new handle of the same type: a call with a
- *   status returns CPOOL_ERR_INVALID_ARGUMENT, a call without one does
+ * - Handles are checked. A device, stream, event, pool, graph or parameter
+ *   block handle that was already closed, destroyed or released (a parameter
+ *   block: whose pool ended) is recognised at every call, also after its
+ *   memory went to a new handle of the same type, and so is a live handle of
+ *   another type than the argument takes (a stream given as a pool): a call
+ *   with a status returns CPOOL_ERR_INVALID_ARGUMENT, a call without one does
  *   nothing (one returning a value returns NULL, 0 or false), and both leave
- *   the reason in cpool_last_error(). A release or close beyond the
+ *   the reason in cpool_last_error() ("cpool_alloc: pool is a stream handle,
+ *   not a pool"). A release or close beyond the
  *   references the caller holds is refused the same way: it never takes a
  *   reference that a stream, pool or graph of the library holds.
  * - Calls from stream callbacks. Inside a cpool_launch_host callback, a
@@ -752,7 +755,8 @@ cpool_status cpool_graph_update(cpool_graph *g, cpool_stream *s, cpool_capture_f
  * address for the pool's whole life, for captured work to read on every
  * replay (a step counter, a scale, a pointer table).
  * Created by cpool_param_create; it ends with its pool (there is no
- * destroy: graphs that read it keep the pool, and so the block, alive).
+ * destroy: graphs that read it keep the pool, and so the block, alive), and
+ * its handle is then a dead one.
  * Thread-safe as a copy is: cpool_param_set may come from any thread; sets
  * on streams with no order between them race on the block's contents. */
 typedef struct cpool_param cpool_param;
@@ -766,7 +770,7 @@ typedef struct cpool_param cpool_param;
 cpool_status cpool_param_create(cpool_pool *pool, size_t bytes, cpool_param **out);
 
 /* The block's device address (host memory on the host backend, readable by
- * host work); NULL for NULL. */
+ * host work); NULL for NULL or a dead handle. */
 void *cpool_param_device_ptr(const cpool_param *p);
 
 /* Writes `bytes` from `value` to the start of the block in stream order on

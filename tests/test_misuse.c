@@ -27,8 +27,12 @@
 #include "check.h" /* first: it sets _POSIX_C_SOURCE */
 #include "helpers.h"
 
+#include "capturepool_nccl.h"
+
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <unistd.h> /* alarm, write, _exit */
 
 #define MiB ((size_t)1024 * 1024)
 
@@ -72,6 +76,7 @@ typedef struct fixture {
     cpool_pool *pool2;  /* a second pool: its pointers are foreign to pool */
     cpool_graph *g;     /* captured with pool on s, launched once */
     cpool_param *param; /* 64 bytes in pool */
+    cpool_event *ev;    /* recorded on s, complete */
     void *a, *b;        /* live in pool */
     size_t a_bytes;
     void *freed;    /* handed out by pool, then freed */
@@ -162,6 +167,8 @@ static int fixture_make(fixture *f, cpool_device *dev) {
 
     if (!CHECK_OK(cpool_param_create(f->pool, 64, &f->param))) return 0;
     if (!CHECK_OK(cpool_param_set(f->param, &v, sizeof v, f->s))) return 0;
+    if (!CHECK_OK(cpool_event_create(dev, &f->ev))) return 0;
+    if (!CHECK_OK(cpool_event_record(f->ev, f->s))) return 0;
 
     if (!CHECK_OK(cpool_capture(f->s, f->pool, CPOOL_CAPTURE_GLOBAL, body_graph, f, &f->g))) return 0;
     if (!CHECK_OK(cpool_graph_launch(f->g, f->s))) return 0;
@@ -219,6 +226,7 @@ static void fixture_teardown(fixture *f) {
         CHECK_EQ(st.allocated_bytes, 0);
         CHECK_EQ(st.alloc_count, st.free_count);
     }
+    cpool_event_destroy(f->ev);
     cpool_graph_release(f->g);
     cpool_pool_release(f->pool);
     cpool_pool_release(f->pool2);
@@ -248,6 +256,8 @@ typedef struct snapshot {
     int param_value;
     int drops;
     int graph_runs;
+    cpool_backend backend;
+    cpool_status event_query;
 } snapshot;
 
 static void snapshot_take(fixture *f, snapshot *x) {
@@ -270,6 +280,8 @@ static void snapshot_take(fixture *f, snapshot *x) {
     CHECK_OK(read_back(f->s, &x->param_value, x->param_ptr, sizeof x->param_value));
     x->drops = aload(&f->log.count);
     x->graph_runs = aload(&f->graph_runs);
+    x->backend = cpool_device_backend(f->dev);
+    x->event_query = f->ev ? cpool_event_query(f->ev) : CPOOL_OK;
 }
 
 /* What a row may change: a documented side effect of its failure. */
@@ -294,6 +306,8 @@ static void snapshot_compare(const snapshot *x, const snapshot *y, unsigned may)
     CHECK_EQ(x->param_value, y->param_value);
     CHECK_EQ(x->drops, y->drops);
     CHECK_EQ(x->graph_runs, y->graph_runs);
+    CHECK_EQ(x->backend, y->backend);
+    CHECK_EQ(x->event_query, y->event_query);
 }
 
 /* ---- out-pointer checks --------------------------------------------------------- */
@@ -932,6 +946,332 @@ ROW_FN(graphed_call_body_fails) {
     CHECK_EQ(f->body_calls, 1); /* the first failing warm-up ends it */
 }
 
+/* ---- handles of the wrong type -----------------------------------------------------
+ * Every argument of every public function that takes a handle is given, in
+ * turn, each live handle of another type (a void * or a wrong cast makes that
+ * easy in C). A call with a status returns CPOOL_ERR_INVALID_ARGUMENT; one
+ * without returns what it returns for a dead handle; both change nothing
+ * and leave "fn: arg is a <type> handle, not a <type>" in cpool_last_error().
+ * Each `call` passes `h` in its argument, the fixture's right handles in the
+ * others, and checks the result and the out-pointers. */
+
+typedef enum handle_type { T_DEVICE, T_STREAM, T_EVENT, T_POOL, T_GRAPH, T_PARAM, T_COUNT } handle_type;
+
+/* As the library's messages name them. */
+static const char *const type_name[T_COUNT] = {"a device", "a stream", "an event",
+                                               "a pool",   "a graph",  "a parameter block"};
+
+static void *live_handle(fixture *f, handle_type t) {
+    switch (t) {
+    case T_DEVICE: return f->dev;
+    case T_STREAM: return f->s;
+    case T_EVENT: return f->ev;
+    case T_POOL: return f->pool;
+    case T_GRAPH: return f->g;
+    case T_PARAM: return f->param;
+    default: return NULL;
+    }
+}
+
+#define WRONG_FN(name) static void name(fixture *f, void *h)
+#define WRONG_PATH "/tmp/cpool-misuse-wrong-type.out"
+
+/* The call wrote no file at WRONG_PATH (removed before it). */
+static void check_no_file(void) {
+    FILE *file = fopen(WRONG_PATH, "r");
+    CHECK(file == NULL);
+    if (file) fclose(file);
+}
+
+/* devices */
+WRONG_FN(w_device_close) { (void)f; cpool_device_close(h); }
+WRONG_FN(w_device_backend) { (void)f; CHECK_EQ(cpool_device_backend(h), CPOOL_BACKEND_AUTO); }
+WRONG_FN(w_stream_create) {
+    cpool_stream *out = (cpool_stream *)SENTINEL;
+    (void)f;
+    CHECK_STATUS(cpool_stream_create(h, &out), INV);
+    CHECK_UNTOUCHED(out);
+}
+WRONG_FN(w_stream_wrap) {
+    cpool_stream *out = (cpool_stream *)SENTINEL;
+    (void)f;
+    CHECK_STATUS(cpool_stream_wrap(h, NULL, &out), INV);
+    CHECK_UNTOUCHED(out);
+}
+WRONG_FN(w_pool_create) {
+    cpool_pool *out = (cpool_pool *)SENTINEL;
+    (void)f;
+    CHECK_STATUS(cpool_pool_create(h, NULL, &out), INV);
+    CHECK_UNTOUCHED(out);
+}
+WRONG_FN(w_event_create) {
+    cpool_event *out = (cpool_event *)SENTINEL;
+    (void)f;
+    CHECK_STATUS(cpool_event_create(h, &out), INV);
+    CHECK_UNTOUCHED(out);
+}
+/* The communicator is never reached: any non-NULL pointer does. */
+WRONG_FN(w_nccl_pool_create) {
+    cpool_pool *out = (cpool_pool *)SENTINEL;
+    CHECK_STATUS(cpool_nccl_pool_create(h, (struct ncclComm *)f->host_buf, NULL, &out), INV);
+    CHECK_UNTOUCHED(out);
+}
+
+/* streams */
+WRONG_FN(w_stream_native) { (void)f; CHECK(cpool_stream_native(h) == NULL); }
+WRONG_FN(w_stream_synchronize) { (void)f; CHECK_STATUS(cpool_stream_synchronize(h), INV); }
+WRONG_FN(w_stream_destroy) { (void)f; cpool_stream_destroy(h); }
+WRONG_FN(w_launch_host) { CHECK_STATUS(cpool_launch_host(h, cb_inc, &f->graph_runs), INV); }
+WRONG_FN(w_memcpy_async) { CHECK_STATUS(cpool_memcpy_async(h, f->host_buf, f->a, 16), INV); }
+WRONG_FN(w_memset_async) { CHECK_STATUS(cpool_memset_async(h, f->a, 0, 16), INV); }
+WRONG_FN(w_event_record_stream) { CHECK_STATUS(cpool_event_record(f->ev, h), INV); }
+WRONG_FN(w_event_record_event) { CHECK_STATUS(cpool_event_record(h, f->s), INV); }
+WRONG_FN(w_wait_event_stream) { CHECK_STATUS(cpool_stream_wait_event(h, f->ev), INV); }
+WRONG_FN(w_wait_event_event) { CHECK_STATUS(cpool_stream_wait_event(f->s, h), INV); }
+
+/* events */
+WRONG_FN(w_event_destroy) { (void)f; cpool_event_destroy(h); }
+WRONG_FN(w_event_query) { (void)f; CHECK_STATUS(cpool_event_query(h), INV); }
+WRONG_FN(w_event_synchronize) { (void)f; CHECK_STATUS(cpool_event_synchronize(h), INV); }
+WRONG_FN(w_elapsed_start) {
+    float ms = -1;
+    CHECK_STATUS(cpool_event_elapsed_ms(h, f->ev, &ms), INV);
+    CHECK(ms == -1);
+}
+WRONG_FN(w_elapsed_end) {
+    float ms = -1;
+    CHECK_STATUS(cpool_event_elapsed_ms(f->ev, h, &ms), INV);
+    CHECK(ms == -1);
+}
+
+/* pools */
+WRONG_FN(w_pool_retain) { (void)f; CHECK(cpool_pool_retain(h) == NULL); }
+WRONG_FN(w_pool_release) { (void)f; cpool_pool_release(h); }
+WRONG_FN(w_pool_seal) { (void)f; cpool_pool_seal(h); }
+WRONG_FN(w_pool_unseal) { (void)f; cpool_pool_unseal(h); }
+WRONG_FN(w_pool_is_sealed) { (void)f; CHECK(!cpool_pool_is_sealed(h)); }
+WRONG_FN(w_pool_grows_in_place) { (void)f; CHECK(!cpool_pool_grows_in_place(h)); }
+WRONG_FN(w_pool_record) {
+    size_t index = 12345;
+    CHECK_STATUS(cpool_pool_record(h, &f->objs[OBJ_SPARE], tracked_drop, &index), INV);
+    CHECK_EQ(index, 12345);
+}
+WRONG_FN(w_pool_buffer_count) { (void)f; CHECK_EQ(cpool_pool_buffer_count(h), 0); }
+WRONG_FN(w_pool_clear_buffers) { (void)f; cpool_pool_clear_buffers(h); }
+WRONG_FN(w_alloc_pool) {
+    void *p = SENTINEL;
+    CHECK_STATUS(cpool_alloc(h, 64, f->s, &p), INV);
+    CHECK_UNTOUCHED(p);
+}
+WRONG_FN(w_alloc_stream) {
+    void *p = SENTINEL;
+    CHECK_STATUS(cpool_alloc(f->pool, 64, h, &p), INV);
+    CHECK_UNTOUCHED(p);
+}
+WRONG_FN(w_alloc_output_pool) {
+    void *p = SENTINEL;
+    CHECK_STATUS(cpool_alloc_output(h, 64, f->s, &p), INV);
+    CHECK_UNTOUCHED(p);
+}
+WRONG_FN(w_alloc_output_stream) {
+    void *p = SENTINEL;
+    CHECK_STATUS(cpool_alloc_output(f->pool, 64, h, &p), INV);
+    CHECK_UNTOUCHED(p);
+}
+WRONG_FN(w_free_pool) { CHECK_STATUS(cpool_free(h, f->a, f->s), INV); }
+WRONG_FN(w_free_stream) { CHECK_STATUS(cpool_free(f->pool, f->a, h), INV); }
+WRONG_FN(w_pool_get_stats) {
+    cpool_pool_stats st;
+    (void)f;
+    fill_stats(&st, sizeof st);
+    CHECK_STATUS(cpool_pool_get_stats(h, &st), INV);
+    check_stats_untouched(&st, sizeof st);
+}
+WRONG_FN(w_pool_write_snapshot) {
+    (void)f;
+    CHECK_STATUS(cpool_pool_write_snapshot(h, WRONG_PATH), INV);
+    check_no_file();
+}
+WRONG_FN(w_pool_trim) { (void)f; CHECK_STATUS(cpool_pool_trim(h), INV); }
+WRONG_FN(w_nccl_registration_count) { (void)f; CHECK_EQ(cpool_nccl_registration_count(h), 0); }
+
+/* capture */
+WRONG_FN(w_capture_begin_stream) { CHECK_STATUS(cpool_capture_begin(h, f->pool, CPOOL_CAPTURE_GLOBAL), INV); }
+WRONG_FN(w_capture_begin_pool) { CHECK_STATUS(cpool_capture_begin(f->s, h, CPOOL_CAPTURE_GLOBAL), INV); }
+WRONG_FN(w_capture_end) {
+    cpool_graph *g = (cpool_graph *)SENTINEL;
+    (void)f;
+    CHECK_STATUS(cpool_capture_end(h, &g), INV);
+    CHECK_UNTOUCHED(g);
+}
+WRONG_FN(w_capture_status) {
+    cpool_capture_state cs = (cpool_capture_state)99;
+    (void)f;
+    CHECK_STATUS(cpool_capture_status(h, &cs), INV);
+    CHECK_EQ(cs, 99);
+}
+WRONG_FN(w_capture_stream) {
+    cpool_graph *g = (cpool_graph *)SENTINEL;
+    CHECK_STATUS(cpool_capture(h, f->pool, CPOOL_CAPTURE_GLOBAL, body_count, f, &g), INV);
+    CHECK_UNTOUCHED(g);
+    CHECK_EQ(f->body_calls, 0);
+}
+WRONG_FN(w_capture_pool) {
+    cpool_graph *g = (cpool_graph *)SENTINEL;
+    CHECK_STATUS(cpool_capture(f->s, h, CPOOL_CAPTURE_GLOBAL, body_count, f, &g), INV);
+    CHECK_UNTOUCHED(g);
+    CHECK_EQ(f->body_calls, 0);
+}
+WRONG_FN(w_graphed_call_stream) {
+    cpool_graph *g = (cpool_graph *)SENTINEL;
+    CHECK_STATUS(cpool_graphed_call(h, f->pool, CPOOL_CAPTURE_GLOBAL, 1, body_count, f, &g), INV);
+    CHECK_UNTOUCHED(g);
+    CHECK_EQ(f->body_calls, 0);
+}
+WRONG_FN(w_graphed_call_pool) {
+    cpool_graph *g = (cpool_graph *)SENTINEL;
+    CHECK_STATUS(cpool_graphed_call(f->s, h, CPOOL_CAPTURE_GLOBAL, 1, body_count, f, &g), INV);
+    CHECK_UNTOUCHED(g);
+    CHECK_EQ(f->body_calls, 0);
+}
+
+/* graphs */
+WRONG_FN(w_graph_launch_graph) { CHECK_STATUS(cpool_graph_launch(h, f->s), INV); }
+WRONG_FN(w_graph_launch_stream) { CHECK_STATUS(cpool_graph_launch(f->g, h), INV); }
+WRONG_FN(w_graph_upload_graph) { CHECK_STATUS(cpool_graph_upload(h, f->s), INV); }
+WRONG_FN(w_graph_upload_stream) { CHECK_STATUS(cpool_graph_upload(f->g, h), INV); }
+WRONG_FN(w_graph_id) { (void)f; CHECK_EQ(cpool_graph_id(h), 0); }
+WRONG_FN(w_graph_replays) { (void)f; CHECK_EQ(cpool_graph_replays(h), 0); }
+WRONG_FN(w_graph_get_stats) {
+    cpool_graph_stats gs;
+    (void)f;
+    memset(&gs, 0xab, sizeof gs);
+    gs.struct_size = sizeof gs;
+    CHECK_STATUS(cpool_graph_get_stats(h, &gs), INV);
+    CHECK_EQ(gs.pool_count, 0xababababababababull);
+}
+WRONG_FN(w_graph_pool) { (void)f; CHECK(cpool_graph_pool(h) == NULL); }
+WRONG_FN(w_graph_pool_buffer_count) { (void)f; CHECK_EQ(cpool_graph_pool_buffer_count(h), 0); }
+WRONG_FN(w_graph_native) { (void)f; CHECK(cpool_graph_native(h) == NULL); }
+WRONG_FN(w_graph_retain) { (void)f; CHECK(cpool_graph_retain(h) == NULL); }
+WRONG_FN(w_graph_release) { (void)f; cpool_graph_release(h); }
+WRONG_FN(w_graph_update_graph) {
+    CHECK_STATUS(cpool_graph_update(h, f->s, body_count, f), INV);
+    CHECK_EQ(f->body_calls, 0);
+}
+WRONG_FN(w_graph_update_stream) {
+    CHECK_STATUS(cpool_graph_update(f->g, h, body_count, f), INV);
+    CHECK_EQ(f->body_calls, 0);
+}
+WRONG_FN(w_graph_dump_dot) {
+    (void)f;
+    CHECK_STATUS(cpool_graph_dump_dot(h, WRONG_PATH), INV);
+    check_no_file();
+}
+
+/* parameter blocks */
+WRONG_FN(w_param_create) {
+    cpool_param *p = (cpool_param *)SENTINEL;
+    (void)f;
+    CHECK_STATUS(cpool_param_create(h, 16, &p), INV);
+    CHECK_UNTOUCHED(p);
+}
+WRONG_FN(w_param_device_ptr) { (void)f; CHECK(cpool_param_device_ptr(h) == NULL); }
+WRONG_FN(w_param_set_param) {
+    int v = 1;
+    CHECK_STATUS(cpool_param_set(h, &v, sizeof v, f->s), INV);
+}
+WRONG_FN(w_param_set_stream) {
+    int v = 1;
+    CHECK_STATUS(cpool_param_set(f->param, &v, sizeof v, h), INV);
+}
+
+typedef struct wrong_row {
+    const char *fn;
+    const char *arg;  /* as the message names it */
+    handle_type want; /* the argument's type */
+    void (*call)(fixture *f, void *h);
+} wrong_row;
+
+/* wrong-type-table-begin */
+static const wrong_row wrong_rows[] = {
+    {"cpool_device_close", "device", T_DEVICE, w_device_close},
+    {"cpool_device_backend", "device", T_DEVICE, w_device_backend},
+    {"cpool_stream_create", "device", T_DEVICE, w_stream_create},
+    {"cpool_stream_wrap", "device", T_DEVICE, w_stream_wrap},
+    {"cpool_pool_create", "device", T_DEVICE, w_pool_create},
+    {"cpool_event_create", "device", T_DEVICE, w_event_create},
+    {"cpool_nccl_pool_create", "device", T_DEVICE, w_nccl_pool_create},
+
+    {"cpool_stream_native", "stream", T_STREAM, w_stream_native},
+    {"cpool_stream_synchronize", "stream", T_STREAM, w_stream_synchronize},
+    {"cpool_stream_destroy", "stream", T_STREAM, w_stream_destroy},
+    {"cpool_launch_host", "stream", T_STREAM, w_launch_host},
+    {"cpool_memcpy_async", "stream", T_STREAM, w_memcpy_async},
+    {"cpool_memset_async", "stream", T_STREAM, w_memset_async},
+    {"cpool_event_record", "stream", T_STREAM, w_event_record_stream},
+    {"cpool_event_record", "event", T_EVENT, w_event_record_event},
+    {"cpool_stream_wait_event", "stream", T_STREAM, w_wait_event_stream},
+    {"cpool_stream_wait_event", "event", T_EVENT, w_wait_event_event},
+
+    {"cpool_event_destroy", "event", T_EVENT, w_event_destroy},
+    {"cpool_event_query", "event", T_EVENT, w_event_query},
+    {"cpool_event_synchronize", "event", T_EVENT, w_event_synchronize},
+    {"cpool_event_elapsed_ms", "start event", T_EVENT, w_elapsed_start},
+    {"cpool_event_elapsed_ms", "end event", T_EVENT, w_elapsed_end},
+
+    {"cpool_pool_retain", "pool", T_POOL, w_pool_retain},
+    {"cpool_pool_release", "pool", T_POOL, w_pool_release},
+    {"cpool_pool_seal", "pool", T_POOL, w_pool_seal},
+    {"cpool_pool_unseal", "pool", T_POOL, w_pool_unseal},
+    {"cpool_pool_is_sealed", "pool", T_POOL, w_pool_is_sealed},
+    {"cpool_pool_grows_in_place", "pool", T_POOL, w_pool_grows_in_place},
+    {"cpool_pool_record", "pool", T_POOL, w_pool_record},
+    {"cpool_pool_buffer_count", "pool", T_POOL, w_pool_buffer_count},
+    {"cpool_pool_clear_buffers", "pool", T_POOL, w_pool_clear_buffers},
+    {"cpool_alloc", "pool", T_POOL, w_alloc_pool},
+    {"cpool_alloc", "stream", T_STREAM, w_alloc_stream},
+    {"cpool_alloc_output", "pool", T_POOL, w_alloc_output_pool},
+    {"cpool_alloc_output", "stream", T_STREAM, w_alloc_output_stream},
+    {"cpool_free", "pool", T_POOL, w_free_pool},
+    {"cpool_free", "stream", T_STREAM, w_free_stream},
+    {"cpool_pool_get_stats", "pool", T_POOL, w_pool_get_stats},
+    {"cpool_pool_write_snapshot", "pool", T_POOL, w_pool_write_snapshot},
+    {"cpool_pool_trim", "pool", T_POOL, w_pool_trim},
+    {"cpool_nccl_registration_count", "pool", T_POOL, w_nccl_registration_count},
+
+    {"cpool_capture_begin", "stream", T_STREAM, w_capture_begin_stream},
+    {"cpool_capture_begin", "pool", T_POOL, w_capture_begin_pool},
+    {"cpool_capture_end", "stream", T_STREAM, w_capture_end},
+    {"cpool_capture_status", "stream", T_STREAM, w_capture_status},
+    {"cpool_capture", "stream", T_STREAM, w_capture_stream},
+    {"cpool_capture", "pool", T_POOL, w_capture_pool},
+    {"cpool_graphed_call", "stream", T_STREAM, w_graphed_call_stream},
+    {"cpool_graphed_call", "pool", T_POOL, w_graphed_call_pool},
+
+    {"cpool_graph_launch", "graph", T_GRAPH, w_graph_launch_graph},
+    {"cpool_graph_launch", "stream", T_STREAM, w_graph_launch_stream},
+    {"cpool_graph_upload", "graph", T_GRAPH, w_graph_upload_graph},
+    {"cpool_graph_upload", "stream", T_STREAM, w_graph_upload_stream},
+    {"cpool_graph_id", "graph", T_GRAPH, w_graph_id},
+    {"cpool_graph_replays", "graph", T_GRAPH, w_graph_replays},
+    {"cpool_graph_get_stats", "graph", T_GRAPH, w_graph_get_stats},
+    {"cpool_graph_pool", "graph", T_GRAPH, w_graph_pool},
+    {"cpool_graph_pool_buffer_count", "graph", T_GRAPH, w_graph_pool_buffer_count},
+    {"cpool_graph_native", "graph", T_GRAPH, w_graph_native},
+    {"cpool_graph_retain", "graph", T_GRAPH, w_graph_retain},
+    {"cpool_graph_release", "graph", T_GRAPH, w_graph_release},
+    {"cpool_graph_update", "graph", T_GRAPH, w_graph_update_graph},
+    {"cpool_graph_update", "stream", T_STREAM, w_graph_update_stream},
+    {"cpool_graph_dump_dot", "graph", T_GRAPH, w_graph_dump_dot},
+
+    {"cpool_param_create", "pool", T_POOL, w_param_create},
+    {"cpool_param_device_ptr", "parameter block", T_PARAM, w_param_device_ptr},
+    {"cpool_param_set", "parameter block", T_PARAM, w_param_set_param},
+    {"cpool_param_set", "stream", T_STREAM, w_param_set_stream},
+};
+/* wrong-type-table-end */
+
 /* ---- the table ---------------------------------------------------------------------
  * One row per (public function, kind of bad argument). `fn` is the function
  * under test, as tests/check_api_coverage.sh reads it: keep every row's
@@ -1129,7 +1469,67 @@ static void misuse_table(cpool_device *dev) {
     printf("  %zu rows: %d failed\n", sizeof rows / sizeof rows[0], failed_rows);
 }
 
+/* A library that took a handle of the wrong type for its own may wait
+ * forever on what it took for a lock or a stream: the call that does fails
+ * the binary, naming itself, instead of hanging the suite. */
+enum { WRONG_CALL_DEADLINE_S = 30 };
+static char wrong_call_now[256];
+
+static void wrong_call_hung(int sig) {
+    static const char text[] = "FAIL: no return within the deadline: ";
+    (void)sig;
+    if (write(STDOUT_FILENO, text, sizeof text - 1) < 0 ||
+        write(STDOUT_FILENO, wrong_call_now, strlen(wrong_call_now)) < 0 || write(STDOUT_FILENO, "\n", 1) < 0)
+        _exit(1);
+    _exit(1);
+}
+
+/* Each row in a fixture of its own, each wrong type in turn, with the
+ * snapshot around every call. */
+static void wrong_type_table(cpool_device *dev) {
+    size_t i;
+    int failed_rows = 0;
+    signal(SIGALRM, wrong_call_hung);
+    for (i = 0; i < sizeof wrong_rows / sizeof wrong_rows[0]; i++) {
+        const wrong_row *r = &wrong_rows[i];
+        fixture f;
+        int failures_before = __atomic_load_n(&check_case_failures_, __ATOMIC_SEQ_CST);
+        if (fixture_make(&f, dev)) {
+            int t;
+            for (t = 0; t < T_COUNT; t++) {
+                snapshot before, after;
+                char want[256];
+                cpool_stream *unused = NULL;
+                if (t == (int)r->want) continue;
+                snprintf(want, sizeof want, "%s: %s is %s handle, not %s", r->fn, r->arg, type_name[t],
+                         type_name[r->want]);
+                remove(WRONG_PATH);
+                snapshot_take(&f, &before);
+                f.body_calls = 0;
+                /* A known last error, so that a call that notes none is seen. */
+                CHECK_STATUS(cpool_stream_create(NULL, &unused), INV);
+                snprintf(wrong_call_now, sizeof wrong_call_now, "%s given %s handle as its %s", r->fn, type_name[t],
+                         r->arg);
+                alarm(WRONG_CALL_DEADLINE_S);
+                r->call(&f, live_handle(&f, (handle_type)t));
+                alarm(0);
+                CHECK_STR_EQ(cpool_last_error(), want);
+                snapshot_take(&f, &after);
+                snapshot_compare(&before, &after, 0);
+            }
+        }
+        fixture_teardown(&f);
+        if (__atomic_load_n(&check_case_failures_, __ATOMIC_SEQ_CST) != failures_before) {
+            failed_rows++;
+            printf("  ^ row %zu failed: %s: %s of the wrong type\n", i, r->fn, r->arg);
+        }
+        fflush(stdout);
+    }
+    printf("  %zu rows: %d failed\n", sizeof wrong_rows / sizeof wrong_rows[0], failed_rows);
+}
+
 static const check_case cases[] = {
     CHECK_CASE(misuse_table),
+    CHECK_CASE(wrong_type_table),
 };
 CHECK_MAIN(cases, CHECK_ON_ALL)

@@ -672,6 +672,41 @@ static void dead_device_handle(cpool_device *dev) {
     cpool_device_close(fresh);
 }
 
+/* A parameter block ends with its pool: its handle is then dead, also once
+ * its memory went to a new block. */
+static void dead_param_handle(cpool_device *dev) {
+    char before[512];
+    cpool_stream *s = NULL;
+    cpool_pool *pool = NULL, *other = NULL;
+    cpool_param *param = NULL, *fresh = NULL;
+    int v = 5;
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    REQUIRE_OK(cpool_param_create(pool, sizeof v, &param));
+    CHECK_OK(cpool_param_set(param, &v, sizeof v, s));
+    CHECK_OK(cpool_stream_synchronize(s));
+    cpool_pool_release(pool); /* the last reference: the block goes with it */
+    prime_last_error(before, sizeof before);
+    CHECK_STATUS(cpool_param_set(param, &v, sizeof v, s), CPOOL_ERR_INVALID_ARGUMENT);
+    CHECK_NEW_REASON(before, "cpool_param_set of a dead parameter block");
+    prime_last_error(before, sizeof before);
+    CHECK(cpool_param_device_ptr(param) == NULL);
+    CHECK_NEW_REASON(before, "cpool_param_device_ptr of a dead parameter block");
+
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &other));
+    REQUIRE_OK(cpool_param_create(other, sizeof v, &fresh));
+    CHECK(fresh != param);
+    CHECK_STATUS(cpool_param_set(param, &v, sizeof v, s), CPOOL_ERR_INVALID_ARGUMENT);
+    CHECK_OK(cpool_param_set(fresh, &v, sizeof v, s));
+    {
+        int got = 0;
+        CHECK_OK(read_back(s, &got, cpool_param_device_ptr(fresh), sizeof got));
+        CHECK_EQ(got, v);
+    }
+    cpool_pool_release(other);
+    cpool_stream_destroy(s);
+}
+
 /* ==== 5b. calls from a stream callback that would wait for that stream ==== */
 
 typedef struct in_callback {
@@ -1097,6 +1132,7 @@ static const check_case cases[] = {
     CHECK_CASE(dead_graph_handle),
     CHECK_CASE(dead_stream_handle),
     CHECK_CASE(dead_device_handle),
+    CHECK_CASE(dead_param_handle),
     CHECK_CASE(racing_destroys_of_one_stream),
     CHECK_CASE(racing_capture_begins),
     CHECK_CASE(graph_released_twice_in_its_replay),

@@ -34,9 +34,9 @@ static cpool_status capture_check(const char *what, cpool_stream *s, cpool_pool 
 /* Resolves a stream handle and an optional pool handle into s and pool. */
 #define RESOLVE_STREAM_AND_POOL(s, pool, fn)                                                       \
     do {                                                                                           \
-        CPOOL__RESOLVE(s, s##_handle, fn, "stream");                                               \
+        CPOOL__RESOLVE(s, s##_handle, CPOOL__HANDLE_STREAM, fn, "stream");                         \
         (pool) = NULL;                                                                             \
-        if (pool##_handle) CPOOL__RESOLVE(pool, pool##_handle, fn, "pool");                        \
+        if (pool##_handle) CPOOL__RESOLVE(pool, pool##_handle, CPOOL__HANDLE_POOL, fn, "pool");    \
     } while (0)
 
 /* Numbers captures, so that an event names the one it was recorded in. */
@@ -122,7 +122,7 @@ static cpool_status capture_finish(cpool_stream *s, bool instantiate, cpool_grap
 
 cpool_status cpool_capture_end(cpool_stream *s_handle, cpool_graph **graph_out) {
     cpool_stream *s;
-    CPOOL__RESOLVE(s, s_handle, "cpool_capture_end", "stream");
+    CPOOL__RESOLVE(s, s_handle, CPOOL__HANDLE_STREAM, "cpool_capture_end", "stream");
     if (!graph_out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_capture_end: NULL argument");
     *graph_out = NULL;
     if (cpool__stream_is_fork(s))
@@ -146,7 +146,7 @@ cpool_status cpool_capture_end(cpool_stream *s_handle, cpool_graph **graph_out) 
 
 cpool_status cpool_capture_status(cpool_stream *s_handle, cpool_capture_state *out) {
     cpool_stream *s;
-    CPOOL__RESOLVE(s, s_handle, "cpool_capture_status", "stream");
+    CPOOL__RESOLVE(s, s_handle, CPOOL__HANDLE_STREAM, "cpool_capture_status", "stream");
     if (!out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_capture_status: NULL argument");
     cpool_status st = s->dev->be->capture_status(s->impl, out);
     return st == CPOOL_OK ? st : cpool__fail_in("cpool_capture_status", st);
@@ -245,8 +245,8 @@ cpool_status cpool_graphed_call(cpool_stream *s_handle, cpool_pool *pool_handle,
 cpool_status cpool_graph_update(cpool_graph *g_handle, cpool_stream *s_handle, cpool_capture_fn body, void *ctx) {
     cpool_graph *g;
     cpool_stream *s;
-    CPOOL__RESOLVE(g, g_handle, "cpool_graph_update", "graph");
-    CPOOL__RESOLVE(s, s_handle, "cpool_graph_update", "stream");
+    CPOOL__RESOLVE(g, g_handle, CPOOL__HANDLE_GRAPH, "cpool_graph_update", "graph");
+    CPOOL__RESOLVE(s, s_handle, CPOOL__HANDLE_STREAM, "cpool_graph_update", "stream");
     cpool__capture_recipe recipe;
     cpool_status st = cpool__graph_update_check(g, s, &recipe);
     if (st != CPOOL_OK) return st;

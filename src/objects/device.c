@@ -43,7 +43,7 @@ static cpool_status auto_choice(cpool_backend *out) {
  * whose count reached zero is being closed and is no longer found. */
 static cpool__mutex registry_mu = CPOOL__MUTEX_INIT(CPOOL__RANK_REGISTRY);
 static cpool_device *open_devices;
-static cpool__slab device_slab = CPOOL__SLAB_INIT(cpool_device);
+static cpool__slab device_slab = CPOOL__SLAB_INIT(cpool_device, CPOOL__HANDLE_DEVICE);
 
 /* Finds or opens the device; the caller's open counts in both counts. */
 static cpool_status device_get(const cpool__backend *be, int ordinal, cpool_device **out) {
@@ -163,16 +163,14 @@ bool cpool__take_user_ref(atomic_int *user_refs, const char *fn, const char *wha
 
 void cpool_device_close(cpool_device *handle) {
     cpool_device *dev;
-    CPOOL__RESOLVE_VOID(dev, handle, "cpool_device_close", "device");
+    CPOOL__RESOLVE_VOID(dev, handle, CPOOL__HANDLE_DEVICE, "cpool_device_close", "device");
     if (cpool__take_user_ref(&dev->user_refs, "cpool_device_close", "device")) cpool__device_release(dev);
 }
 
 cpool_backend cpool_device_backend(const cpool_device *handle) {
-    const cpool_device *dev = cpool__handle_object(handle);
-    if (!dev) {
-        if (handle) cpool__handle_fail(handle, "cpool_device_backend", "device");
-        return CPOOL_BACKEND_AUTO;
-    }
+    const cpool_device *dev;
+    CPOOL__RESOLVE_OR_NULL(dev, handle, CPOOL__HANDLE_DEVICE, "cpool_device_backend", "device");
+    if (!dev) return CPOOL_BACKEND_AUTO;
     if (atomic_load(&((cpool_device *)dev)->user_refs) == 0) {
         cpool__fail(CPOOL_ERR_INVALID_ARGUMENT,
                     "cpool_device_backend: the device was closed (the caller holds no reference to it)");

@@ -38,7 +38,7 @@ struct cpool_event {
     _Atomic uint64_t free_mark;
 };
 
-static cpool__slab event_slab = CPOOL__SLAB_INIT(cpool_event);
+static cpool__slab event_slab = CPOOL__SLAB_INIT(cpool_event, CPOOL__HANDLE_EVENT);
 
 /* Not a status: an eager record or wait the backend refused because a
  * capture began on the stream meanwhile, made again (at most this many
@@ -84,9 +84,9 @@ static void run_deferred_destroy(cpool__deferred *task) {
 }
 
 void cpool_event_destroy(cpool_event *handle) {
-    cpool_event *e = cpool__handle_end(handle); /* of two racing destroys, one ends it */
+    cpool_event *e = cpool__handle_end(handle, CPOOL__HANDLE_EVENT); /* of two racing destroys, one ends it */
     if (!e) {
-        if (handle) cpool__handle_fail(handle, "cpool_event_destroy", "event");
+        if (handle) cpool__handle_fail(handle, CPOOL__HANDLE_EVENT, "cpool_event_destroy", "event");
         return;
     }
     if (cpool__on_stream_thread()) { /* CUDA refuses CUDA calls there */
@@ -100,8 +100,8 @@ void cpool_event_destroy(cpool_event *handle) {
 /* Resolves an event and a stream of one device for `fn`. */
 static cpool_status event_and_stream(const char *fn, cpool_event *e_handle, cpool_stream *s_handle, cpool_event **e,
                                      cpool_stream **s) {
-    CPOOL__RESOLVE(*e, e_handle, fn, "event");
-    CPOOL__RESOLVE(*s, s_handle, fn, "stream");
+    CPOOL__RESOLVE(*e, e_handle, CPOOL__HANDLE_EVENT, fn, "event");
+    CPOOL__RESOLVE(*s, s_handle, CPOOL__HANDLE_STREAM, fn, "stream");
     if ((*e)->dev != (*s)->dev) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: the event is of another device", fn);
     return CPOOL_OK;
 }
@@ -190,7 +190,8 @@ static __attribute__((noinline)) cpool_status wait_in_capture(cpool_stream *s, c
                            "capture waits only for events recorded in it",
                            fn);
     }
-    cpool_stream *recorder = cpool__handle_object(atomic_load_explicit(&e->recorder, memory_order_acquire));
+    cpool_stream *recorder =
+        cpool__handle_object(atomic_load_explicit(&e->recorder, memory_order_acquire), CPOOL__HANDLE_STREAM);
     cpool__capture *cap = recorder ? cpool__stream_lock_capture(recorder) : NULL;
     if (!cap || cap->id != capture_id) {
         if (cap) cpool__stream_unlock_capture(cap);
@@ -245,7 +246,7 @@ static cpool_status refuse_captured(const cpool_event *e, const char *fn) {
 
 cpool_status cpool_event_query(cpool_event *handle) {
     cpool_event *e;
-    CPOOL__RESOLVE(e, handle, "cpool_event_query", "event");
+    CPOOL__RESOLVE(e, handle, CPOOL__HANDLE_EVENT, "cpool_event_query", "event");
     cpool_status st = refuse_captured(e, "cpool_event_query");
     if (st != CPOOL_OK) return st;
     if (e->dev->be->event_done(e->impl)) return CPOOL_OK;
@@ -254,7 +255,7 @@ cpool_status cpool_event_query(cpool_event *handle) {
 
 cpool_status cpool_event_synchronize(cpool_event *handle) {
     cpool_event *e;
-    CPOOL__RESOLVE(e, handle, "cpool_event_synchronize", "event");
+    CPOOL__RESOLVE(e, handle, CPOOL__HANDLE_EVENT, "cpool_event_synchronize", "event");
     cpool_status st = refuse_captured(e, "cpool_event_synchronize");
     if (st == CPOOL_OK) st = cpool__refuse_wait_on_stream_thread("cpool_event_synchronize");
     if (st != CPOOL_OK) return st;
@@ -264,8 +265,8 @@ cpool_status cpool_event_synchronize(cpool_event *handle) {
 
 cpool_status cpool_event_elapsed_ms(cpool_event *start_handle, cpool_event *end_handle, float *ms_out) {
     cpool_event *start, *end;
-    CPOOL__RESOLVE(start, start_handle, "cpool_event_elapsed_ms", "start event");
-    CPOOL__RESOLVE(end, end_handle, "cpool_event_elapsed_ms", "end event");
+    CPOOL__RESOLVE(start, start_handle, CPOOL__HANDLE_EVENT, "cpool_event_elapsed_ms", "start event");
+    CPOOL__RESOLVE(end, end_handle, CPOOL__HANDLE_EVENT, "cpool_event_elapsed_ms", "end event");
     if (!ms_out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_event_elapsed_ms: ms_out is NULL");
     if (start->dev != end->dev)
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_event_elapsed_ms: the events are of two devices");

@@ -37,7 +37,7 @@ struct cpool_graph {
     cpool__held_pool own_pools[CPOOL__CAPTURE_INLINE_POOLS];
 };
 
-static cpool__slab graph_slab = CPOOL__SLAB_INIT(cpool_graph);
+static cpool__slab graph_slab = CPOOL__SLAB_INIT(cpool_graph, CPOOL__HANDLE_GRAPH);
 
 uint64_t cpool__graph_new_id(void) {
     static _Atomic uint64_t next = 1;
@@ -118,8 +118,8 @@ static cpool_status launch_check(const char *what, cpool_graph *g, cpool_stream 
 static inline __attribute__((always_inline)) cpool_status launch_begin(const char *fn, cpool_graph *g_handle,
                                                                         cpool_stream *s_handle, cpool_graph **g,
                                                                         cpool_stream **s) {
-    CPOOL__RESOLVE(*g, g_handle, fn, "graph");
-    CPOOL__RESOLVE(*s, s_handle, fn, "stream");
+    CPOOL__RESOLVE(*g, g_handle, CPOOL__HANDLE_GRAPH, fn, "graph");
+    CPOOL__RESOLVE(*s, s_handle, CPOOL__HANDLE_STREAM, fn, "stream");
     cpool_status st = launch_check(fn, *g, *s);
     return st == CPOOL_OK ? launch_enter(*g, fn) : st;
 }
@@ -154,8 +154,8 @@ cpool_status cpool_graph_upload(cpool_graph *g_handle, cpool_stream *s_handle) {
 /* The graph behind a handle for a call that returns a value, or NULL (the
  * reason noted for a dead handle). */
 static cpool_graph *graph_or_null(const cpool_graph *handle, const char *fn) {
-    cpool_graph *g = cpool__handle_object(handle);
-    if (!g && handle) cpool__handle_fail(handle, fn, "graph");
+    cpool_graph *g;
+    CPOOL__RESOLVE_OR_NULL(g, handle, CPOOL__HANDLE_GRAPH, fn, "graph");
     return g;
 }
 
@@ -171,7 +171,7 @@ uint64_t cpool_graph_replays(const cpool_graph *handle) {
 
 cpool_status cpool_graph_get_stats(const cpool_graph *handle, cpool_graph_stats *out) {
     const cpool_graph *g;
-    CPOOL__RESOLVE(g, handle, "cpool_graph_get_stats", "graph");
+    CPOOL__RESOLVE(g, handle, CPOOL__HANDLE_GRAPH, "cpool_graph_get_stats", "graph");
     if (!out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_graph_get_stats: NULL argument");
     size_t size = out->struct_size;
     if (size < offsetof(cpool_graph_stats, pool_count) + sizeof out->pool_count)
@@ -257,7 +257,7 @@ cpool_status cpool__graph_take_work(cpool_graph *g, cpool_graph *fresh) {
 
 cpool_status cpool_graph_dump_dot(const cpool_graph *handle, const char *path) {
     const cpool_graph *g;
-    CPOOL__RESOLVE(g, handle, "cpool_graph_dump_dot", "graph");
+    CPOOL__RESOLVE(g, handle, CPOOL__HANDLE_GRAPH, "cpool_graph_dump_dot", "graph");
     if (!path) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_graph_dump_dot: NULL argument");
     cpool_status st = g->dev->be->graph_dump_dot(g->impl, path);
     return st == CPOOL_OK ? st : cpool__fail_in("cpool_graph_dump_dot", st);
@@ -296,6 +296,6 @@ static void graph_release(cpool_graph *g) {
 
 void cpool_graph_release(cpool_graph *handle) {
     cpool_graph *g;
-    CPOOL__RESOLVE_VOID(g, handle, "cpool_graph_release", "graph");
+    CPOOL__RESOLVE_VOID(g, handle, CPOOL__HANDLE_GRAPH, "cpool_graph_release", "graph");
     if (cpool__take_user_ref(&g->user_refs, "cpool_graph_release", "graph")) graph_release(g);
 }

@@ -75,7 +75,7 @@ bool cpool__take_user_ref(atomic_int *user_refs, const char *fn, const char *wha
  * whose opens were all closed is kept alive only by what was made on it. */
 #define CPOOL__RESOLVE_OPEN_DEVICE(var, handle, fn)                                                \
     do {                                                                                           \
-        CPOOL__RESOLVE(var, handle, fn, "device");                                                 \
+        CPOOL__RESOLVE(var, handle, CPOOL__HANDLE_DEVICE, fn, "device");                           \
         if (atomic_load(&(var)->user_refs) == 0)                                                   \
             return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT,                                         \
                                "%s: the device was closed (the caller holds no reference to it)", fn); \
@@ -302,7 +302,8 @@ cpool_status cpool__graph_take_work(cpool_graph *g, cpool_graph *fresh);
 /* ---- param.c ------------------------------------------------------------- */
 
 struct cpool_param {
-    struct cpool_param *next; /* in its pool's list, freed with the pool */
+    cpool__handle_header handle;
+    struct cpool_param *next; /* in its pool's list, ended with the pool */
     cpool_pool *pool;         /* borrowed: the param lives inside it */
     void *ptr;
     size_t bytes;
@@ -388,11 +389,12 @@ typedef struct cpool__registrar {
  * not called (the caller still owns ctx), and every add had its remove. */
 cpool_status cpool__pool_create_registered(cpool_device *dev, const cpool_pool_options *opts,
                                            const cpool__registrar *registrar, cpool_pool **out);
-/* The pool's registrar (NULL for NULL, a dead handle, or none). */
-const cpool__registrar *cpool__pool_registrar(const cpool_pool *pool);
+/* The pool's registrar (NULL for NULL, a dead handle or one of another
+ * type, noted as `fn`'s reason, or none). */
+const cpool__registrar *cpool__pool_registrar(const cpool_pool *pool, const char *fn);
 
-/* Allocates a block for the pool's whole life (a parameter block) and keeps
- * `param` in the pool's list, freed with the pool. */
-cpool_status cpool__pool_add_param(cpool_pool *pool, cpool_param *param);
+/* Makes a parameter block of `bytes` for the pool's whole life into *out,
+ * kept in the pool's list and ended with the pool. */
+cpool_status cpool__pool_add_param(cpool_pool *pool, size_t bytes, cpool_param **out);
 
 #endif /* CPOOL_INTERNAL_H */

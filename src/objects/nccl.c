@@ -158,7 +158,7 @@ cpool_status cpool_nccl_pool_create(cpool_device *dev_handle, struct ncclComm *c
 }
 
 size_t cpool_nccl_registration_count(const cpool_pool *pool) {
-    const cpool__registrar *reg = cpool__pool_registrar(pool);
+    const cpool__registrar *reg = cpool__pool_registrar(pool, "cpool_nccl_registration_count");
     if (!reg || reg->add != registrar_add) return 0;
     return atomic_load(&((const nccl_registrar *)reg->ctx)->live);
 }

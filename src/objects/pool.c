@@ -162,7 +162,10 @@ static void run_deferred_destroy(cpool__deferred *task);
 
 /* ---- create, retain, release --------------------------------------------- */
 
-static cpool__slab pool_slab = CPOOL__SLAB_INIT(cpool_pool);
+static cpool__slab pool_slab = CPOOL__SLAB_INIT(cpool_pool, CPOOL__HANDLE_POOL);
+/* Parameter blocks are checked handles: one that outlived its pool is a
+ * dead handle, not freed memory. */
+static cpool__slab param_slab = CPOOL__SLAB_INIT(cpool_param, CPOOL__HANDLE_PARAM);
 
 cpool_status cpool_pool_create(cpool_device *dev_handle, const cpool_pool_options *opts, cpool_pool **out) {
     return cpool__pool_create_registered(dev_handle, opts, NULL, out);
@@ -241,11 +244,9 @@ cpool_pool *cpool__pool_retain(cpool_pool *pool) {
 }
 
 cpool_pool *cpool_pool_retain(cpool_pool *handle) {
-    cpool_pool *pool = cpool__handle_object(handle);
-    if (!pool) {
-        if (handle) cpool__handle_fail(handle, "cpool_pool_retain", "pool");
-        return NULL;
-    }
+    cpool_pool *pool;
+    CPOOL__RESOLVE_OR_NULL(pool, handle, CPOOL__HANDLE_POOL, "cpool_pool_retain", "pool");
+    if (!pool) return NULL;
     atomic_fetch_add(&pool->user_refs, 1);
     cpool__pool_retain(pool);
     return handle;
@@ -275,7 +276,8 @@ static void pool_destroy(cpool_pool *pool) {
     while (pool->params) {
         cpool_param *p = pool->params;
         pool->params = p->next;
-        free(p); /* its memory goes with the segments */
+        cpool__handle_kill(p); /* its memory goes with the segments */
+        cpool__slab_give(&param_slab, p);
     }
     cpool__fences_destroy(&pool->fences, &pool->dev->order);
     cpool__outputs_destroy(&pool->outputs);
@@ -303,7 +305,7 @@ void cpool__pool_release(cpool_pool *pool) {
 
 void cpool_pool_release(cpool_pool *handle) {
     cpool_pool *pool;
-    CPOOL__RESOLVE_VOID(pool, handle, "cpool_pool_release", "pool");
+    CPOOL__RESOLVE_VOID(pool, handle, CPOOL__HANDLE_POOL, "cpool_pool_release", "pool");
     if (cpool__take_user_ref(&pool->user_refs, "cpool_pool_release", "pool")) cpool__pool_release(pool);
 }
 
@@ -311,33 +313,32 @@ void cpool_pool_release(cpool_pool *handle) {
 
 void cpool_pool_seal(cpool_pool *handle) {
     cpool_pool *pool;
-    CPOOL__RESOLVE_VOID(pool, handle, "cpool_pool_seal", "pool");
+    CPOOL__RESOLVE_VOID(pool, handle, CPOOL__HANDLE_POOL, "cpool_pool_seal", "pool");
     atomic_store(&pool->sealed, true);
 }
 
 void cpool_pool_unseal(cpool_pool *handle) {
     cpool_pool *pool;
-    CPOOL__RESOLVE_VOID(pool, handle, "cpool_pool_unseal", "pool");
+    CPOOL__RESOLVE_VOID(pool, handle, CPOOL__HANDLE_POOL, "cpool_pool_unseal", "pool");
     atomic_store(&pool->sealed, false);
 }
 
 bool cpool_pool_is_sealed(const cpool_pool *handle) {
-    const cpool_pool *pool = cpool__handle_object(handle);
-    if (!pool && handle) cpool__handle_fail(handle, "cpool_pool_is_sealed", "pool");
+    const cpool_pool *pool;
+    CPOOL__RESOLVE_OR_NULL(pool, handle, CPOOL__HANDLE_POOL, "cpool_pool_is_sealed", "pool");
     return pool && atomic_load(&pool->sealed);
 }
 
-const cpool__registrar *cpool__pool_registrar(const cpool_pool *handle) {
-    const cpool_pool *pool = cpool__handle_object(handle);
+const cpool__registrar *cpool__pool_registrar(const cpool_pool *handle, const char *fn) {
+    const cpool_pool *pool;
+    CPOOL__RESOLVE_OR_NULL(pool, handle, CPOOL__HANDLE_POOL, fn, "pool");
     return pool && pool->registrar.add ? &pool->registrar : NULL;
 }
 
 bool cpool_pool_grows_in_place(const cpool_pool *handle) {
-    cpool_pool *pool = cpool__handle_object(handle);
-    if (!pool) {
-        if (handle) cpool__handle_fail(handle, "cpool_pool_grows_in_place", "pool");
-        return false;
-    }
+    cpool_pool *pool;
+    CPOOL__RESOLVE_OR_NULL(pool, handle, CPOOL__HANDLE_POOL, "cpool_pool_grows_in_place", "pool");
+    if (!pool) return false;
     cpool__mutex_lock(&pool->mu);
     bool growable = pool->alloc.growable;
     cpool__mutex_unlock(&pool->mu);
@@ -346,7 +347,7 @@ bool cpool_pool_grows_in_place(const cpool_pool *handle) {
 
 cpool_status cpool_pool_record(cpool_pool *handle, void *object, void (*drop)(void *object), size_t *index_out) {
     cpool_pool *pool;
-    CPOOL__RESOLVE(pool, handle, "cpool_pool_record", "pool");
+    CPOOL__RESOLVE(pool, handle, CPOOL__HANDLE_POOL, "cpool_pool_record", "pool");
     record *r = cpool__malloc(sizeof *r);
     if (!r) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "cpool_pool_record: out of host memory");
     r->next = NULL;
@@ -363,8 +364,8 @@ cpool_status cpool_pool_record(cpool_pool *handle, void *object, void (*drop)(vo
 }
 
 size_t cpool_pool_buffer_count(const cpool_pool *handle) {
-    const cpool_pool *pool = cpool__handle_object(handle);
-    if (!pool && handle) cpool__handle_fail(handle, "cpool_pool_buffer_count", "pool");
+    const cpool_pool *pool;
+    CPOOL__RESOLVE_OR_NULL(pool, handle, CPOOL__HANDLE_POOL, "cpool_pool_buffer_count", "pool");
     return pool ? atomic_load(&pool->record_count) : 0;
 }
 
@@ -440,7 +441,7 @@ static void run_deferred_clear(cpool__deferred *task) {
 
 void cpool_pool_clear_buffers(cpool_pool *handle) {
     cpool_pool *pool;
-    CPOOL__RESOLVE_VOID(pool, handle, "cpool_pool_clear_buffers", "pool");
+    CPOOL__RESOLVE_VOID(pool, handle, CPOOL__HANDLE_POOL, "cpool_pool_clear_buffers", "pool");
     uint64_t generation = bump_generation(pool);
     cpool__pool_retain(pool); /* a drop may release the last of the callers' references */
     cpool__mutex_lock(&pool->mu);
@@ -627,8 +628,8 @@ static inline __attribute__((always_inline)) cpool_status pool_alloc(cpool_pool 
                                                                       bool output, const char *fn) {
     cpool_pool *pool;
     cpool_stream *s;
-    CPOOL__RESOLVE(pool, pool_handle, fn, "pool");
-    CPOOL__RESOLVE(s, stream_handle, fn, "stream");
+    CPOOL__RESOLVE(pool, pool_handle, CPOOL__HANDLE_POOL, fn, "pool");
+    CPOOL__RESOLVE(s, stream_handle, CPOOL__HANDLE_STREAM, fn, "stream");
     if (__builtin_expect(!ptr_out || bytes - 1 >= CPOOL__MAX_REQUEST || cpool__stream_device(s) != pool->dev ||
                              atomic_load(&pool->sealed),
                          0))
@@ -693,8 +694,8 @@ static __attribute__((noinline)) cpool_status free_in_capture(cpool_pool *pool, 
 cpool_status cpool_free(cpool_pool *pool_handle, void *ptr, cpool_stream *stream_handle) {
     cpool_pool *pool;
     cpool_stream *s;
-    CPOOL__RESOLVE(pool, pool_handle, "cpool_free", "pool");
-    CPOOL__RESOLVE(s, stream_handle, "cpool_free", "stream");
+    CPOOL__RESOLVE(pool, pool_handle, CPOOL__HANDLE_POOL, "cpool_free", "pool");
+    CPOOL__RESOLVE(s, stream_handle, CPOOL__HANDLE_STREAM, "cpool_free", "stream");
     if (!ptr) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_free: NULL argument");
     if (cpool__stream_device(s) != pool->dev) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_free: the stream is on another device");
     if (cpool__stream_capture(s)) return free_in_capture(pool, ptr, s);
@@ -750,11 +751,15 @@ cpool_status cpool__pool_output_conflict(cpool_pool *pool, const cpool__footprin
                        (unsigned long long)found.graph_id);
 }
 
-cpool_status cpool__pool_add_param(cpool_pool *pool, cpool_param *param) {
+cpool_status cpool__pool_add_param(cpool_pool *pool, size_t bytes, cpool_param **out) {
     if (atomic_load(&pool->sealed)) return cpool__fail(CPOOL_ERR_SEALED, "cpool_param_create: the pool is sealed");
-    if (param->bytes > CPOOL__MAX_REQUEST)
+    if (bytes > CPOOL__MAX_REQUEST)
         return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "cpool_param_create: %zu bytes is more than any device holds",
-                           param->bytes);
+                           bytes);
+    cpool_param *param = cpool__slab_take(&param_slab);
+    if (!param) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "cpool_param_create: out of host memory");
+    param->pool = pool;
+    param->bytes = bytes;
     cpool__mutex_lock(&pool->mu);
     /* Stream 0: only blocks with no pending stream work. */
     cpool_status st = CPOOL_OK;
@@ -768,7 +773,13 @@ cpool_status cpool__pool_add_param(cpool_pool *pool, cpool_param *param) {
     }
     CHECK_ALLOCATOR(pool);
     cpool__mutex_unlock(&pool->mu);
-    return st == CPOOL_OK ? st : cpool__fail_in("cpool_param_create", st);
+    if (st != CPOOL_OK) {
+        cpool__handle_kill(param);
+        cpool__slab_give(&param_slab, param);
+        return cpool__fail_in("cpool_param_create", st);
+    }
+    *out = param;
+    return CPOOL_OK;
 }
 
 /* ---- stats and trim ------------------------------------------------------ */
@@ -790,7 +801,7 @@ static void fill_stats(const cpool_pool *p, const cpool__front_counts *front, cp
 
 cpool_status cpool_pool_get_stats(const cpool_pool *handle, cpool_pool_stats *out) {
     const cpool_pool *pool;
-    CPOOL__RESOLVE(pool, handle, "cpool_pool_get_stats", "pool");
+    CPOOL__RESOLVE(pool, handle, CPOOL__HANDLE_POOL, "cpool_pool_get_stats", "pool");
     if (!out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_pool_get_stats: NULL argument");
     size_t size = out->struct_size;
     if (size < offsetof(cpool_pool_stats, segment_count) + sizeof out->segment_count)
@@ -829,7 +840,7 @@ cpool_status cpool__pool_footprint_stats(cpool_pool *pool, const cpool__footprin
 
 cpool_status cpool_pool_trim(cpool_pool *handle) {
     cpool_pool *pool;
-    CPOOL__RESOLVE(pool, handle, "cpool_pool_trim", "pool");
+    CPOOL__RESOLVE(pool, handle, CPOOL__HANDLE_POOL, "cpool_pool_trim", "pool");
     cpool_status refused = cpool__refuse_wait_on_stream_thread("cpool_pool_trim");
     if (refused != CPOOL_OK) return refused;
     /* Everything freed, and every graph released, before the quiesce is
@@ -852,7 +863,7 @@ cpool_status cpool_pool_trim(cpool_pool *handle) {
 }
 
 void cpool__pool_check(const cpool_pool *handle) {
-    cpool_pool *p = cpool__handle_object(handle);
+    cpool_pool *p = cpool__handle_object(handle, CPOOL__HANDLE_POOL);
     if (!p) {
         fprintf(stderr, "capturepool: cpool__pool_check: %p is not a live pool\n", (const void *)handle);
         abort();

@@ -157,7 +157,7 @@ static cpool_status io_failure(const char *path, const char *what, int err) {
 
 cpool_status cpool_pool_write_snapshot(const cpool_pool *handle, const char *path) {
     const cpool_pool *pool;
-    CPOOL__RESOLVE(pool, handle, "cpool_pool_write_snapshot", "pool");
+    CPOOL__RESOLVE(pool, handle, CPOOL__HANDLE_POOL, "cpool_pool_write_snapshot", "pool");
     if (!path) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_pool_write_snapshot: path is NULL");
     /* Opened first: a path that cannot be written costs the pool nothing.
      * Not truncated at open but after the write: writing over the pages of

@@ -7,7 +7,7 @@
 
 #include "internal.h"
 
-static cpool__slab stream_slab = CPOOL__SLAB_INIT(cpool_stream);
+static cpool__slab stream_slab = CPOOL__SLAB_INIT(cpool_stream, CPOOL__HANDLE_STREAM);
 
 static cpool_status stream_make(cpool_device *handle, void *native, bool wrap, cpool_stream **out) {
     const char *fn = wrap ? "cpool_stream_wrap" : "cpool_stream_create";
@@ -36,17 +36,15 @@ cpool_status cpool_stream_wrap(cpool_device *dev, void *cuda_stream, cpool_strea
 }
 
 void *cpool_stream_native(const cpool_stream *handle) {
-    const cpool_stream *s = cpool__handle_object(handle);
-    if (!s) {
-        if (handle) cpool__handle_fail(handle, "cpool_stream_native", "stream");
-        return NULL;
-    }
+    const cpool_stream *s;
+    CPOOL__RESOLVE_OR_NULL(s, handle, CPOOL__HANDLE_STREAM, "cpool_stream_native", "stream");
+    if (!s) return NULL;
     return s->dev->be->stream_native(s->impl);
 }
 
 cpool_status cpool_stream_synchronize(cpool_stream *handle) {
     cpool_stream *s;
-    CPOOL__RESOLVE(s, handle, "cpool_stream_synchronize", "stream");
+    CPOOL__RESOLVE(s, handle, CPOOL__HANDLE_STREAM, "cpool_stream_synchronize", "stream");
     cpool_status st = cpool__refuse_wait_on_stream_thread("cpool_stream_synchronize");
     if (st == CPOOL_OK) st = s->dev->be->stream_synchronize(s->impl);
     return st == CPOOL_OK ? st : cpool__fail_in("cpool_stream_synchronize", st);
@@ -172,9 +170,9 @@ static void run_deferred_destroy(cpool__deferred *task) {
 void cpool_stream_destroy(cpool_stream *handle) {
     /* Dead from now on, also while its work drains; of two racing destroys
      * one ends it, the other finds it dead. */
-    cpool_stream *s = cpool__handle_end(handle);
+    cpool_stream *s = cpool__handle_end(handle, CPOOL__HANDLE_STREAM);
     if (!s) {
-        if (handle) cpool__handle_fail(handle, "cpool_stream_destroy", "stream");
+        if (handle) cpool__handle_fail(handle, CPOOL__HANDLE_STREAM, "cpool_stream_destroy", "stream");
         return;
     }
     if (cpool__on_stream_thread()) {
@@ -189,7 +187,7 @@ void cpool_stream_destroy(cpool_stream *handle) {
 
 cpool_status cpool_launch_host(cpool_stream *handle, void (*fn)(void *arg), void *arg) {
     cpool_stream *s;
-    CPOOL__RESOLVE(s, handle, "cpool_launch_host", "stream");
+    CPOOL__RESOLVE(s, handle, CPOOL__HANDLE_STREAM, "cpool_launch_host", "stream");
     if (!fn) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_launch_host: fn is NULL");
     cpool__capture *cap = cpool__stream_lock_capture(s);
     if (cap) {
@@ -202,7 +200,7 @@ cpool_status cpool_launch_host(cpool_stream *handle, void (*fn)(void *arg), void
 
 cpool_status cpool_memcpy_async(cpool_stream *handle, void *dst, const void *src, size_t bytes) {
     cpool_stream *s;
-    CPOOL__RESOLVE(s, handle, "cpool_memcpy_async", "stream");
+    CPOOL__RESOLVE(s, handle, CPOOL__HANDLE_STREAM, "cpool_memcpy_async", "stream");
     if (bytes == 0) return CPOOL_OK;
     if (!dst || !src) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_memcpy_async: NULL pointer");
     cpool_status st = s->dev->be->memcpy_async(s->impl, dst, src, bytes);
@@ -211,7 +209,7 @@ cpool_status cpool_memcpy_async(cpool_stream *handle, void *dst, const void *src
 
 cpool_status cpool_memset_async(cpool_stream *handle, void *dst, int value, size_t bytes) {
     cpool_stream *s;
-    CPOOL__RESOLVE(s, handle, "cpool_memset_async", "stream");
+    CPOOL__RESOLVE(s, handle, CPOOL__HANDLE_STREAM, "cpool_memset_async", "stream");
     if (bytes == 0) return CPOOL_OK;
     if (!dst) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_memset_async: NULL pointer");
     cpool_status st = s->dev->be->memset_async(s->impl, dst, value, bytes);
