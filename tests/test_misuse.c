@@ -23,6 +23,13 @@
  * tests/check_api_coverage.sh fails when a function declared in
  * include/capturepool.h is named by no row of `rows` below: a new public
  * function cannot be left out of this table.
+ *
+ * A second table, `wrong_rows`, hands every handle argument of every public
+ * function each live handle of another type (a stream as a pool, a device
+ * as a stream, ...) in the same fixture and checks the status, the message
+ * naming both types, and that nothing changed;
+ * tests/check_wrong_type_coverage.sh fails when a handle argument declared
+ * in the public headers has no row there.
  */
 #include "check.h" /* first: it sets _POSIX_C_SOURCE */
 #include "helpers.h"
