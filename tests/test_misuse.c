@@ -625,6 +625,19 @@ static void check_stats_untouched(const cpool_pool_stats *st, size_t struct_size
             break;
         }
 }
+/* Generation bits over a zero address: no object is there to read, so the
+ * calls must not read one to tell why they refuse it. */
+ROW_FN(pool_calls_null_address_with_generation) {
+    cpool_pool *bogus = (cpool_pool *)((uintptr_t)1 << 48);
+    cpool_pool_stats st;
+    (void)f;
+    fill_stats(&st, sizeof st);
+    CHECK(cpool_pool_retain(bogus) == NULL);
+    CHECK_STATUS(cpool_pool_get_stats(bogus, &st), INV);
+    check_stats_untouched(&st, sizeof st);
+    cpool_pool_release(bogus);
+    CHECK(strlen(cpool_last_error()) > 0);
+}
 ROW_FN(get_stats_null_pool) {
     cpool_pool_stats st;
     (void)f;
@@ -1333,6 +1346,8 @@ static const row rows[] = {
     {"cpool_pool_create", "reserve_bytes 1<<60", NULL, pool_create_reserve_huge, 0},
     {"cpool_pool_create", "reserve_bytes UINT64_MAX", NULL, pool_create_reserve_max, 0},
     {"cpool_pool_retain", "NULL: NULL", NULL, pool_retain_null, 0},
+    {"cpool_pool_retain", "a zero address with generation bits: refused", NULL,
+     pool_calls_null_address_with_generation, 0},
     {"cpool_pool_release", "NULL: no-op", NULL, pool_release_null, 0},
     {"cpool_pool_seal", "NULL: no-op", NULL, pool_seal_null, 0},
     {"cpool_pool_unseal", "NULL: no-op", NULL, pool_unseal_null, 0},

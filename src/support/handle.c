@@ -25,13 +25,14 @@ static const char *type_name(uint32_t type) {
 
 cpool_status cpool__handle_fail(const void *handle, cpool__handle_type type, const char *fn, const char *what) {
     if (!handle) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, what);
-    /* The compare that refused the handle read this word already: a handle
-     * of the library points at a header, of whatever type. */
+    /* The compare that refused the handle read this word already (unless
+     * its address is 0): a handle of the library points at a header, of
+     * whatever type. */
     uintptr_t v = (uintptr_t)handle;
     const cpool__handle_header *h = (const cpool__handle_header *)(v & CPOOL__HANDLE_ADDR_MASK);
-    uint32_t word = atomic_load_explicit(&h->word, memory_order_acquire);
+    uint32_t word = h ? atomic_load_explicit(&h->word, memory_order_acquire) : 0;
     uint32_t gen = (uint32_t)(v >> CPOOL__HANDLE_SHIFT);
-    uint32_t its_type = word >> CPOOL__HANDLE_TYPE_SHIFT;
+    uint32_t its_type = (word & ~CPOOL__HANDLE_RETIRED) >> CPOOL__HANDLE_TYPE_SHIFT;
     if (gen != 0 && (word & CPOOL__HANDLE_GENERATION_MASK) == gen && !(word & CPOOL__HANDLE_RETIRED) &&
         its_type != (uint32_t)type && type_name(its_type))
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: %s is %s handle, not %s", fn, what, type_name(its_type),
