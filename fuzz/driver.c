@@ -279,8 +279,7 @@ static void finish(void) {
         while (P[pi].state == SLOT_LIVE && P[pi].harness > 0) release_pool_ref(pi);
     for (int s = 0; s < NS; s++)
         if (S[s]) do_sync(s);
-    before_blocking();
-    cpool_wait_deferred();
+    do_wait_deferred();
     for (int pi = 0; pi < NPOOL; pi++)
         if (P[pi].state != SLOT_FREE) fail("harness model: pool slot %d still live at the end", pi);
     if (npend) fail("harness model: %d callbacks unresolved at the end", npend);

@@ -176,6 +176,8 @@ uint64_t cap_serial;
 static int verify_uids[4 * NPOOL];
 static cpool_pool *verify_handles[4 * NPOOL];
 int nverify;
+static int handed_off_uids[4 * NPOOL];
+static int nhanded_off;
 
 /* Handles known to be dead (released, destroyed), newest last, for op_dead. */
 void *dead_pools[NDEAD], *dead_graphs[NDEAD], *dead_streams[NDEAD];
@@ -266,6 +268,14 @@ void run_verifies(void) {
     }
     nverify = 0;
     if (any) check_quiesced("the last release of a pool");
+}
+
+/* After cpool_wait_deferred: the pools whose teardown a graph's release
+ * handed to the library's thread have dropped every object. */
+void verify_handed_off(void) {
+    for (int i = 0; i < nhanded_off; i++)
+        verify_dropped((unsigned)handed_off_uids[i], "after cpool_wait_deferred, a graph having held the pool's last reference");
+    nhanded_off = 0;
 }
 
 /* ---- pool references --------------------------------------------------------- */
@@ -436,13 +446,27 @@ mgraph graph_from_capture(int s) {
     return g;
 }
 
-void graph_release_model(int gi, bool synchronous) {
+/* A graph's pool references go (its last release, or an update that
+ * replaced them). A graph's release never waits: a pool whose last
+ * reference that was is torn down by the library's thread, and its objects
+ * are checked at the next cpool_wait_deferred (verify_handed_off).
+ * `on_this_thread`: the release runs on the harness's thread now, not in a
+ * callback later. */
+void graph_pools_released(const held *h, int nh, bool on_this_thread) {
+    for (int i = 0; i < nh; i++) {
+        mpool *m = &P[h[i].pool];
+        m->graph_holds--;
+        bool goes_now = on_this_thread && m->state == SLOT_LIVE && !m->deferred && m->pending_clears == 0;
+        pool_refs_changed(h[i].pool, false);
+        if (goes_now && m->state == SLOT_FREE && nhanded_off < (int)(sizeof handed_off_uids / sizeof *handed_off_uids))
+            handed_off_uids[nhanded_off++] = (int)m->uid;
+    }
+}
+
+void graph_release_model(int gi, bool on_this_thread) {
     mgraph *g = &G[gi];
     if (--g->refs > 0) return;
-    for (int i = 0; i < g->nh; i++) {
-        P[g->h[i].pool].graph_holds--;
-        pool_refs_changed(g->h[i].pool, synchronous);
-    }
+    graph_pools_released(g->h, g->nh, on_this_thread);
     memset(g, 0, sizeof *g);
 }
 
@@ -461,7 +485,6 @@ void graph_store(const mgraph *m, cpool_graph *g) {
     cpool_pool *bound = m->bound >= 0 ? P[m->bound].p : NULL;
     if (cpool_graph_pool(g) != bound) fail("cpool_graph_pool is not the capture's pool");
     if (gi == NGRAPH) {
-        before_blocking();
         graph_release_model(gi, true);
         cpool_graph_release(g);
         push_dead(dead_graphs, &ndead_graphs, g);

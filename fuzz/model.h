@@ -367,7 +367,9 @@ void capture_hold(int s, int pi);
 void model_capture_begin(int s, int pi, cpool_capture_mode mode);
 void capture_drop(int s, bool synchronous);
 mgraph graph_from_capture(int s);
-void graph_release_model(int gi, bool synchronous);
+void graph_pools_released(const held *h, int nh, bool on_this_thread);
+void graph_release_model(int gi, bool on_this_thread);
+void verify_handed_off(void);
 void graph_store(const mgraph *m, cpool_graph *g);
 
 /* ---- model checks (model.c) ---------------------------------------------------- */

@@ -349,6 +349,7 @@ void do_sync(int s) {
 void do_wait_deferred(void) {
     before_blocking();
     cpool_wait_deferred();
+    verify_handed_off();
     for (int pi = 0; pi < NPOOL; pi++) {
         mpool *m = &P[pi];
         if (m->state != SLOT_LIVE || m->pending_clears != 0 || !m->deferred) continue;
@@ -1197,10 +1198,7 @@ static cpool_status body_fn(cpool_stream *str, void *vctx) {
         g->ticks = fresh.ticks;
         g->cap_id = fresh.cap_id;
         g->known_stale = false;
-        for (int i = 0; i < nold; i++) {
-            P[old[i].pool].graph_holds--;
-            pool_refs_changed(old[i].pool, true);
-        }
+        graph_pools_released(old, nold, true);
     }
     return ret;
 }
@@ -1392,7 +1390,6 @@ void op_graph_retain(rd *r) {
 void release_graph_ref(int gi) {
     cpool_graph *g = G[gi].g;
     bool last = G[gi].refs == 1;
-    before_blocking();
     graph_release_model(gi, true);
     cpool_graph_release(g);
     if (last) push_dead(dead_graphs, &ndead_graphs, g);

@@ -32,7 +32,8 @@
  *   cpool_pool_trim) returns CPOOL_ERR_INVALID_ARGUMENT at once, as CUDA
  *   refuses CUDA calls in host functions; teardown that would wait or call
  *   CUDA there (a last release, a stream destroy) is handed to a thread of
- *   the library (see cpool_pool_release).
+ *   the library (see cpool_pool_release), as is a pool's teardown when a
+ *   graph held its last reference (see cpool_graph_release).
  * - A successful call leaves cpool_last_error() as it was.
  * - Argument order. The object a call acts on comes first: the one its
  *   name says (cpool_pool_*, cpool_graph_*, cpool_event_*, cpool_param_*:
@@ -435,7 +436,8 @@ cpool_pool *cpool_pool_retain(cpool_pool *pool);
  * the one from cpool_pool_create and one per cpool_pool_retain; a release
  * beyond them is refused (see the conventions), so a graph's reference is
  * never taken. A pool that graphs still hold stays usable through
- * cpool_graph_pool after the caller released it. */
+ * cpool_graph_pool after the caller released it; the graph's last release
+ * then hands the teardown to the library's thread (see cpool_graph_release). */
 void cpool_pool_release(cpool_pool *pool);
 
 /* Seals the pool: from now on cpool_alloc returns CPOOL_ERR_SEALED, under
@@ -592,7 +594,7 @@ cpool_status cpool_pool_write_snapshot(const cpool_pool *pool, const char *path)
 cpool_status cpool_pool_trim(cpool_pool *pool);
 
 /* Waits until every teardown handed to the library's thread (see
- * cpool_pool_release) has finished. Inside a stream callback it returns at
+ * cpool_pool_release and cpool_graph_release) has finished. Inside a stream callback it returns at
  * once (it could wait for itself), leaving the reason in cpool_last_error().
  * Called by a drop that the library's thread runs, it runs the teardowns
  * queued so far itself, as it cannot wait for its own caller. */
@@ -722,12 +724,16 @@ void *cpool_graph_native(const cpool_graph *g);
 /* Adds a reference; returns g. */
 cpool_graph *cpool_graph_retain(cpool_graph *g);
 
-/* Drops a reference (NULL: no-op). At the last one the executable is
- * destroyed once the work it launched has finished (without waiting here),
- * and the graph's pool references are dropped; a pool whose last reference
- * that was then waits and tears down as cpool_pool_release says. Inside a
- * stream callback, where CUDA refuses CUDA calls, all of that is handed to
- * the library's thread. */
+/* Drops a reference (NULL: no-op). Never waits for device work: at the
+ * last one the executable is destroyed once the work it launched has
+ * finished, and the graph's pool references are dropped. A pool whose last
+ * reference that was is torn down by the library's thread: it waits there
+ * as cpool_pool_release says (every launch, the device's stream work), then
+ * drops the recorded objects in registration order and gives the memory
+ * back, soon after the work ended; cpool_wait_deferred() waits for it (call
+ * it before exit where the drops must have run). Inside a stream callback,
+ * where CUDA refuses CUDA calls, all of that is handed to the library's
+ * thread too. */
 void cpool_graph_release(cpool_graph *g);
 
 /* ------------------------------------------------------------------------ */

@@ -236,6 +236,59 @@ static void release_waits_for_every_stream(cpool_device *dev) {
     cpool_stream_destroy(unrelated);
 }
 
+/* Holds the stream until the test opens the gate (or ~3 s passed, so that
+ * a release that waits for the work shows as a failed check, not a hang),
+ * then sets *done: stream work that ends when the test says so. */
+typedef struct gate {
+    int open;
+    int done;
+} gate;
+static void cb_wait_gate(void *arg) {
+    gate *g = (gate *)arg;
+    for (unsigned waited = 0; !aload(&g->open) && waited < 3000; waited++) sleep_ms(1);
+    astore(&g->done, 1);
+}
+
+/* The graph's last release, holding its pool's last reference, returns while
+ * the stream still runs work (a serving loop must not stall on it); the pool
+ * is torn down by the library's thread once that work ended: the drop sees
+ * the work done, and the graph's write into the pool's memory, made after
+ * the gate, finds the memory still there. */
+static void last_graph_release_does_not_wait_for_the_device(cpool_device *dev) {
+    static gate gt;
+    static drop_log log;
+    static tracked obj;
+    const size_t n = 4096;
+    cpool_stream *s = NULL;
+    cpool_pool *pool = NULL;
+    cpool_graph *g = NULL;
+    void *scratch = NULL;
+    astore(&gt.open, 0);
+    astore(&gt.done, 0);
+    drop_log_init(&log);
+    tracked_init(&obj, &log, 0, &gt.done);
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    CHECK_OK(cpool_pool_record(pool, &obj, tracked_drop, NULL));
+    REQUIRE_OK(cpool_capture_begin(s, pool, CPOOL_CAPTURE_GLOBAL));
+    CHECK_OK(cpool_alloc(pool, n, s, &scratch));
+    CHECK_OK(cpool_memset_async(s, scratch, 0x5a, n));
+    CHECK_OK(cpool_free(pool, scratch, s));
+    REQUIRE_OK(cpool_capture_end(s, &g));
+    cpool_pool_release(pool); /* the graph holds the last reference */
+    CHECK_OK(cpool_launch_host(s, cb_wait_gate, &gt));
+    CHECK_OK(cpool_graph_launch(g, s)); /* runs after the gate */
+    cpool_graph_release(g);
+    CHECK_EQ(aload(&gt.done), 0); /* returned while the stream was still held */
+    CHECK_EQ(aload(&obj.drops), 0);
+    astore(&gt.open, 1);
+    cpool_wait_deferred();
+    CHECK_EQ(aload(&obj.drops), 1);
+    CHECK_EQ(obj.watch_at_drop, 1); /* after the work ended */
+    CHECK_OK(cpool_stream_synchronize(s));
+    cpool_stream_destroy(s);
+}
+
 /* Releasing the last graph reference while its launch still runs is safe:
  * the launch completes, and its pool goes only after it. */
 static void graph_released_while_running(cpool_device *dev) {
@@ -643,6 +696,7 @@ static const check_case cases[] = {
     CHECK_CASE(clear_in_host_callback),
     CHECK_CASE(release_waits_for_every_stream),
     CHECK_CASE(graph_released_while_running),
+    CHECK_CASE(last_graph_release_does_not_wait_for_the_device),
     CHECK_CASE(graph_holds_other_pool_used_under_capture),
     CHECK_CASE(graph_holds_many_pools_used_under_capture),
     CHECK_CASE(exactly_once_across_everything),

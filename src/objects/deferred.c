@@ -6,8 +6,10 @@
  * on a thread that runs stream work (a host-backend worker, a CUDA host
  * callback), waiting there could wait for itself, and CUDA refuses CUDA calls
  * there. Such teardown is queued here instead and run by one thread, in
- * order; it is started when the first pool is made, where a failure to start
- * it can still be reported. cpool_wait_deferred() waits until the queue is
+ * order, as is the teardown of a pool whose last reference was a graph's
+ * (a graph's release never waits for the device). The thread is started
+ * when the first pool is made, where a failure to start it can still be
+ * reported. cpool_wait_deferred() waits until the queue is
  * empty and nothing is running; called by a task of this thread itself (a
  * drop that a deferred teardown runs), it runs the queued tasks in place
  * instead, as it cannot wait for its own caller. The thread is detached and

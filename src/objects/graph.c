@@ -7,9 +7,10 @@
  * sees the launch (and waits for its work) or the launch sees the clear
  * (and refuses with CPOOL_ERR_STALE_GRAPH). The backend frees an executable
  * destroyed while a launch runs only once that launch finished; a pool
- * whose last reference was the graph's waits for the device before dropping
- * anything. A graph whose last reference goes inside a stream callback is
- * torn down by the library's thread: CUDA refuses CUDA calls there.
+ * whose last reference was the graph's is torn down by the library's thread,
+ * which waits for the device before dropping anything, so that a release
+ * never waits. A graph whose last reference goes inside a stream callback is
+ * torn down by the library's thread too: CUDA refuses CUDA calls there.
  */
 #include <stddef.h>
 #include <stdlib.h>
@@ -72,12 +73,14 @@ cpool_status cpool__graph_wrap(cpool_device *dev, cpool__bgraph *impl, const cpo
     return CPOOL_OK;
 }
 
-/* Drops a graph's references to its pools. */
+/* Drops a graph's references to its pools. A pool whose last reference
+ * this was is torn down by the library's thread, which waits for the
+ * device there: a graph's release does not wait for work that may be long. */
 static void release_pools(cpool__held_pool *pools, size_t count, bool on_heap, bool drop_outputs) {
     for (size_t i = 0; i < count; i++) {
         cpool__pool_remove_graph(pools[i].pool, pools[i].footprint, drop_outputs);
         cpool__pool_graph_detach(pools[i].pool);
-        cpool__pool_release(pools[i].pool);
+        cpool__pool_release_without_waiting(pools[i].pool);
     }
     if (on_heap) free(pools);
 }

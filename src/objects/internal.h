@@ -315,6 +315,9 @@ struct cpool_param {
  * the pool's public retain and release count the callers' as well. */
 cpool_pool *cpool__pool_retain(cpool_pool *pool);
 void cpool__pool_release(cpool_pool *pool);
+/* The same, but the last reference's teardown always goes to the library's
+ * thread (a graph's references: a graph's release never waits). */
+void cpool__pool_release_without_waiting(cpool_pool *pool);
 cpool_device *cpool__pool_device(const cpool_pool *pool);
 /* Takes a reference to `pool` for the capture (no-op if it holds one); call
  * after cpool__capture_reserve. True if the hold is new. */

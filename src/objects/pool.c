@@ -35,8 +35,9 @@
  *   refused instead of taking a graph's reference.
  *
  * Teardown waits for the device (cpool__device_quiesce) before any drop or
- * segment free. On a stream thread it cannot wait, so it is deferred to the
- * library's thread (deferred.c) through nodes embedded in the pool.
+ * segment free. On a stream thread it cannot wait, and a graph's release
+ * must not, so it is deferred to the library's thread (deferred.c) through
+ * nodes embedded in the pool.
  */
 #include <sched.h>
 #include <stdio.h>
@@ -301,6 +302,15 @@ void cpool__pool_release(cpool_pool *pool) {
         cpool__defer(&pool->deferred_destroy); /* waiting here could wait for this very thread */
     else
         pool_destroy(pool);
+}
+
+/* A graph's reference: its last release returns at once, as work may still
+ * run that only the teardown waits for, so the teardown (the same wait, then
+ * the drops and frees) goes to the library's thread. */
+void cpool__pool_release_without_waiting(cpool_pool *pool) {
+    if (atomic_fetch_sub(&pool->refs, 1) != 1) return;
+    cpool__handle_kill(pool);
+    cpool__defer(&pool->deferred_destroy);
 }
 
 void cpool_pool_release(cpool_pool *handle) {
