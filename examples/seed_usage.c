@@ -1,5 +1,6 @@
 /*
- * seed_usage: the seed's usage of capturepool (shared/API.md), as a program.
+ * seed_usage: the typical use of capturepool that README.md ("Usage") shows,
+ * as a program; include/capturepool.h states each call's promises.
  *
  * Two buffers that the captured work uses are handed to a pool with
  * cpool_pool_record; the pool is sealed, the work is captured with it, the
