@@ -18,7 +18,7 @@
  * K times from the same starting state, and checks that x and loss are
  * bitwise equal. Then it times both (median of several repeats) and prints
  * a summary: the times, and the pool's statistics at each stage, in one
- * table. On the host backend the speed-up of the replay measures the
+ * table, each row with a note that says what made its numbers. On the host backend the speed-up of the replay measures the
  * library's host task queue, not a GPU. On CUDA the operations are kernels launched on
  * cpool_stream_native(s) (demo_kernels.cu); on the host backend they are
  * host functions enqueued with cpool_launch_host.
@@ -34,6 +34,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -166,6 +167,10 @@ static cpool_status enqueue(demo *d, demo_op_kind kind, float *out, const float 
     return st;
 }
 
+/* The pool allocations of one step (t1, t2, t3, p), and their KiB. */
+enum { EAGER_ALLOCS_PER_STEP = 4 };
+static double step_kib(size_t n) { return (3.0 * (double)n + (double)demo_parts(n)) * sizeof(float) / 1024.0; }
+
 static cpool_status alloc_floats(demo *d, size_t count, float **out)
 {
     void *p;
@@ -247,12 +252,13 @@ static void read_state(demo *d, float *x_out, float *loss_out)
 }
 
 /* The pool's statistics at each stage of the run, printed together at the
- * end (print_summary). */
+ * end (print_summary), each with a note that says what made its numbers. */
 enum { MAX_STAGES = 8 };
 
 typedef struct stage {
     const char *when;
     cpool_pool_stats st;
+    char note[200];
 } stage;
 
 typedef struct stages {
@@ -261,7 +267,9 @@ typedef struct stages {
     bool grows_in_place; /* the pool's segments (cpool_pool_grows_in_place) */
 } stages;
 
-static void take_stats(stages *log, const char *when, const cpool_pool *pool)
+/* The statistics now, with a note (printf format). */
+__attribute__((format(printf, 4, 5))) static void take_stats(stages *log, const char *when, const cpool_pool *pool,
+                                                             const char *note, ...)
 {
     if (log->count == MAX_STAGES)
         return;
@@ -270,6 +278,18 @@ static void take_stats(stages *log, const char *when, const cpool_pool *pool)
     sg->when = when;
     sg->st.struct_size = sizeof sg->st;
     CHECK(cpool_pool_get_stats(pool, &sg->st));
+    va_list ap;
+    va_start(ap, note);
+    vsnprintf(sg->note, sizeof sg->note, note, ap);
+    va_end(ap);
+}
+
+/* The allocations made since the last stage taken. */
+static unsigned long long allocs_since_last(const stages *log, const cpool_pool *pool)
+{
+    cpool_pool_stats now = {.struct_size = sizeof now};
+    CHECK(cpool_pool_get_stats(pool, &now));
+    return now.alloc_count - (log->count ? log->v[log->count - 1].st.alloc_count : 0);
 }
 
 static void print_summary(const stages *log, bool cuda, int repeats, int steps, double eager_s, double graph_s,
@@ -280,9 +300,9 @@ static void print_summary(const stages *log, bool cuda, int repeats, int steps, 
            repeats, steps, eager_s * 1e6, graph_s * 1e6, eager_s / graph_s);
     if (!cuda)
         printf("  (host backend: eager/graph measures the library's host task queue, not a GPU: the operations are host functions)\n");
-    printf("  graph replays: %llu; intermediates per step: %.1f KiB\n", (unsigned long long)replays,
-           (3.0 * n + (double)demo_parts(n)) * sizeof(float) / 1024.0);
-    printf("  pool statistics (KiB; segments %s):\n",
+    printf("  graph replays: %llu; intermediates per step: %.1f KiB\n", (unsigned long long)replays, step_kib(n));
+    printf("  pool statistics (KiB; segments %s;\n"
+           "  graph: the part of reserved kept for graphs; allocs, frees: counts since the pool's creation):\n",
            log->grows_in_place ? "grow in place, counted as runs of mapped pages"
                                : "plain, one device allocation each (no virtual memory management here, or turned off)");
     printf("    %-26s %10s %10s %10s %10s %8s %8s %8s\n", "stage", "reserved", "graph", "peak", "allocated",
@@ -293,6 +313,8 @@ static void print_summary(const stages *log, bool cuda, int repeats, int steps, 
                st->reserved_bytes / 1024.0, st->graph_reserved_bytes / 1024.0, st->reserved_bytes_peak / 1024.0,
                st->allocated_bytes / 1024.0, (unsigned long long)st->segment_count,
                (unsigned long long)st->alloc_count, (unsigned long long)st->free_count);
+        if (log->v[i].note[0])
+            printf("      %s\n", log->v[i].note);
     }
 }
 
@@ -384,7 +406,7 @@ int main(int argc, char **argv)
 
     stages log;
     memset(&log, 0, sizeof log);
-    take_stats(&log, "after the inputs", d.pool);
+    take_stats(&log, "after the inputs", d.pool, "x, b1, b2 and loss, live to the end; reserved: the pages mapped for them");
 
     /* 1. Eager reference: K steps from x0. */
     float ref_loss, got_loss;
@@ -392,7 +414,8 @@ int main(int argc, char **argv)
     for (int k = 0; k < steps; k++)
         CHECK(step(d.s, &d));
     read_state(&d, ref_x, &ref_loss);
-    take_stats(&log, "after the eager steps", d.pool);
+    take_stats(&log, "after the eager steps", d.pool, "%d eager steps: %d allocations each (t1, t2, t3, p), freed in the step",
+               steps, EAGER_ALLOCS_PER_STEP);
 
     /* 2. Capture one step, with the pool: its intermediates come from
      *    memory the pool keeps for the graph. */
@@ -401,14 +424,16 @@ int main(int argc, char **argv)
     CHECK(cpool_capture(d.s, d.pool, CPOOL_CAPTURE_GLOBAL, step, &d, &graph));
     d.capturing = false;
     CHECK(cpool_graph_upload(graph, d.s));
-    take_stats(&log, "after the capture", d.pool);
+    take_stats(&log, "after the capture", d.pool,
+               "the step's %llu allocations (%.1f KiB), kept for the graph; blocks it freed serve its later ones",
+               allocs_since_last(&log, d.pool), step_kib(n));
 
     /* 3. Replay K times from x0 and compare bit for bit. */
     reset_state(&d, x0);
     for (int k = 0; k < steps; k++)
         CHECK(cpool_graph_launch(graph, d.s));
     read_state(&d, got_x, &got_loss);
-    take_stats(&log, "after the replays", d.pool);
+    take_stats(&log, "after the replays", d.pool, "%d replays: they allocate nothing", steps);
     if (snapshot_path) {
         /* The graph still holds the pool: its memory is in the picture. */
         CHECK(cpool_pool_write_snapshot(d.pool, snapshot_path));
@@ -452,6 +477,9 @@ int main(int argc, char **argv)
     }
     double me = median(t_eager, repeats), mg = median(t_graph, repeats);
     uint64_t replays = cpool_graph_replays(graph);
+    take_stats(&log, "after the timed runs", d.pool,
+               "%d timed runs of %d eager steps (%llu allocations) and of %d replays (none)", repeats, steps,
+               allocs_since_last(&log, d.pool), steps);
 
     /* 5. Tear down. The graph holds its own reference to the pool. */
     cpool_graph_release(graph);
@@ -460,9 +488,10 @@ int main(int argc, char **argv)
     CHECK(cpool_free(d.pool, d.b2, d.s));
     CHECK(cpool_free(d.pool, d.loss, d.s));
     CHECK(cpool_stream_synchronize(d.s));
-    take_stats(&log, "after the graph's release", d.pool);
+    take_stats(&log, "after the graph's release", d.pool,
+               "the inputs freed; graph memory stays reserved for later captures into this pool until a trim");
     CHECK(cpool_pool_trim(d.pool)); /* no graph holds the pool now: all of it can go */
-    take_stats(&log, "after a trim", d.pool);
+    take_stats(&log, "after a trim", d.pool, "no graph holds the pool: a trim gives everything back (peak: since creation)");
     log.grows_in_place = cpool_pool_grows_in_place(d.pool);
     cpool_pool_release(d.pool);
     cpool_stream_destroy(d.s);
