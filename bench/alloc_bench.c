@@ -5,7 +5,8 @@
  *   cudaMalloc + cudaFree;
  * - on the host backend: glibc malloc + free.
  * Each figure is the median over repeats of the mean time of a pair.
- * Usage: alloc_bench [pairs-per-repeat]
+ * Usage: alloc_bench [--smoke] [pairs-per-repeat]
+ * --smoke: 20 pairs a repeat and 64 live blocks in the crowded pool.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -82,7 +83,8 @@ static double time_cuda_malloc(size_t size, int pairs) {
 #endif
 
 int main(int argc, char **argv) {
-    int pairs = argc > 1 ? atoi(argv[1]) : 200000;
+    bool smoke = bench_smoke(&argc, argv);
+    int pairs = argc > 1 ? atoi(argv[1]) : smoke ? 20 : 200000;
     cpool_device *dev;
     cpool_stream *s;
     cpool_pool *pool;
@@ -112,8 +114,9 @@ int main(int argc, char **argv) {
     /* The same pair in a pool that holds many live small blocks of other
      * sizes, with frees between them: the blocks the callers keep, or no
      * longer ask for, must not keep this size out of the front cache. */
-    enum { LIVE = 10000 };
-    static void *live[LIVE];
+    enum { LIVE_MAX = 10000 };
+    static void *live[LIVE_MAX];
+    const int LIVE = smoke ? 64 : LIVE_MAX;
     cpool_pool *busy;
     BENCH_CHECK(cpool_pool_create(dev, NULL, &busy));
     for (int i = 0; i < LIVE; i++) BENCH_CHECK(cpool_alloc(busy, 256 + (size_t)(i % 8) * 256, s, &live[i]));

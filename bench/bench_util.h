@@ -3,9 +3,11 @@
 #define CPOOL_BENCH_UTIL_H
 
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "capturepool.h"
@@ -25,6 +27,17 @@ static inline int bench_cmp_double(const void *a, const void *b) {
 static inline double bench_median(double *v, int n) {
     qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Whether the first argument is --smoke: a run of a few milliseconds that
+ * only shows the benchmark builds and runs (the test suite's smoke runs);
+ * its figures mean nothing. The flag is taken out of argv, so the other
+ * arguments keep their places. */
+static inline bool bench_smoke(int *argc, char **argv) {
+    if (*argc < 2 || strcmp(argv[1], "--smoke") != 0) return false;
+    for (int i = 1; i < *argc; i++) argv[i] = argv[i + 1];
+    (*argc)--;
+    return true;
 }
 
 #define BENCH_CHECK(call)                                                                          \

@@ -19,7 +19,8 @@
  * bench/capture_order_torch.py runs the same pattern in PyTorch's shared
  * graph pool. Besides the table it prints "csv,capture_order,..." lines for
  * scripts/bench_report.py.
- * Usage: capture_order_bench
+ * Usage: capture_order_bench [--smoke]
+ * --smoke: activations of bytes instead of KiB (b * 64 B and so on).
  */
 #include <stdlib.h>
 
@@ -34,8 +35,11 @@ enum {
     LAYERS = 4,
 };
 
+/* The unit of ACT_KIB: 1 KiB, or 1 byte in a smoke run. */
+static size_t act_unit = 1024;
+
 /* The k-th activation of a forward at `batch`, k from 0 to LAYERS * ACTS. */
-static size_t act_bytes(size_t batch, int k) { return batch * ACT_KIB[k % ACTS] << 10; }
+static size_t act_bytes(size_t batch, int k) { return batch * ACT_KIB[k % ACTS] * act_unit; }
 
 /* A forward's peak of live bytes: an activation and the one before it. */
 static size_t forward_scratch(size_t batch) {
@@ -115,7 +119,8 @@ static void print_result(const order_result *r, size_t largest, size_t sum, cons
            (unsigned long long)r->segments, backend);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    if (bench_smoke(&argc, argv)) act_unit = 1;
     cpool_device *dev;
     cpool_stream *s;
     bench_open(&dev, &s, NULL);
@@ -127,9 +132,10 @@ int main(void) {
         if (scratch > largest) largest = scratch;
     }
     double mib = 1 << 20;
-    printf("capture_order_bench: %d graphs, batch %zu to %zu, %d layers of %zu, %zu and %zu KiB x batch, captured "
+    printf("capture_order_bench: %d graphs, batch %zu to %zu, %d layers of %zu, %zu and %zu %s x batch, captured "
            "into one pool; backend %s\n",
-           GRAPHS, BATCHES[0], BATCHES[GRAPHS - 1], LAYERS, ACT_KIB[0], ACT_KIB[1], ACT_KIB[2], backend);
+           GRAPHS, BATCHES[0], BATCHES[GRAPHS - 1], LAYERS, ACT_KIB[0], ACT_KIB[1], ACT_KIB[2],
+           act_unit == 1 ? "bytes" : "KiB", backend);
     printf("largest graph's scratch (its peak live bytes) %.1f MiB, all %d graphs' together %.1f MiB; "
            "x largest: over the largest graph's scratch\n",
            (double)largest / mib, GRAPHS, (double)sum / mib);

@@ -22,7 +22,8 @@
  * benchmark here it exits 0 whatever the times. Besides the tables it
  * prints "csv,snapshot,..." and "csv,snapshotpair,..." lines for
  * scripts/bench_report.py. The snapshot file is left in place.
- * Usage: snapshot_bench [live-blocks] [path]
+ * Usage: snapshot_bench [--smoke] [live-blocks] [path]
+ * --smoke: 100 stats calls a repeat and pair windows of 1 ms.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -33,19 +34,20 @@
 #include "bench_util.h"
 #include "capturepool.h"
 
-enum { REPEATS = 7, STAT_CALLS = 100000, GRAPHS = 4, PAIR_CHUNK = 256 };
+enum { REPEATS = 7, GRAPHS = 4, PAIR_CHUNK = 256 };
+static int stat_calls = 100000;
 
 static const double GET_STATS_TARGET_NS = 1000.0; /* well under it */
 static const double SNAPSHOT_TARGET_NS_PER_BLOCK = 200.0;
-static const double PAIR_WINDOW_NS = 100e6; /* pairs are timed in windows of 100 ms */
+static double pair_window_ns = 100e6; /* pairs are timed in windows of 100 ms */
 
 static double time_pool_stats(const cpool_pool *pool) {
     double samples[REPEATS];
     cpool_pool_stats st = {.struct_size = sizeof st};
     for (int r = 0; r < REPEATS; r++) {
         double t0 = bench_now_ns();
-        for (int i = 0; i < STAT_CALLS; i++) cpool_pool_get_stats(pool, &st);
-        samples[r] = (bench_now_ns() - t0) / STAT_CALLS;
+        for (int i = 0; i < stat_calls; i++) cpool_pool_get_stats(pool, &st);
+        samples[r] = (bench_now_ns() - t0) / stat_calls;
     }
     return bench_median(samples, REPEATS);
 }
@@ -55,8 +57,8 @@ static double time_graph_stats(const cpool_graph *g) {
     cpool_graph_stats st = {.struct_size = sizeof st};
     for (int r = 0; r < REPEATS; r++) {
         double t0 = bench_now_ns();
-        for (int i = 0; i < STAT_CALLS; i++) cpool_graph_get_stats(g, &st);
-        samples[r] = (bench_now_ns() - t0) / STAT_CALLS;
+        for (int i = 0; i < stat_calls; i++) cpool_graph_get_stats(g, &st);
+        samples[r] = (bench_now_ns() - t0) / stat_calls;
     }
     return bench_median(samples, REPEATS);
 }
@@ -152,7 +154,7 @@ static void snapshots_stop(snapshot_loop *l) {
     if (atomic_load(&l->failed) != CPOOL_OK) exit(1);
 }
 
-/* The mean of cached alloc+free pairs over a window of PAIR_WINDOW_NS. */
+/* The mean of cached alloc+free pairs over a window of pair_window_ns. */
 static double pair_window(cpool_pool *pool, cpool_stream *s, size_t size) {
     void *p;
     long pairs = 0;
@@ -164,7 +166,7 @@ static double pair_window(cpool_pool *pool, cpool_stream *s, size_t size) {
         }
         pairs += PAIR_CHUNK;
         elapsed = bench_now_ns() - t0;
-    } while (elapsed < PAIR_WINDOW_NS);
+    } while (elapsed < pair_window_ns);
     return elapsed / (double)pairs;
 }
 
@@ -172,7 +174,7 @@ static double pair_window(cpool_pool *pool, cpool_stream *s, size_t size) {
 static double pair_longest_us(cpool_pool *pool, cpool_stream *s, size_t size) {
     void *p;
     double longest = 0, start = bench_now_ns();
-    while (bench_now_ns() - start < PAIR_WINDOW_NS) {
+    while (bench_now_ns() - start < pair_window_ns) {
         double t0 = bench_now_ns();
         cpool_alloc(pool, size, s, &p);
         cpool_free(pool, p, s);
@@ -216,10 +218,14 @@ static pair_figures time_pairs(cpool_pool *pool, cpool_stream *s, size_t size, s
 }
 
 int main(int argc, char **argv) {
+    if (bench_smoke(&argc, argv)) {
+        stat_calls = 100;
+        pair_window_ns = 1e6;
+    }
     long blocks = argc > 1 ? atol(argv[1]) : 100000;
     const char *path = argc > 2 ? argv[2] : "/tmp/capturepool_snapshot_bench.json";
     if (blocks < 1) {
-        fprintf(stderr, "usage: snapshot_bench [live-blocks] [path]\n");
+        fprintf(stderr, "usage: snapshot_bench [--smoke] [live-blocks] [path]\n");
         return 2;
     }
     cpool_device *dev;
@@ -293,7 +299,7 @@ int main(int argc, char **argv) {
     atomic_init(&loop.failed, CPOOL_OK);
     printf("cached alloc+free pair on the same pool, ns (medians of %d windows of %.0f ms), alone and while another "
            "thread writes snapshots of it in a loop; ratio: median of side-by-side windows\n",
-           REPEATS, PAIR_WINDOW_NS / 1e6);
+           REPEATS, pair_window_ns / 1e6);
     printf("%10s %10s %16s %8s %18s %19s %10s\n", "bytes", "alone", "with snapshots", "ratio", "longest alone us",
            "longest during us", "snapshots");
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
