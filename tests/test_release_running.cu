@@ -1,7 +1,8 @@
 /* CUDA only: a graph released while its kernel still runs frees nothing
  * early. The kernel keeps checking memory the graph uses (a recorded buffer,
  * a pool allocation and graph scratch) for ~200 ms after its launch, while
- * the host releases the graph and the pool at once. Every drop poisons its
+ * the host releases the graph and the pool at once (the graph's release
+ * returns at once, the pool's last one waits). Every drop poisons its
  * buffer before cudaFree, and a debug build poisons pool segments before
  * giving them back, so an early free would show up as a wrong value in the
  * running kernel. Skips visibly without a GPU. */
@@ -95,7 +96,10 @@ static void release_while_running(cpool_device *dev, bool graph_last) {
     if (graph_last) {
         cpool_pool_release(pool);
         CHECK_EQ(aload(&poisoned_frees), 0); /* the graph still holds the pool */
-        cpool_graph_release(g);              /* last reference: waits, then drops */
+        cpool_graph_release(g); /* last reference: returns at once, the library's thread waits, then drops */
+        CHECK_EQ(aload(&poisoned_frees), 0);
+        CHECK_EQ(__atomic_load_n(&flags[1], __ATOMIC_SEQ_CST), 0); /* it returned while the kernel ran */
+        cpool_wait_deferred();
     } else {
         cpool_graph_release(g);
         CHECK_EQ(aload(&poisoned_frees), 0); /* the user still holds the pool */
