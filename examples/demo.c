@@ -18,8 +18,9 @@
  * K times from the same starting state, and checks that x and loss are
  * bitwise equal. Then it times both (median of several repeats) and prints
  * a summary: the times, and the pool's statistics at each stage, in one
- * table, each row with a note that says what made its numbers. On the host backend the speed-up of the replay measures the
- * library's host task queue, not a GPU. On CUDA the operations are kernels launched on
+ * table, each row with a note that says what made its numbers. On the host
+ * backend the speed-up of the replay measures the library's host task
+ * queue, not a GPU. On CUDA the operations are kernels launched on
  * cpool_stream_native(s) (demo_kernels.cu); on the host backend they are
  * host functions enqueued with cpool_launch_host.
  *
@@ -406,7 +407,8 @@ int main(int argc, char **argv)
 
     stages log;
     memset(&log, 0, sizeof log);
-    take_stats(&log, "after the inputs", d.pool, "x, b1, b2 and loss, live to the end; reserved: the pages mapped for them");
+    take_stats(&log, "after the inputs", d.pool,
+               "x, b1, b2 and loss, live to the end; reserved: the pages mapped for them");
 
     /* 1. Eager reference: K steps from x0. */
     float ref_loss, got_loss;
@@ -414,8 +416,9 @@ int main(int argc, char **argv)
     for (int k = 0; k < steps; k++)
         CHECK(step(d.s, &d));
     read_state(&d, ref_x, &ref_loss);
-    take_stats(&log, "after the eager steps", d.pool, "%d eager steps: %d allocations each (t1, t2, t3, p), freed in the step",
-               steps, EAGER_ALLOCS_PER_STEP);
+    take_stats(&log, "after the eager steps", d.pool,
+               "%d eager steps: %d allocations each (t1, t2, t3, p), freed in the step", steps,
+               EAGER_ALLOCS_PER_STEP);
 
     /* 2. Capture one step, with the pool: its intermediates come from
      *    memory the pool keeps for the graph. */
@@ -491,7 +494,8 @@ int main(int argc, char **argv)
     take_stats(&log, "after the graph's release", d.pool,
                "the inputs freed; graph memory stays reserved for later captures into this pool until a trim");
     CHECK(cpool_pool_trim(d.pool)); /* no graph holds the pool now: all of it can go */
-    take_stats(&log, "after a trim", d.pool, "no graph holds the pool: a trim gives everything back (peak: since creation)");
+    take_stats(&log, "after a trim", d.pool,
+               "no graph holds the pool: a trim gives everything back (peak: since creation)");
     log.grows_in_place = cpool_pool_grows_in_place(d.pool);
     cpool_pool_release(d.pool);
     cpool_stream_destroy(d.s);

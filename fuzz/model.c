@@ -274,7 +274,8 @@ void run_verifies(void) {
  * handed to the library's thread have dropped every object. */
 void verify_handed_off(void) {
     for (int i = 0; i < nhanded_off; i++)
-        verify_dropped((unsigned)handed_off_uids[i], "after cpool_wait_deferred, a graph having held the pool's last reference");
+        verify_dropped((unsigned)handed_off_uids[i],
+                       "after cpool_wait_deferred, a graph having held the pool's last reference");
     nhanded_off = 0;
 }
 
@@ -458,8 +459,8 @@ void graph_pools_released(const held *h, int nh, bool on_this_thread) {
         m->graph_holds--;
         bool goes_now = on_this_thread && m->state == SLOT_LIVE && !m->deferred && m->pending_clears == 0;
         pool_refs_changed(h[i].pool, false);
-        if (goes_now && m->state == SLOT_FREE && nhanded_off < (int)(sizeof handed_off_uids / sizeof *handed_off_uids))
-            handed_off_uids[nhanded_off++] = (int)m->uid;
+        bool room = nhanded_off < (int)(sizeof handed_off_uids / sizeof *handed_off_uids);
+        if (goes_now && m->state == SLOT_FREE && room) handed_off_uids[nhanded_off++] = (int)m->uid;
     }
 }
 

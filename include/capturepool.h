@@ -594,8 +594,9 @@ cpool_status cpool_pool_write_snapshot(const cpool_pool *pool, const char *path)
 cpool_status cpool_pool_trim(cpool_pool *pool);
 
 /* Waits until every teardown handed to the library's thread (see
- * cpool_pool_release and cpool_graph_release) has finished. Inside a stream callback it returns at
- * once (it could wait for itself), leaving the reason in cpool_last_error().
+ * cpool_pool_release and cpool_graph_release) has finished. Inside a stream
+ * callback it returns at once (it could wait for itself), leaving the reason
+ * in cpool_last_error().
  * Called by a drop that the library's thread runs, it runs the teardowns
  * queued so far itself, as it cannot wait for its own caller. */
 void cpool_wait_deferred(void);

@@ -9,10 +9,10 @@
  * order, as is the teardown of a pool whose last reference was a graph's
  * (a graph's release never waits for the device). The thread is started
  * when the first pool is made, where a failure to start it can still be
- * reported. cpool_wait_deferred() waits until the queue is
- * empty and nothing is running; called by a task of this thread itself (a
- * drop that a deferred teardown runs), it runs the queued tasks in place
- * instead, as it cannot wait for its own caller. The thread is detached and
+ * reported. cpool_wait_deferred() waits until the queue is empty and nothing
+ * is running; called by a task of this thread itself (a drop that a
+ * deferred teardown runs), it runs the queued tasks in place instead, as it
+ * cannot wait for its own caller. The thread is detached and
  * never joined: at process exit it is simply gone, so no CUDA call runs then.
  */
 #include <errno.h>
