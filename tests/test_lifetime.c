@@ -365,6 +365,7 @@ static void graph_holds_other_pool_used_under_capture(cpool_device *dev) {
     cpool_graph_release(g);
     CHECK(wait_for_int(&obj.drops, 1, WAIT_TIMEOUT_MS));
     CHECK_EQ(aload(&obj.drops), 1);
+    cpool_wait_deferred(); /* the drop has returned: obj may be reused */
 
     /* The same with a capture bound to no pool at all. */
     tracked_init(&obj, &log, 1, NULL);
