@@ -168,6 +168,15 @@ typedef struct cpool_stream cpool_stream;
  * CPOOL_ERR_INVALID_ARGUMENT, naming the value (an empty value counts as
  * unset; an explicit backend ignores the variable). AUTO falling back to the
  * host backend is a success and leaves cpool_last_error() as it was.
+ * The host backend's device has finite memory, as a GPU has: the
+ * environment variable CPOOL_HOST_MEMORY (bytes, with an optional K, M or G
+ * suffix in binary units: "64M", "8G") caps what all pools of the device
+ * hold together; unset or empty, the machine's physical memory. Past it,
+ * or where the system refuses memory, every call that needs device memory
+ * fails with CPOOL_ERR_OUT_OF_MEMORY and changes nothing. It is read when
+ * the device is opened (not again while it stays open); a value that is
+ * not a size makes the open fail with CPOOL_ERR_INVALID_ARGUMENT, naming
+ * the variable and the value.
  * Opening a device that is already open returns the same device with one
  * more reference.
  * Several CUDA devices: opening one connects it, both ways, with every open
@@ -180,8 +189,9 @@ typedef struct cpool_stream cpool_stream;
  * "1" (empty counts as unset); any other value makes every open fail with
  * CPOOL_ERR_INVALID_ARGUMENT, naming it, whichever backend is asked for.
  * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (out is NULL, ordinal < 0,
- * unknown backend, a CPOOL_BACKEND that names none, or a CPOOL_VIRTUAL_MEMORY
- * that is neither 0 nor 1), CPOOL_ERR_NO_DEVICE (CUDA asked for and no usable GPU,
+ * unknown backend, a CPOOL_BACKEND that names none, a CPOOL_VIRTUAL_MEMORY
+ * that is neither 0 nor 1, or a CPOOL_HOST_MEMORY that is not a size),
+ * CPOOL_ERR_NO_DEVICE (CUDA asked for and no usable GPU,
  * or no such ordinal), CPOOL_ERR_OUT_OF_MEMORY, CPOOL_ERR_BACKEND. */
 cpool_status cpool_device_open(cpool_backend backend, int ordinal, cpool_device **out);
 

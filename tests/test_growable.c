@@ -650,6 +650,39 @@ static void capture_order_does_not_matter(cpool_device *dev) {
     cpool_stream_destroy(s);
 }
 
+/* A request for more memory than the device has fails, on a growable pool
+ * as on a plain one and for a reserve at creation: address space is not
+ * memory. Nothing changes. */
+static void more_than_the_device_holds_is_refused(cpool_device *dev) {
+    cpool_stream *s;
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    const size_t tib = (size_t)1 << 40;
+    cpool_pool_options plain = {.struct_size = sizeof plain, .plain_segments = true};
+    cpool_pool *pools[2] = {NULL, NULL};
+    CHECK_OK(cpool_pool_create(dev, NULL, &pools[0]));
+    CHECK_OK(cpool_pool_create(dev, &plain, &pools[1]));
+    for (int i = 0; i < 2; i++) {
+        if (!pools[i]) continue;
+        void *small = NULL, *p = NULL;
+        CHECK_OK(cpool_alloc(pools[i], MiB, s, &small));
+        cpool_pool_stats before = stats_of(pools[i]);
+        CHECK_STATUS(cpool_alloc(pools[i], tib, s, &p), CPOOL_ERR_OUT_OF_MEMORY);
+        CHECK(p == NULL);
+        CHECK_STATS_EQ(stats_of(pools[i]), before);
+        CHECK_OK(cpool_free(pools[i], small, s));
+        CHECK_OK(cpool_stream_synchronize(s));
+        cpool_pool_release(pools[i]);
+    }
+    cpool_pool_options huge = {.struct_size = sizeof huge, .reserve_bytes = 4 * tib};
+    cpool_pool_options huge_plain = huge;
+    huge_plain.plain_segments = true;
+    cpool_pool *pool = NULL;
+    CHECK_STATUS(cpool_pool_create(dev, &huge, &pool), CPOOL_ERR_OUT_OF_MEMORY);
+    CHECK_STATUS(cpool_pool_create(dev, &huge_plain, &pool), CPOOL_ERR_OUT_OF_MEMORY);
+    CHECK(pool == NULL);
+    cpool_stream_destroy(s);
+}
+
 static const check_case cases[] = {
     CHECK_CASE(grows_in_place_past_a_free_block),
     CHECK_CASE(free_ranges_join_new_pages),
@@ -666,6 +699,7 @@ static const check_case cases[] = {
     CHECK_CASE(events_order_reuse_at_the_front_cache_edge),
     CHECK_CASE(pages_filling_a_hole_join_the_block_after),
     CHECK_CASE(capture_order_does_not_matter),
+    CHECK_CASE(more_than_the_device_holds_is_refused),
 };
 
 CHECK_MAIN(cases, CHECK_ON_ALL)

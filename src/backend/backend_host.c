@@ -21,7 +21,8 @@
  *   graph destroyed while launched lives until the launch finished. A graph
  *   of one stream runs its nodes in order; one of several runs them on one
  *   worker per stream of its capture, each node once its dependencies ran.
- * - Device memory is host memory.
+ * - Device memory is host memory, counted against a capacity
+ *   (host_memory.c).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -29,11 +30,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 
 #include "backend.h"
 #include "fault.h"
+#include "host_memory.h"
 #include "lock.h"
 #include "status.h"
 #include "thread.h"
@@ -158,10 +159,6 @@ typedef struct host_mark {
     uint64_t position;
     host_stamp *stamp;
 } host_mark;
-
-struct cpool__bdevice {
-    int unused;
-};
 
 /* ---- graphs -------------------------------------------------------------- */
 
@@ -429,110 +426,12 @@ static cpool_status enqueue(cpool__bstream *s, const host_op *op) {
     return CPOOL_OK;
 }
 
-/* ---- device and memory --------------------------------------------------- */
+/* ---- capture mode -------------------------------------------------------- */
 
-static cpool_status host_device_open(int ordinal, cpool__bdevice **out) {
-    if (ordinal != 0) return cpool__fail(CPOOL_ERR_NO_DEVICE, "the host backend has one device, ordinal 0 (asked for %d)", ordinal);
-    cpool__bdevice *d = cpool__calloc(1, sizeof *d);
-    if (!d) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory opening the host device");
-    *out = d;
-    return CPOOL_OK;
-}
-
-static void host_device_close(cpool__bdevice *dev) { free(dev); }
-
-static cpool_status host_segment_alloc(cpool__bdevice *dev, size_t bytes, void **out) {
-    CPOOL_UNUSED(dev);
-    void *p = NULL;
-    if (cpool__fault_hit() || posix_memalign(&p, 4096, bytes) != 0)
-        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a %zu-byte segment", bytes);
-    *out = p;
-    return CPOOL_OK;
-}
-
-#ifdef CPOOL_DEBUG_CHECKS
-/* Poisons the pages of [base, base + bytes) that were ever touched: pages
- * never written hold nothing to protect, and touching them all would fault
- * in whole segments (mincore tells which pages are resident). */
-static void poison_resident(void *base, size_t bytes) {
-    const size_t page = 4096; /* segments are 4096-aligned (segment_alloc) */
-    size_t pages = (bytes + page - 1) / page;
-    unsigned char *resident = malloc(pages);
-    if (!resident || mincore(base, bytes, resident) != 0) {
-        memset(base, CPOOL__POISON, bytes);
-    } else {
-        for (size_t i = 0; i < pages; i++)
-            if (resident[i] & 1) {
-                size_t n = i + 1 == pages ? bytes - i * page : page;
-                memset((char *)base + i * page, CPOOL__POISON, n);
-            }
-    }
-    free(resident);
-}
-#endif
-
-static void host_segment_free(cpool__bdevice *dev, void *base, size_t bytes) {
-    CPOOL_UNUSED(dev);
-#ifdef CPOOL_DEBUG_CHECKS
-    poison_resident(base, bytes);
-#else
-    CPOOL_UNUSED(bytes);
-#endif
-    free(base);
-}
-
-/* ---- growable segments: reserved address space ------------------------- */
-
+/* Host captures count no call against them: nothing to relax. */
 static cpool_status host_call_relaxed(cpool__bdevice *dev, cpool_status (*fn)(void *arg), void *arg) {
     CPOOL_UNUSED(dev);
     return fn(arg);
-}
-
-static bool host_va_supported(cpool__bdevice *dev) {
-    CPOOL_UNUSED(dev);
-    return !cpool__virtual_memory_off();
-}
-
-static cpool_status host_va_reserve(cpool__bdevice *dev, size_t bytes, void **out) {
-    CPOOL_UNUSED(dev);
-    /* One page more than asked, to cut an aligned range from it. */
-    size_t span = bytes + CPOOL__PAGE_BYTES;
-    void *p = cpool__fault_hit() ? MAP_FAILED
-                                 : mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED)
-        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "no %zu bytes of address space to reserve", bytes);
-    uintptr_t raw = (uintptr_t)p, base = (raw + CPOOL__PAGE_BYTES - 1) / CPOOL__PAGE_BYTES * CPOOL__PAGE_BYTES;
-    if (base > raw) munmap(p, base - raw);
-    if (raw + span > base + bytes) munmap((void *)(base + bytes), raw + span - (base + bytes));
-    *out = (void *)base;
-    return CPOOL_OK;
-}
-
-static void host_va_release(cpool__bdevice *dev, void *base, size_t bytes) {
-    CPOOL_UNUSED(dev);
-    munmap(base, bytes);
-}
-
-/* Back to reserved address space: the pages' memory goes at once. */
-static void host_unback(void *addr, size_t bytes) {
-    mmap(addr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
-}
-
-static cpool_status host_pages_map(cpool__bdevice *dev, void *addr, size_t bytes) {
-    CPOOL_UNUSED(dev);
-    /* Two steps, as on a GPU: the memory, then access to it. */
-    if (cpool__fault_hit())
-        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for %zu bytes of pages", bytes);
-    if (cpool__fault_hit() || mprotect(addr, bytes, PROT_READ | PROT_WRITE) != 0) {
-        host_unback(addr, bytes);
-        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "pages of %zu bytes could not be made accessible", bytes);
-    }
-    return CPOOL_OK;
-}
-
-static void host_pages_unmap(cpool__bdevice *dev, void *addr, size_t bytes) {
-    CPOOL_UNUSED(dev);
-    host_unback(addr, bytes);
 }
 
 /* ---- streams ------------------------------------------------------------- */
@@ -1161,16 +1060,16 @@ static cpool_status host_graph_dump_dot(const cpool__bgraph *g, const char *path
 const cpool__backend cpool__backend_host = {
     .kind = CPOOL_BACKEND_HOST,
     .name = "host",
-    .device_open = host_device_open,
-    .device_close = host_device_close,
-    .segment_alloc = host_segment_alloc,
-    .segment_free = host_segment_free,
-    .va_supported = host_va_supported,
+    .device_open = cpool__host_device_open,
+    .device_close = cpool__host_device_close,
+    .segment_alloc = cpool__host_segment_alloc,
+    .segment_free = cpool__host_segment_free,
+    .va_supported = cpool__host_va_supported,
     .call_relaxed = host_call_relaxed,
-    .va_reserve = host_va_reserve,
-    .va_release = host_va_release,
-    .pages_map = host_pages_map,
-    .pages_unmap = host_pages_unmap,
+    .va_reserve = cpool__host_va_reserve,
+    .va_release = cpool__host_va_release,
+    .pages_map = cpool__host_pages_map,
+    .pages_unmap = cpool__host_pages_unmap,
     .stream_create = host_stream_create,
     .stream_destroy = host_stream_destroy,
     .stream_native = host_stream_native,

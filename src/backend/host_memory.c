@@ -1,0 +1,210 @@
+/*
+ * The host backend's memory: a device of finite memory, as a GPU is.
+ *
+ * - The device (cpool__bdevice, host_memory.h) has a capacity, read from
+ *   CPOOL_HOST_MEMORY when it is opened (else the machine's physical
+ *   memory), and counts the bytes its pools hold, atomically, since pools
+ *   of one device allocate from any thread at once.
+ * - A plain segment is one posix_memalign'ed range, held whole.
+ * - A growable segment is address space reserved with mmap(PROT_NONE),
+ *   which holds no memory; its pages are held from pages_map (made
+ *   readable and writable) to pages_unmap (reserved address space again).
+ * - A request past the capacity, or one the system refuses, fails with
+ *   CPOOL_ERR_OUT_OF_MEMORY and changes nothing, as a full GPU would.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "fault.h"
+#include "host_memory.h"
+#include "status.h"
+
+/* ---- capacity ------------------------------------------------------------ */
+
+#define HOST_MEMORY_VAR "CPOOL_HOST_MEMORY"
+
+/* A size: decimal bytes, then at most one of K, M or G (binary units, either
+ * case). false for anything else, or a value past 64 bits. */
+static bool parse_size(const char *text, uint64_t *out) {
+    if (!isdigit((unsigned char)text[0])) return false;
+    errno = 0;
+    char *end;
+    unsigned long long n = strtoull(text, &end, 10);
+    if (errno == ERANGE) return false;
+    unsigned shift = 0;
+    switch (*end) {
+    case 'K':
+    case 'k':
+        shift = 10;
+        break;
+    case 'M':
+    case 'm':
+        shift = 20;
+        break;
+    case 'G':
+    case 'g':
+        shift = 30;
+        break;
+    default:
+        break;
+    }
+    if (shift) end++;
+    if (*end || n > (UINT64_MAX >> shift)) return false;
+    *out = (uint64_t)n << shift;
+    return true;
+}
+
+/* What the device may hold: CPOOL_HOST_MEMORY (unset or empty: the
+ * machine's physical memory, or no bound where the system cannot say). */
+static cpool_status capacity_from_env(uint64_t *out) {
+    const char *env = getenv(HOST_MEMORY_VAR);
+    if (env && *env) {
+        if (parse_size(env, out)) return CPOOL_OK;
+        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT,
+                           "cpool_device_open: " HOST_MEMORY_VAR "=\"%.64s\" is not a size (bytes, with an optional K, "
+                           "M or G suffix)",
+                           env);
+    }
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    *out = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_MAX;
+    return CPOOL_OK;
+}
+
+/* Counts `bytes` more held, unless that passes the capacity. */
+static cpool_status hold(cpool__bdevice *dev, size_t bytes, const char *what) {
+    uint64_t held = atomic_load(&dev->held);
+    do {
+        if (bytes > dev->capacity - held)
+            return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY,
+                               "the host device's memory is exhausted: %zu more bytes for %s would pass "
+                               HOST_MEMORY_VAR "=%llu bytes (%llu held)",
+                               bytes, what, (unsigned long long)dev->capacity, (unsigned long long)held);
+    } while (!atomic_compare_exchange_weak(&dev->held, &held, held + bytes));
+    return CPOOL_OK;
+}
+
+static void unhold(cpool__bdevice *dev, size_t bytes) { atomic_fetch_sub(&dev->held, bytes); }
+
+/* The system refused memory the capacity allowed (bytes are held already). */
+static cpool_status refused(cpool__bdevice *dev, size_t bytes, const char *what) {
+    unhold(dev, bytes);
+    return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY,
+                       "the host device's memory is exhausted: the system refused %zu bytes for %s (%llu held of "
+                       HOST_MEMORY_VAR "=%llu bytes)",
+                       bytes, what, (unsigned long long)atomic_load(&dev->held), (unsigned long long)dev->capacity);
+}
+
+/* ---- device -------------------------------------------------------------- */
+
+cpool_status cpool__host_device_open(int ordinal, cpool__bdevice **out) {
+    if (ordinal != 0) return cpool__fail(CPOOL_ERR_NO_DEVICE, "the host backend has one device, ordinal 0 (asked for %d)", ordinal);
+    uint64_t capacity = 0;
+    cpool_status st = capacity_from_env(&capacity);
+    if (st != CPOOL_OK) return st;
+    cpool__bdevice *d = cpool__calloc(1, sizeof *d);
+    if (!d) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory opening the host device");
+    d->capacity = capacity;
+    atomic_init(&d->held, 0);
+    *out = d;
+    return CPOOL_OK;
+}
+
+/* Every pool of the device is gone by now (each held a reference to it), and
+ * gave back what it held. */
+void cpool__host_device_close(cpool__bdevice *dev) { free(dev); }
+
+/* ---- plain segments ------------------------------------------------------ */
+
+cpool_status cpool__host_segment_alloc(cpool__bdevice *dev, size_t bytes, void **out) {
+    void *p = NULL;
+    if (cpool__fault_hit())
+        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a %zu-byte segment", bytes);
+    cpool_status st = hold(dev, bytes, "a segment");
+    if (st != CPOOL_OK) return st;
+    if (posix_memalign(&p, 4096, bytes) != 0) return refused(dev, bytes, "a segment");
+    *out = p;
+    return CPOOL_OK;
+}
+
+#ifdef CPOOL_DEBUG_CHECKS
+/* Poisons the pages of [base, base + bytes) that were ever touched: pages
+ * never written hold nothing to protect, and touching them all would fault
+ * in whole segments (mincore tells which pages are resident). */
+static void poison_resident(void *base, size_t bytes) {
+    const size_t page = 4096; /* segments are 4096-aligned (segment_alloc) */
+    size_t pages = (bytes + page - 1) / page;
+    unsigned char *resident = malloc(pages);
+    if (!resident || mincore(base, bytes, resident) != 0) {
+        memset(base, CPOOL__POISON, bytes);
+    } else {
+        for (size_t i = 0; i < pages; i++)
+            if (resident[i] & 1) {
+                size_t n = i + 1 == pages ? bytes - i * page : page;
+                memset((char *)base + i * page, CPOOL__POISON, n);
+            }
+    }
+    free(resident);
+}
+#endif
+
+void cpool__host_segment_free(cpool__bdevice *dev, void *base, size_t bytes) {
+#ifdef CPOOL_DEBUG_CHECKS
+    poison_resident(base, bytes);
+#endif
+    free(base);
+    unhold(dev, bytes);
+}
+
+/* ---- growable segments: reserved address space --------------------------- */
+
+bool cpool__host_va_supported(cpool__bdevice *dev) {
+    CPOOL_UNUSED(dev);
+    return !cpool__virtual_memory_off();
+}
+
+cpool_status cpool__host_va_reserve(cpool__bdevice *dev, size_t bytes, void **out) {
+    CPOOL_UNUSED(dev);
+    /* One page more than asked, to cut an aligned range from it. */
+    size_t span = bytes + CPOOL__PAGE_BYTES;
+    void *p = cpool__fault_hit() ? MAP_FAILED
+                                 : mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "no %zu bytes of address space to reserve", bytes);
+    uintptr_t raw = (uintptr_t)p, base = (raw + CPOOL__PAGE_BYTES - 1) / CPOOL__PAGE_BYTES * CPOOL__PAGE_BYTES;
+    if (base > raw) munmap(p, base - raw);
+    if (raw + span > base + bytes) munmap((void *)(base + bytes), raw + span - (base + bytes));
+    *out = (void *)base;
+    return CPOOL_OK;
+}
+
+void cpool__host_va_release(cpool__bdevice *dev, void *base, size_t bytes) {
+    CPOOL_UNUSED(dev);
+    munmap(base, bytes);
+}
+
+/* Back to reserved address space: the pages' memory goes at once. */
+static void unback(void *addr, size_t bytes) {
+    mmap(addr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+}
+
+cpool_status cpool__host_pages_map(cpool__bdevice *dev, void *addr, size_t bytes) {
+    /* Two steps, as on a GPU: the memory, then access to it. */
+    if (cpool__fault_hit())
+        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for %zu bytes of pages", bytes);
+    cpool_status st = hold(dev, bytes, "pages");
+    if (st != CPOOL_OK) return st;
+    if (cpool__fault_hit() || mprotect(addr, bytes, PROT_READ | PROT_WRITE) != 0) {
+        unback(addr, bytes);
+        return refused(dev, bytes, "pages");
+    }
+    return CPOOL_OK;
+}
+
+void cpool__host_pages_unmap(cpool__bdevice *dev, void *addr, size_t bytes) {
+    unback(addr, bytes);
+    unhold(dev, bytes);
+}

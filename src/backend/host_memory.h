@@ -1,0 +1,36 @@
+/*
+ * The host backend's memory (host_memory.c): its device, plain segments,
+ * reserved address space and the pages mapped in it, for backend_host.c's
+ * table of functions.
+ */
+#ifndef CPOOL_HOST_MEMORY_H
+#define CPOOL_HOST_MEMORY_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+
+/* The host device, one per open device (objects/device.c shares it between
+ * opens): a GPU of `capacity` bytes, which its pools hold `held` of
+ * together. Reserved address space is not memory and is not counted. */
+struct cpool__bdevice {
+    uint64_t capacity; /* CPOOL_HOST_MEMORY, else the machine's physical memory */
+    _Atomic uint64_t held;
+};
+
+cpool_status cpool__host_device_open(int ordinal, cpool__bdevice **out);
+void cpool__host_device_close(cpool__bdevice *dev);
+
+cpool_status cpool__host_segment_alloc(cpool__bdevice *dev, size_t bytes, void **out);
+void cpool__host_segment_free(cpool__bdevice *dev, void *base, size_t bytes);
+
+bool cpool__host_va_supported(cpool__bdevice *dev);
+cpool_status cpool__host_va_reserve(cpool__bdevice *dev, size_t bytes, void **out);
+void cpool__host_va_release(cpool__bdevice *dev, void *base, size_t bytes);
+cpool_status cpool__host_pages_map(cpool__bdevice *dev, void *addr, size_t bytes);
+void cpool__host_pages_unmap(cpool__bdevice *dev, void *addr, size_t bytes);
+
+#endif /* CPOOL_HOST_MEMORY_H */
