@@ -3,7 +3,9 @@
  * memory past it fails with CPOOL_ERR_OUT_OF_MEMORY, changes nothing and
  * works once memory is free again. The cases run with a 64 MiB device (main
  * sets the variable before any device is opened); before them, main checks
- * that a value that is not a size is refused at the open. */
+ * that a value that is not a size is refused at the open, and, in a child
+ * process under an address-space limit, that pools reserve address space
+ * in proportion to their use. */
 #include "check.h" /* first: its feature macro */
 #include "helpers.h"
 
@@ -12,9 +14,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define MiB ((size_t)1 << 20)
+#define GiB ((size_t)1 << 30)
 #define DEVICE_BYTES (64 * MiB)
 
 /* The failure says the host device's memory ran out and names the cap. */
@@ -382,8 +387,81 @@ static int bad_values_are_refused(void) {
     return failures;
 }
 
+/* The address space the process has mapped now. */
+static size_t mapped_bytes(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long pages = 0;
+    if (f) {
+        if (fscanf(f, "%lu", &pages) != 1) pages = 0;
+        fclose(f);
+    }
+    return (size_t)pages * (size_t)sysconf(_SC_PAGE_SIZE);
+}
+
+enum { SMALL_POOLS = 200 };
+
+/* In the child: under a limit of 4 GiB more address space than it maps
+ * now, 200 pools with a small allocation each fit and malloc still works;
+ * a request for more address space than is left fails and says so. */
+static void many_pools_under_an_address_space_limit(cpool_device *unused) {
+    (void)unused;
+    size_t now = mapped_bytes();
+    REQUIRE(now > 0);
+    struct rlimit limit = {.rlim_cur = now + 4 * GiB, .rlim_max = now + 4 * GiB};
+    REQUIRE(setrlimit(RLIMIT_AS, &limit) == 0);
+    cpool_device *dev;
+    REQUIRE_OK(cpool_device_open(CPOOL_BACKEND_HOST, 0, &dev));
+    cpool_stream *s;
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    static cpool_pool *pools[SMALL_POOLS];
+    int made = 0;
+    for (; made < SMALL_POOLS; made++) {
+        void *p;
+        if (!CHECK_OK(cpool_pool_create(dev, NULL, &pools[made]))) break;
+        if (!CHECK_OK(cpool_alloc(pools[made], 4096, s, &p))) {
+            made++;
+            break;
+        }
+    }
+    CHECK_EQ(made, SMALL_POOLS);
+    void *mem = malloc(64 * MiB);
+    CHECK(mem != NULL);
+    free(mem);
+    cpool_pool_stats before = stats_of(pools[0]);
+    void *big = NULL;
+    if (CHECK_STATUS(cpool_alloc(pools[0], 8 * GiB, s, &big), CPOOL_ERR_OUT_OF_MEMORY))
+        CHECK(strstr(cpool_last_error(), "address space"));
+    CHECK_STATS_EQ(stats_of(pools[0]), before);
+    mem = malloc(64 * MiB);
+    CHECK(mem != NULL);
+    free(mem);
+    CHECK_OK(cpool_stream_synchronize(s));
+    for (int i = 0; i < made; i++) cpool_pool_release(pools[i]);
+    cpool_stream_destroy(s);
+    cpool_device_close(dev);
+}
+
+/* Runs the case in a child process, so that its limit stays there. */
+static int in_a_child(const char *name, check_case_fn fn) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        check_case_name_ = name;
+        check_backend_name_ = "host";
+        fn(NULL);
+        cpool_wait_deferred();
+        fflush(stdout);
+        _exit(__atomic_load_n(&check_case_failures_, __ATOMIC_SEQ_CST) ? 1 : 0);
+    }
+    int status = 0;
+    bool ok = pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    printf("%s [host] %s (in a child process)\n", ok ? "PASS" : "FAIL", name);
+    return ok ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
-    int failures = bad_values_are_refused();
+    int failures = in_a_child("many_pools_under_an_address_space_limit", many_pools_under_an_address_space_limit);
+    failures += bad_values_are_refused();
     setenv("CPOOL_HOST_MEMORY", "64M", 1);
     int rc = check_run_(argc, argv, cases, sizeof cases / sizeof cases[0], CHECK_ON_HOST);
     return failures ? 1 : rc;

@@ -496,7 +496,9 @@ static cpool_status cuda_va_reserve(cpool__bdevice *dev, size_t bytes, void **ou
         cudaGetLastError();
         return cpool__fail(CPOOL_ERR_UNSUPPORTED, "the driver reserves no address space: plain segments instead");
     }
-    if (err != cudaSuccess) return cuda_fail(err, "cuMemAddressReserve of a growable segment");
+    if (err != cudaSuccess)
+        return cuda_fail(err, "cuMemAddressReserve of a growable segment: out of memory here means that address "
+                              "space ran out, not memory");
     size_t pages = bytes / CPOOL__PAGE_BYTES;
     reservation *r = cpool__malloc(sizeof *r);
     uint64_t *mapped = r ? cpool__calloc((pages + 63) / 64, sizeof *mapped) : NULL;

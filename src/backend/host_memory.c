@@ -10,7 +10,9 @@
  *   which holds no memory; its pages are held from pages_map (made
  *   readable and writable) to pages_unmap (reserved address space again).
  * - A request past the capacity, or one the system refuses, fails with
- *   CPOOL_ERR_OUT_OF_MEMORY and changes nothing, as a full GPU would.
+ *   CPOOL_ERR_OUT_OF_MEMORY and changes nothing, as a full GPU would; a
+ *   reservation the system refuses says that address space ran out, which
+ *   is not memory.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -173,7 +175,10 @@ cpool_status cpool__host_va_reserve(cpool__bdevice *dev, size_t bytes, void **ou
     void *p = cpool__fault_hit() ? MAP_FAILED
                                  : mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED)
-        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "no %zu bytes of address space to reserve", bytes);
+        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY,
+                           "the process's address space is exhausted (not memory): no %zu bytes of address space to "
+                           "reserve",
+                           bytes);
     uintptr_t raw = (uintptr_t)p, base = (raw + CPOOL__PAGE_BYTES - 1) / CPOOL__PAGE_BYTES * CPOOL__PAGE_BYTES;
     if (base > raw) munmap(p, base - raw);
     if (raw + span > base + bytes) munmap((void *)(base + bytes), raw + span - (base + bytes));

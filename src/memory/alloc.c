@@ -41,8 +41,9 @@
  * for its request: small requests share 2 MiB segments, larger ones get their
  * size rounded up to 2 MiB, so reserved memory stays close to what is in use.
  *
- * Growable segments (alloc.h) reserve a large range, one per class, and
- * tile it with blocks as plain ones, where a `hole` block stands for
+ * Growable segments (alloc.h) reserve ranges per class, each new one as
+ * large as the class's before it together (span_size), and
+ * tile them with blocks as plain ones, where a `hole` block stands for
  * unmapped pages: page-aligned, in no heap but in the class's hole list,
  * never next to another hole. Free blocks in heaps are always mapped, so
  * the cached path never maps. Growing maps pages of a hole next to a free
@@ -599,12 +600,26 @@ static void unlink_block(cpool__allocator *a, cpool__block *b) {
     block_recycle(a, b);
 }
 
+/* The address space a new span of class `large` takes: as much as the
+ * allocator reserved for the class so far (CPOOL__SPAN_*_FIRST at first, at
+ * most CPOOL__SPAN_*), or what the request needs. Reservations then grow
+ * geometrically with use, past the first span at most about twice what the
+ * class needed, so that many pools fit in a process's address space. */
+static size_t span_size(const cpool__allocator *a, bool large, size_t need) {
+    size_t reserved = 0;
+    for (const cpool__segment *seg = a->segments; seg; seg = seg->next)
+        if (seg->growable && seg->large == large) reserved += seg->size;
+    size_t first = large ? CPOOL__SPAN_LARGE_FIRST : CPOOL__SPAN_SMALL_FIRST;
+    size_t most = large ? CPOOL__SPAN_LARGE : CPOOL__SPAN_SMALL;
+    size_t span = reserved < first ? first : reserved > most ? most : reserved;
+    return span < need ? need : span;
+}
+
 /* A new growable segment of class `large` spanning at least `bytes`: one
  * hole. CPOOL_ERR_UNSUPPORTED: the platform reserves no address space (the
  * allocator stops trying). */
 static cpool_status span_new(cpool__allocator *a, bool large, size_t bytes, cpool__block **hole) {
-    size_t need = round_up(bytes, CPOOL__PAGE), span = large ? CPOOL__SPAN_LARGE : CPOOL__SPAN_SMALL;
-    if (span < need) span = need;
+    size_t need = round_up(bytes, CPOOL__PAGE), span = span_size(a, large, need);
     cpool__segment *seg = cpool__calloc(1, sizeof *seg);
     cpool__block *h = block_new(a);
     if (!seg || !h) {
@@ -635,6 +650,21 @@ static cpool_status span_new(cpool__allocator *a, bool large, size_t bytes, cpoo
     hole_link(a, h);
     *hole = h;
     return CPOOL_OK;
+}
+
+/* Gives back a span span_new just made, all hole, whose pages could not be
+ * had: a refused request keeps no address space. */
+static void span_drop(cpool__allocator *a, cpool__block *hole) {
+    cpool__segment *seg = hole->seg;
+    hole_unlink(a, hole);
+    block_recycle(a, hole);
+    if (seg->prev)
+        seg->prev->next = seg->next;
+    else
+        a->segments = seg->next;
+    if (seg->next) seg->next->prev = seg->prev;
+    a->source.unreserve(a->source.ctx, (void *)seg->base, seg->size);
+    free(seg);
 }
 
 /* Maps [at, at + bytes), whole pages of hole h, as a free block (in no
@@ -845,7 +875,8 @@ static cpool_status grow_in_place(cpool__allocator *a, size_t bytes, uint64_t st
         give_back_pages(a, want < a->remap_budget ? want : a->remap_budget, plan.like, plan.other);
         plan = plan_growth(a, rounded, stream, use);
     }
-    if (!plan.hole) {
+    bool new_span = !plan.hole;
+    if (new_span) {
         cpool__block *hole;
         cpool_status st = span_new(a, grows_large(rounded, use, stream), rounded, &hole);
         if (st != CPOOL_OK) return st;
@@ -861,10 +892,11 @@ static cpool_status grow_in_place(cpool__allocator *a, size_t bytes, uint64_t st
     bool graph = plan.like ? plan.like->graph : use != CPOOL__USE_STREAM && !graph_branch(stream);
     bool apart = plan.like ? plan.like->apart : use == CPOOL__USE_OUTPUT;
     cpool__block *fresh, *spare = block_new(a); /* for the split at plan.start */
-    if (!spare) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for allocator records");
-    cpool_status st = map_in_hole(a, plan.hole, plan.at, plan.bytes, graph, apart, &fresh);
+    cpool_status st = spare ? map_in_hole(a, plan.hole, plan.at, plan.bytes, graph, apart, &fresh)
+                            : cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for allocator records");
     if (st != CPOOL_OK) {
-        block_recycle(a, spare);
+        if (spare) block_recycle(a, spare);
+        if (new_span) span_drop(a, plan.hole);
         return st;
     }
     /* The merged block may begin before plan.start, with a neighbour the
@@ -904,8 +936,13 @@ bool cpool__allocator_growth_passes_peak(const cpool__allocator *a, size_t bytes
 static cpool_status reserve_in_place(cpool__allocator *a, size_t bytes) {
     cpool__block *hole, *b;
     cpool_status st = span_new(a, true, bytes, &hole);
-    if (st == CPOOL_OK) st = map_in_hole(a, hole, hole->addr, round_up(bytes, CPOOL__PAGE), false, false, &b);
-    if (st == CPOOL_OK) heap_insert(heap_for(a, b), b);
+    if (st != CPOOL_OK) return st;
+    st = map_in_hole(a, hole, hole->addr, round_up(bytes, CPOOL__PAGE), false, false, &b);
+    if (st != CPOOL_OK) {
+        span_drop(a, hole);
+        return st;
+    }
+    heap_insert(heap_for(a, b), b);
     return st;
 }
 

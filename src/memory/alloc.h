@@ -45,8 +45,15 @@ static inline size_t cpool__block_size(size_t bytes) {
 
 /* Pages of growable segments: the unit of mapping. */
 #define CPOOL__PAGE CPOOL__SEGMENT_GRANULE
-/* The address space a growable segment reserves (more for a request that
- * needs it): mapping only what is used, a pool rarely needs a second. */
+/* The address space a growable segment (a span) reserves, more for a
+ * request that needs it: the first of a class CPOOL__SPAN_*_FIRST, each
+ * later one as much as the class holds already, up to CPOOL__SPAN_* (alloc.c,
+ * span_size), so that reservations follow use. A block never crosses from
+ * one span into the next: smaller first spans measured more memory on the
+ * traces of bench/trace_replay (1 GiB and less: up to 1.27x on one replay
+ * of vit_b16_infer) and on bench/capture_order_bench (64 MiB). */
+#define CPOOL__SPAN_LARGE_FIRST ((size_t)2 << 30)
+#define CPOOL__SPAN_SMALL_FIRST ((size_t)16 << 20)
 #define CPOOL__SPAN_LARGE ((size_t)32 << 30)
 #define CPOOL__SPAN_SMALL ((size_t)4 << 30)
 /* The budget of pages moved before a growth past the peak (alloc.c,
