@@ -123,11 +123,9 @@ void cpool__host_device_close(cpool__bdevice *dev) { free(dev); }
 
 cpool_status cpool__host_segment_alloc(cpool__bdevice *dev, size_t bytes, void **out) {
     void *p = NULL;
-    if (cpool__fault_hit())
-        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a %zu-byte segment", bytes);
     cpool_status st = hold(dev, bytes, "a segment");
     if (st != CPOOL_OK) return st;
-    if (posix_memalign(&p, 4096, bytes) != 0) return refused(dev, bytes, "a segment");
+    if (cpool__fault_hit() || posix_memalign(&p, 4096, bytes) != 0) return refused(dev, bytes, "a segment");
     *out = p;
     return CPOOL_OK;
 }
@@ -198,10 +196,9 @@ static void unback(void *addr, size_t bytes) {
 
 cpool_status cpool__host_pages_map(cpool__bdevice *dev, void *addr, size_t bytes) {
     /* Two steps, as on a GPU: the memory, then access to it. */
-    if (cpool__fault_hit())
-        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for %zu bytes of pages", bytes);
     cpool_status st = hold(dev, bytes, "pages");
     if (st != CPOOL_OK) return st;
+    if (cpool__fault_hit()) return refused(dev, bytes, "pages");
     if (cpool__fault_hit() || mprotect(addr, bytes, PROT_READ | PROT_WRITE) != 0) {
         unback(addr, bytes);
         return refused(dev, bytes, "pages");
