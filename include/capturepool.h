@@ -712,6 +712,9 @@ typedef struct cpool_graph_stats {
     uint64_t live_output_bytes;  /* its outputs still allocated (block sizes) */
     uint64_t live_outputs;       /* their count */
     uint64_t pool_count;         /* pools it holds */
+    /* Appended fields. */
+    uint64_t own_bytes; /* physical bytes it holds alone: the pages of its outputs (write_bytes less
+                           shared_write_bytes, where pages are shared) */
 } cpool_graph_stats;
 
 /* Fills *out (its first out->struct_size bytes, as cpool_pool_get_stats),

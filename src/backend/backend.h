@@ -56,6 +56,7 @@ typedef struct cpool__bdevice cpool__bdevice;
 typedef struct cpool__bstream cpool__bstream;
 typedef struct cpool__bevent cpool__bevent;
 typedef struct cpool__bgraph cpool__bgraph;
+typedef struct cpool__bmem cpool__bmem;
 
 typedef struct cpool__backend {
     cpool_backend kind;
@@ -92,6 +93,17 @@ typedef struct cpool__backend {
     void (*va_release)(cpool__bdevice *dev, void *base, size_t bytes);
     cpool_status (*pages_map)(cpool__bdevice *dev, void *addr, size_t bytes);
     void (*pages_unmap)(cpool__bdevice *dev, void *addr, size_t bytes);
+    /* Physical memory apart from addresses (graph pages): a handle to
+     * `bytes` (whole CPOOL__PAGE_BYTES pages) of device memory that may be
+     * mapped, whole, at several reserved addresses at once; every mapping
+     * sees the same bytes. mem_map maps all of m at addr (reserved by
+     * va_reserve, unmapped, page aligned), read and write for the device
+     * and its peers, all or nothing; mem_unmap takes that mapping down (no
+     * work may use it); mem_release frees m once it is mapped nowhere. */
+    cpool_status (*mem_create)(cpool__bdevice *dev, size_t bytes, cpool__bmem **out);
+    void (*mem_release)(cpool__bdevice *dev, cpool__bmem *m);
+    cpool_status (*mem_map)(cpool__bdevice *dev, void *addr, cpool__bmem *m);
+    void (*mem_unmap)(cpool__bdevice *dev, void *addr, cpool__bmem *m);
 
     /* native == NULL && !wrap: a new stream of the backend's own. */
     cpool_status (*stream_create)(cpool__bdevice *dev, void *native, bool wrap, cpool__bstream **out);

@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "fault.h"
@@ -1070,6 +1071,10 @@ const cpool__backend cpool__backend_host = {
     .va_release = cpool__host_va_release,
     .pages_map = cpool__host_pages_map,
     .pages_unmap = cpool__host_pages_unmap,
+    .mem_create = cpool__host_mem_create,
+    .mem_release = cpool__host_mem_release,
+    .mem_map = cpool__host_mem_map,
+    .mem_unmap = cpool__host_mem_unmap,
     .stream_create = host_stream_create,
     .stream_destroy = host_stream_destroy,
     .stream_native = host_stream_native,

@@ -9,6 +9,10 @@
  * - A growable segment is address space reserved with mmap(PROT_NONE),
  *   which holds no memory; its pages are held from pages_map (made
  *   readable and writable) to pages_unmap (reserved address space again).
+ * - A graph page is an extent of the device's memory file (memfd), held
+ *   from mem_create to mem_release and mapped MAP_SHARED at any number of
+ *   reserved addresses: each sees the same bytes, as on a GPU, so a graph
+ *   that wrote through another's page would be caught on the host too.
  * - A request past the capacity, or one the system refuses, fails with
  *   CPOOL_ERR_OUT_OF_MEMORY and changes nothing, as a full GPU would; a
  *   reservation the system refuses says that address space ran out, which
@@ -16,6 +20,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -111,13 +116,30 @@ cpool_status cpool__host_device_open(int ordinal, cpool__bdevice **out) {
     if (!d) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory opening the host device");
     d->capacity = capacity;
     atomic_init(&d->held, 0);
+    cpool__mutex_init(&d->file_mu, CPOOL__RANK_HOST_MEMORY);
+    d->memfd = -1;
     *out = d;
     return CPOOL_OK;
 }
 
+struct host_extent {
+    struct host_extent *next;
+    off_t offset;
+    size_t bytes;
+};
+
 /* Every pool of the device is gone by now (each held a reference to it), and
  * gave back what it held. */
-void cpool__host_device_close(cpool__bdevice *dev) { free(dev); }
+void cpool__host_device_close(cpool__bdevice *dev) {
+    while (dev->free) {
+        struct host_extent *e = dev->free;
+        dev->free = e->next;
+        free(e);
+    }
+    if (dev->memfd >= 0) close(dev->memfd);
+    cpool__mutex_destroy(&dev->file_mu);
+    free(dev);
+}
 
 /* ---- plain segments ------------------------------------------------------ */
 
@@ -209,4 +231,77 @@ cpool_status cpool__host_pages_map(cpool__bdevice *dev, void *addr, size_t bytes
 void cpool__host_pages_unmap(cpool__bdevice *dev, void *addr, size_t bytes) {
     unback(addr, bytes);
     unhold(dev, bytes);
+}
+
+/* ---- graph pages: extents of the memory file ------------------------------ */
+
+struct cpool__bmem {
+    off_t offset;
+    size_t bytes;
+};
+
+cpool_status cpool__host_mem_create(cpool__bdevice *dev, size_t bytes, cpool__bmem **out) {
+    if (bytes == 0 || bytes % CPOOL__PAGE_BYTES != 0)
+        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "graph pages of %zu bytes: not whole 2 MiB pages", bytes);
+    cpool__bmem *m = cpool__calloc(1, sizeof *m);
+    if (!m) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a page's record");
+    cpool_status st = hold(dev, bytes, "graph pages");
+    if (st != CPOOL_OK) {
+        free(m);
+        return st;
+    }
+    cpool__mutex_lock(&dev->file_mu);
+    if (dev->memfd < 0 && !cpool__fault_hit()) dev->memfd = memfd_create("capturepool", MFD_CLOEXEC);
+    struct host_extent **at = &dev->free;
+    while (*at && (*at)->bytes != bytes) at = &(*at)->next;
+    if (dev->memfd < 0) {
+        st = refused(dev, bytes, "graph pages (no memory file)");
+    } else if (*at) {
+        struct host_extent *e = *at;
+        *at = e->next;
+        *m = (cpool__bmem){e->offset, e->bytes};
+        free(e);
+    } else if (cpool__fault_hit() || ftruncate(dev->memfd, dev->end + (off_t)bytes) != 0) {
+        st = refused(dev, bytes, "graph pages");
+    } else {
+        *m = (cpool__bmem){dev->end, bytes};
+        dev->end += (off_t)bytes;
+    }
+    cpool__mutex_unlock(&dev->file_mu);
+    if (st != CPOOL_OK) {
+        free(m);
+        return st;
+    }
+    *out = m;
+    return CPOOL_OK;
+}
+
+void cpool__host_mem_release(cpool__bdevice *dev, cpool__bmem *m) {
+    if (!m) return;
+    struct host_extent *e = malloc(sizeof *e);
+    cpool__mutex_lock(&dev->file_mu);
+    /* The extent's memory goes back at once; its place in the file stays. */
+    fallocate(dev->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, m->offset, (off_t)m->bytes);
+    if (e) {
+        *e = (struct host_extent){dev->free, m->offset, m->bytes};
+        dev->free = e;
+    }
+    cpool__mutex_unlock(&dev->file_mu);
+    unhold(dev, m->bytes);
+    free(m);
+}
+
+cpool_status cpool__host_mem_map(cpool__bdevice *dev, void *addr, cpool__bmem *m) {
+    if (cpool__fault_hit() ||
+        mmap(addr, m->bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, dev->memfd, m->offset) == MAP_FAILED) {
+        unback(addr, m->bytes);
+        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "%zu bytes of graph pages could not be mapped at %p", m->bytes,
+                           addr);
+    }
+    return CPOOL_OK;
+}
+
+void cpool__host_mem_unmap(cpool__bdevice *dev, void *addr, cpool__bmem *m) {
+    CPOOL_UNUSED(dev);
+    unback(addr, m->bytes);
 }

@@ -11,7 +11,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <sys/types.h>
+
 #include "backend.h"
+#include "lock.h"
 
 /* The host device, one per open device (objects/device.c shares it between
  * opens): a GPU of `capacity` bytes, which its pools hold `held` of
@@ -19,6 +22,13 @@
 struct cpool__bdevice {
     uint64_t capacity; /* CPOOL_HOST_MEMORY, else the machine's physical memory */
     _Atomic uint64_t held;
+    /* The memory file: graph pages are extents of it, so that one page
+     * can be mapped at several addresses (memfd_create + MAP_SHARED), as
+     * one CUDA allocation can. Freed extents are reused before it grows. */
+    cpool__mutex file_mu; /* memfd, end, free */
+    int memfd;            /* -1 until the first page */
+    off_t end;
+    struct host_extent *free;
 };
 
 cpool_status cpool__host_device_open(int ordinal, cpool__bdevice **out);
@@ -32,5 +42,10 @@ cpool_status cpool__host_va_reserve(cpool__bdevice *dev, size_t bytes, void **ou
 void cpool__host_va_release(cpool__bdevice *dev, void *base, size_t bytes);
 cpool_status cpool__host_pages_map(cpool__bdevice *dev, void *addr, size_t bytes);
 void cpool__host_pages_unmap(cpool__bdevice *dev, void *addr, size_t bytes);
+
+cpool_status cpool__host_mem_create(cpool__bdevice *dev, size_t bytes, cpool__bmem **out);
+void cpool__host_mem_release(cpool__bdevice *dev, cpool__bmem *m);
+cpool_status cpool__host_mem_map(cpool__bdevice *dev, void *addr, cpool__bmem *m);
+void cpool__host_mem_unmap(cpool__bdevice *dev, void *addr, cpool__bmem *m);
 
 #endif /* CPOOL_HOST_MEMORY_H */

@@ -340,7 +340,8 @@ cpool__front_counts cpool__front_counters(cpool__front *f) {
 
 #define INVARIANT(cond, ...) CPOOL__INVARIANT("front cache", cond, __VA_ARGS__)
 
-void cpool__front_check(cpool__front *f, const cpool__allocator *a) {
+void cpool__front_check(cpool__front *f, const cpool__allocator *a, uint64_t elsewhere_requested,
+                        size_t elsewhere_blocks) {
     lock(f);
     bool listed[CPOOL__FRONT_ENTRIES] = {false};
     uint64_t free_bytes = 0;
@@ -387,10 +388,10 @@ void cpool__front_check(cpool__front *f, const cpool__allocator *a) {
     }
     INVARIANT(used + unused == CPOOL__FRONT_ENTRIES && slots == used && maybe == used, "entry counts");
     INVARIANT(free_bytes == f->free_bytes, "free bytes");
-    INVARIANT(f->allocated == a->allocated - alloc_requested + requested,
-              "allocated %llu, the allocator's blocks and the front's say %llu", (unsigned long long)f->allocated,
-              (unsigned long long)(a->allocated - alloc_requested + requested));
-    INVARIANT(f->alloc_count - f->free_count == a->map_count - free_entries,
+    uint64_t allocated = a->allocated - alloc_requested + requested + elsewhere_requested;
+    INVARIANT(f->allocated == allocated, "allocated %llu, the allocator's blocks and the front's say %llu",
+              (unsigned long long)f->allocated, (unsigned long long)allocated);
+    INVARIANT(f->alloc_count - f->free_count == a->map_count + elsewhere_blocks - free_entries,
               "alloc and free counts disagree with live blocks");
     INVARIANT(f->allocated <= f->allocated_peak, "peak");
     unlock(f);

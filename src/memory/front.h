@@ -117,6 +117,9 @@ typedef struct cpool__front_counts {
 cpool__front_counts cpool__front_counters(cpool__front *f);
 /* Checks the front's invariants against the allocator; aborts on the first
  * broken one. */
-void cpool__front_check(cpool__front *f, const cpool__allocator *a);
+/* `elsewhere_requested` and `elsewhere_blocks`: what the callers hold from
+ * other allocators whose counts the front keeps too (graph arenas). */
+void cpool__front_check(cpool__front *f, const cpool__allocator *a, uint64_t elsewhere_requested,
+                        size_t elsewhere_blocks);
 
 #endif /* CPOOL_FRONT_H */

@@ -1,11 +1,12 @@
 /*
- * Capture: begin / end / status, the scoped form, graphed calls (which learn
- * their outputs from an eager run) and graph updates (which capture again).
+ * Capture: begin / end / status, the scoped form, graphed calls (eager
+ * warm-ups, then a capture) and graph updates (which capture again).
  *
  * A capture begun here is a cpool__capture record kept in its stream
  * (capture_record.c). It holds a reference to every pool it uses (the bound
  * one first), so the pools outlive the capture; at a successful end the
- * graph's footprint is registered in each pool and the references move into
+ * pages of the graph's outputs become its own in each pool's arena
+ * (graph_pages.h) and the references move into
  * the graph (graph.c); on every failure they are dropped, leaving nothing
  * behind.
  */
@@ -14,7 +15,6 @@
 #include <string.h>
 
 #include "internal.h"
-#include "outputs.h"
 
 /* What makes a capture on s with pool and mode impossible, checked before
  * anything runs. The backend itself refuses a stream captured outside
@@ -44,7 +44,7 @@ static _Atomic uint64_t last_capture_id;
 
 /* `fn`: the public function that begins it, named by its failures. */
 static cpool_status capture_begin(const char *fn, cpool_stream *s, cpool_pool *pool, cpool_capture_mode mode,
-                                  const cpool__capture_plan *plan) {
+                                  uint64_t graph_id) {
     cpool_status st = capture_check(fn, s, pool, mode, false);
     if (st != CPOOL_OK) return st;
     /* Built here and moved into the stream once the backend capture began:
@@ -53,13 +53,7 @@ static cpool_status capture_begin(const char *fn, cpool_stream *s, cpool_pool *p
     cpool__capture_init(&cap, mode);
     cap.id = atomic_fetch_add(&last_capture_id, 1) + 1;
     cap.clear_clock = cpool__pool_clear_clock();
-    if (plan) {
-        cap.plan = plan->outputs;
-        cap.plan_streams = plan->streams;
-        cap.plan_bits = plan->bits;
-        cap.all_outputs = plan->all_outputs;
-        cap.graph_id = plan->graph_id;
-    }
+    cap.graph_id = graph_id;
     if (pool) cpool__pool_hold_in_capture(&cap, pool); /* fits inline */
     cap.has_bound_pool = pool != NULL;
     st = cpool__stream_begin_capture(s, mode, &cap);
@@ -71,24 +65,15 @@ cpool_status cpool_capture_begin(cpool_stream *s_handle, cpool_pool *pool_handle
     cpool_stream *s;
     cpool_pool *pool;
     RESOLVE_STREAM_AND_POOL(s, pool, "cpool_capture_begin");
-    return capture_begin("cpool_capture_begin", s, pool, mode, NULL);
+    return capture_begin("cpool_capture_begin", s, pool, mode, 0);
 }
 
-/* Registers the graph's footprint in each pool it holds, an empty one where
- * it wrote none of the pool's graph memory: the footprints are the pool's
- * list of its graphs (its graph_count and a snapshot's "graphs"). */
-static cpool_status add_footprints(cpool__capture *cap) {
-    cpool__capture_range *mine = NULL;
+/* Seals the graph's arena in each pool it holds: the pages of its outputs
+ * become its own. */
+static cpool_status seal_arenas(cpool__capture *cap) {
     cpool_status st = CPOOL_OK;
-    if (cap->range_count) mine = cpool__malloc(cap->range_count * sizeof *mine);
-    if (cap->range_count && !mine) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory ending a capture");
-    for (size_t i = 0; i < cap->pool_count && st == CPOOL_OK; i++) {
-        size_t n = 0;
-        for (size_t k = 0; k < cap->range_count; k++)
-            if (cap->ranges[k].pool == cap->pools[i].pool) mine[n++] = cap->ranges[k];
-        st = cpool__pool_add_graph(cap->pools[i].pool, cap->graph_id, mine, n, &cap->pools[i].footprint);
-    }
-    free(mine);
+    for (size_t i = 0; i < cap->pool_count && st == CPOOL_OK; i++)
+        st = cpool__pool_seal_arena(cap->pools[i].pool, &cap->pools[i].arena, cap->graph_id);
     return st;
 }
 
@@ -107,7 +92,7 @@ static cpool_status capture_finish(cpool_stream *s, bool instantiate, cpool_grap
                          "a stream forked into the capture was destroyed before it ended; its work is discarded");
     }
     if (st == CPOOL_OK) {
-        st = add_footprints(&cap);
+        st = seal_arenas(&cap);
         if (st == CPOOL_OK) st = cpool__graph_wrap(s->dev, impl, &cap, graph_out);
         if (st != CPOOL_OK) s->dev->be->graph_destroy(impl);
     }
@@ -153,11 +138,11 @@ cpool_status cpool_capture_status(cpool_stream *s_handle, cpool_capture_state *o
 }
 
 cpool_status cpool__capture_run(const char *fn, cpool_stream *s, cpool_pool *pool, cpool_capture_mode mode,
-                                cpool_capture_fn body, void *ctx, const cpool__capture_plan *plan, bool instantiate,
+                                cpool_capture_fn body, void *ctx, uint64_t graph_id, bool instantiate,
                                 cpool_graph **graph_out) {
     if (!body || !graph_out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: NULL argument", fn);
     *graph_out = NULL;
-    cpool_status st = capture_begin(fn, s, pool, mode, plan);
+    cpool_status st = capture_begin(fn, s, pool, mode, graph_id);
     if (st != CPOOL_OK) return st;
     st = body(cpool__handle_of(s), ctx);
     if (st != CPOOL_OK) {
@@ -173,24 +158,9 @@ cpool_status cpool_capture(cpool_stream *s_handle, cpool_pool *pool_handle, cpoo
     cpool_stream *s;
     cpool_pool *pool;
     RESOLVE_STREAM_AND_POOL(s, pool, "cpool_capture");
-    cpool_status st = cpool__capture_run("cpool_capture", s, pool, mode, body, ctx, NULL, true, graph_out);
+    cpool_status st = cpool__capture_run("cpool_capture", s, pool, mode, body, ctx, 0, true, graph_out);
     if (st == CPOOL_OK) *graph_out = cpool__handle_of(*graph_out);
     return st;
-}
-
-/* The plan of a graphed call from what its last eager run left allocated;
- * false (no plan) when there is nothing to learn or no memory for it. */
-static bool plan_from(cpool__learn *l, cpool__capture_plan *plan) {
-    *plan = (cpool__capture_plan){.bits = l->count};
-    if (l->failed || !l->count) return false;
-    uint64_t *bits = cpool__calloc((l->count + 63) / 64, sizeof *bits);
-    if (!bits) return false;
-    for (size_t i = 0; i < l->count; i++)
-        if (l->ptrs[i]) bits[i / 64] |= (uint64_t)1 << (i % 64);
-    plan->outputs = bits;
-    plan->streams = l->streams; /* the plan's now */
-    l->streams = NULL;
-    return true;
 }
 
 cpool_status cpool_graphed_call(cpool_stream *s_handle, cpool_pool *pool_handle, cpool_capture_mode mode,
@@ -204,39 +174,12 @@ cpool_status cpool_graphed_call(cpool_stream *s_handle, cpool_pool *pool_handle,
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_graphed_call: negative warmup_runs %d", warmup_runs);
     cpool_status check = capture_check("cpool_graphed_call", s, pool, mode, true);
     if (check != CPOOL_OK) return check;
-    /* The last eager run shows which allocations outlive the body, stream
-     * by stream (a body may fork streams into its capture): the capture
-     * places them apart from every graph's scratch. */
-    cpool__learn learn = {0}, *outer = cpool__learning; /* a graphed call inside a body's eager run */
+    /* Eager runs first, so that lazy set-up happens outside capture. */
     for (int i = 0; i < warmup_runs; i++) {
-        bool last = i == warmup_runs - 1;
-        if (last) {
-            atomic_fetch_add(&cpool__learners, 1);
-            cpool__learning = &learn;
-        }
         cpool_status st = body(s_handle, ctx);
-        if (last) {
-            cpool__learning = outer;
-            atomic_fetch_sub(&cpool__learners, 1);
-        }
-        if (st != CPOOL_OK) {
-            cpool__learn_forget(&learn);
-            return st;
-        }
+        if (st != CPOOL_OK) return st;
     }
-    cpool__capture_plan plan;
-    bool planned = plan_from(&learn, &plan);
-    cpool__learn_forget(&learn);
-    if (warmup_runs == 0) {
-        /* Nothing to learn from: every allocation is placed apart, so no
-         * launch is refused, though the scratch is not shared either. */
-        plan = (cpool__capture_plan){.all_outputs = true};
-        planned = true;
-    }
-    cpool_status st =
-        cpool__capture_run("cpool_graphed_call", s, pool, mode, body, ctx, planned ? &plan : NULL, true, out);
-    free((void *)plan.outputs);
-    free((void *)plan.streams);
+    cpool_status st = cpool__capture_run("cpool_graphed_call", s, pool, mode, body, ctx, 0, true, out);
     if (st == CPOOL_OK) *out = cpool__handle_of(*out);
     return st;
 }
@@ -253,8 +196,7 @@ cpool_status cpool_graph_update(cpool_graph *g_handle, cpool_stream *s_handle, c
     if (!body) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_graph_update: body is NULL");
     /* The new work is instantiated only if it cannot update g in place. */
     cpool_graph *fresh = NULL;
-    cpool__capture_plan same_graph = {.graph_id = recipe.graph_id};
-    st = cpool__capture_run("cpool_graph_update", s, recipe.pool, recipe.mode, body, ctx, &same_graph, false, &fresh);
+    st = cpool__capture_run("cpool_graph_update", s, recipe.pool, recipe.mode, body, ctx, recipe.graph_id, false, &fresh);
     if (st != CPOOL_OK) return st;
     st = cpool__graph_take_work(g, fresh);
     return st == CPOOL_OK ? st : cpool__fail_in("cpool_graph_update", st);

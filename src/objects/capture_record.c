@@ -1,16 +1,14 @@
 /*
  * The capture record: what a capture begun with cpool_capture_begin keeps
- * while it runs (internal.h, cpool__capture): the pools it holds, the
- * graph-reserved ranges it was handed or freed (its footprint to be), a
- * graphed call's plan of outputs, and what a graphed call's eager run
- * allocated. Only data: the references it stands for are taken and dropped
- * by pool.c.
+ * while it runs (internal.h, cpool__capture): the pools it holds, each with
+ * the arena of graph memory it allocates in, and the streams forked into
+ * it. Only data: the references it stands for are taken and dropped by
+ * pool.c.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
-#include "outputs.h"
 
 bool cpool__capture_holds(const cpool__capture *cap, const cpool_pool *pool) {
     for (size_t i = 0; i < cap->pool_count; i++)
@@ -26,12 +24,6 @@ void cpool__capture_init(cpool__capture *cap, cpool_capture_mode mode) {
     cap->pool_cap = CPOOL__CAPTURE_INLINE_POOLS;
     cap->has_bound_pool = false;
     cap->host_work = false;
-    cap->ranges = NULL;
-    cap->range_count = cap->range_cap = 0;
-    cap->plan = NULL;
-    cap->plan_streams = NULL;
-    cap->plan_bits = cap->alloc_index = 0;
-    cap->all_outputs = false;
     cap->graph_id = 0;
     cap->id = 0;
     cap->clear_clock = 0;
@@ -73,52 +65,8 @@ void cpool__capture_add_pool(cpool__capture *cap, cpool_pool *pool, uint64_t gen
     cap->pools[cap->pool_count++] = (cpool__held_pool){pool, generation, NULL};
 }
 
-/* Makes room for one more element in a heap array of `count` elements of
- * `elem` bytes, with room for *cap (doubling, from `first`). */
-static cpool_status reserve_one(void **array, size_t count, size_t *cap, size_t elem, size_t first, const char *what) {
-    if (count < *cap) return CPOOL_OK;
-    size_t n = *cap ? 2 * *cap : first;
-    void *grown = cpool__realloc(*array, n * elem);
-    if (!grown) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory %s", what);
-    *array = grown;
-    *cap = n;
-    return CPOOL_OK;
-}
-
-cpool_status cpool__capture_reserve_range(cpool__capture *cap) {
-    return reserve_one((void **)&cap->ranges, cap->range_count, &cap->range_cap, sizeof *cap->ranges, 16,
-                       "noting a capture's memory");
-}
-
-void cpool__capture_note_range(cpool__capture *cap, cpool_pool *pool, uintptr_t addr, size_t size, uint64_t serial) {
-    cap->ranges[cap->range_count++] = (cpool__capture_range){pool, addr, size, serial};
-}
-
-/* Where stream_id's next allocation is looked up in the plan. */
-static size_t *plan_place(cpool__capture *cap, uint64_t stream_id) {
-    for (size_t i = 0; i < cap->fork_count; i++)
-        if (cap->forks[i].stream_id == stream_id) return &cap->forks[i].plan_next;
-    return &cap->alloc_index; /* the origin */
-}
-
-bool cpool__capture_next_is_output(const cpool__capture *cap, uint64_t stream_id, size_t *entry) {
-    *entry = SIZE_MAX;
-    if (cap->all_outputs) return true;
-    if (!cap->plan) return false;
-    size_t i = *plan_place((cpool__capture *)cap, stream_id);
-    while (i < cap->plan_bits && cap->plan_streams[i] != stream_id) i++;
-    if (i == cap->plan_bits) return false; /* the eager run did not allocate it: scratch */
-    *entry = i;
-    return cap->plan[i / 64] >> (i % 64) & 1;
-}
-
-void cpool__capture_plan_taken(cpool__capture *cap, uint64_t stream_id, size_t entry) {
-    if (entry != SIZE_MAX) *plan_place(cap, stream_id) = entry + 1;
-}
-
 void cpool__capture_forget(cpool__capture *cap) {
     if (cap->pools != cap->inline_pools) free(cap->pools);
-    free(cap->ranges);
     if (cap->forks != cap->inline_forks) free(cap->forks);
 }
 
@@ -128,42 +76,6 @@ cpool_status cpool__capture_reserve_fork(cpool__capture *cap) {
 }
 
 void cpool__capture_add_fork(cpool__capture *cap, struct cpool_stream *s, uint64_t stream_id) {
-    cap->forks[cap->fork_count++] = (cpool__fork){s, stream_id, 0};
+    cap->forks[cap->fork_count++] = (cpool__fork){s, stream_id};
     cap->branching = true;
 }
-
-_Thread_local cpool__learn *cpool__learning;
-atomic_int cpool__learners;
-
-void cpool__learn_alloc(cpool__learn *l, void *ptr, uint64_t stream_id) {
-    if (l->failed) return;
-    if (l->count == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 16;
-        void **ptrs = cpool__realloc(l->ptrs, cap * sizeof *ptrs);
-        if (ptrs) l->ptrs = ptrs;
-        uint64_t *streams = ptrs ? cpool__realloc(l->streams, cap * sizeof *streams) : NULL;
-        if (streams) l->streams = streams;
-        if (!ptrs || !streams) {
-            l->failed = true;
-            return;
-        }
-        l->cap = cap;
-    }
-    l->streams[l->count] = stream_id;
-    l->ptrs[l->count++] = ptr;
-}
-
-void cpool__learn_forget(cpool__learn *l) {
-    free(l->ptrs);
-    free(l->streams);
-    *l = (cpool__learn){0};
-}
-
-void cpool__learn_free(cpool__learn *l, void *ptr) {
-    for (size_t i = l->count; i-- > 0;)
-        if (l->ptrs[i] == ptr) {
-            l->ptrs[i] = NULL;
-            return;
-        }
-}
-

@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph_pages.h"
 #include "internal.h"
-#include "outputs.h"
 
 struct cpool_graph {
     cpool__handle_header handle;
@@ -31,7 +31,6 @@ struct cpool_graph {
     bool pools_on_heap; /* else `pools` is own_pools */
     bool has_bound_pool;
     bool host_work; /* its capture's: a launch holds the graph (cpool_graph_launch) */
-    bool discarded; /* never handed out (a failed update's): its capture's outputs are plain blocks */
     cpool_capture_mode mode; /* of its capture, reused by update */
     _Atomic uint64_t replays;
     cpool__deferred deferred_destroy; /* a last release inside a stream callback */
@@ -76,31 +75,24 @@ cpool_status cpool__graph_wrap(cpool_device *dev, cpool__bgraph *impl, const cpo
 /* Drops a graph's references to its pools. A pool whose last reference
  * this was is torn down by the library's thread, which waits for the
  * device there: a graph's release does not wait for work that may be long. */
-static void release_pools(cpool__held_pool *pools, size_t count, bool on_heap, bool drop_outputs) {
+static void release_pools(cpool__held_pool *pools, size_t count, bool on_heap) {
     for (size_t i = 0; i < count; i++) {
-        cpool__pool_remove_graph(pools[i].pool, pools[i].footprint, drop_outputs);
+        if (pools[i].arena) cpool__pool_release_arena(pools[i].pool, pools[i].arena);
         cpool__pool_graph_detach(pools[i].pool);
         cpool__pool_release_without_waiting(pools[i].pool);
     }
     if (on_heap) free(pools);
 }
 
-/* Enters every pool's launch bracket, or none: the graph is stale, or its
- * replay would overwrite another graph's live output. */
+/* Enters every pool's launch bracket, or none: the graph is stale. */
 static cpool_status launch_enter(cpool_graph *g, const char *fn) {
-    for (size_t i = 0; i < g->pool_count; i++) {
-        const cpool__footprint *fp = g->pools[i].footprint;
-        cpool_status st = CPOOL_OK;
-        if (fp && atomic_load_explicit(&fp->conflicts, memory_order_acquire) != 0)
-            st = cpool__pool_output_conflict(g->pools[i].pool, fp, fn);
-        else if (!cpool__pool_launch_enter(g->pools[i].pool, g->pools[i].generation))
-            st = cpool__fail(CPOOL_ERR_STALE_GRAPH,
-                             "%s: the graph's pool buffers were cleared after its capture: it can no longer be launched", fn);
-        if (st != CPOOL_OK) {
+    for (size_t i = 0; i < g->pool_count; i++)
+        if (!cpool__pool_launch_enter(g->pools[i].pool, g->pools[i].generation)) {
             while (i--) cpool__pool_launch_exit(g->pools[i].pool);
-            return st;
+            return cpool__fail(CPOOL_ERR_STALE_GRAPH,
+                               "%s: the graph's pool buffers were cleared after its capture: it can no longer be launched",
+                               fn);
         }
-    }
     return CPOOL_OK;
 }
 
@@ -181,14 +173,14 @@ cpool_status cpool_graph_get_stats(const cpool_graph *handle, cpool_graph_stats 
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_graph_get_stats: struct_size %zu is too small", size);
     cpool_graph_stats s = {.struct_size = size, .pool_count = g->pool_count};
     for (size_t i = 0; i < g->pool_count; i++) {
-        if (!g->pools[i].footprint) continue;
-        cpool__footprint_stats fs;
-        cpool_status st = cpool__pool_footprint_stats(g->pools[i].pool, g->pools[i].footprint, &fs);
-        if (st != CPOOL_OK) return cpool__fail_in("cpool_graph_get_stats", st);
-        s.write_bytes += fs.write_bytes;
-        s.shared_write_bytes += fs.shared_write_bytes;
-        s.live_output_bytes += fs.live_output_bytes;
-        s.live_outputs += fs.live_outputs;
+        if (!g->pools[i].arena) continue;
+        cpool__arena_stats as;
+        cpool__pool_arena_stats(g->pools[i].pool, g->pools[i].arena, &as);
+        s.write_bytes += as.mapped_bytes;
+        s.shared_write_bytes += as.shared_bytes;
+        s.own_bytes += as.own_bytes;
+        s.live_output_bytes += as.live_bytes;
+        s.live_outputs += as.live_blocks;
     }
     memcpy(out, &s, size < sizeof s ? size : sizeof s);
     return CPOOL_OK;
@@ -215,7 +207,6 @@ void *cpool_graph_native(const cpool_graph *handle) {
 cpool_status cpool__graph_update_check(cpool_graph *g, cpool_stream *s, cpool__capture_recipe *out) {
     cpool_status st = launch_check("cpool_graph_update", g, s);
     if (st != CPOOL_OK) return st;
-    /* The new capture's footprint is g's own: g's outputs never refuse it. */
     *out = (cpool__capture_recipe){.pool = bound_pool(g), .mode = g->mode, .graph_id = g->id};
     return CPOOL_OK;
 }
@@ -226,7 +217,6 @@ cpool_status cpool__graph_take_work(cpool_graph *g, cpool_graph *fresh) {
      * so that a failure leaves g as it was. */
     cpool__held_pool *pools = cpool__malloc((fresh->pool_count ? fresh->pool_count : 1) * sizeof *pools);
     if (!pools) {
-        fresh->discarded = true;
         graph_release(fresh);
         return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory updating a graph");
     }
@@ -234,8 +224,7 @@ cpool_status cpool__graph_take_work(cpool_graph *g, cpool_graph *fresh) {
         st = g->dev->be->graph_instantiate(fresh->impl);
         if (st != CPOOL_OK) {
             free(pools);
-            fresh->discarded = true;
-            graph_release(fresh);
+                graph_release(fresh);
             return st;
         }
         cpool__bgraph *impl = g->impl;
@@ -254,7 +243,7 @@ cpool_status cpool__graph_take_work(cpool_graph *g, cpool_graph *fresh) {
     g->host_work = fresh->host_work;
     fresh->pool_count = 0;
     graph_release(fresh);
-    release_pools(old, old_count, old_on_heap, false);
+    release_pools(old, old_count, old_on_heap);
     return CPOOL_OK;
 }
 
@@ -276,7 +265,7 @@ cpool_graph *cpool_graph_retain(cpool_graph *handle) {
 
 static void graph_teardown(cpool_graph *g) {
     g->dev->be->graph_destroy(g->impl);
-    release_pools(g->pools, g->pool_count, g->pools_on_heap, g->discarded);
+    release_pools(g->pools, g->pool_count, g->pools_on_heap);
     cpool_device *dev = g->dev;
     cpool__slab_give(&graph_slab, g);
     cpool__device_release(dev);

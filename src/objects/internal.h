@@ -86,15 +86,14 @@ void cpool__device_release(cpool_device *dev);
 
 /* ---- capture_record.c: the capture record, which a stream embeds ------- */
 
-struct cpool__capture_range; /* outputs.h */
-struct cpool__footprint;
+struct cpool__arena; /* graph_pages.h */
 
 /* A pool a capture or graph holds, with the pool's generation when the
  * capture took hold of it (a later clear makes the graph stale). */
 typedef struct cpool__held_pool {
     cpool_pool *pool;
     uint64_t generation;
-    struct cpool__footprint *footprint; /* a graph's, in that pool (NULL: it writes none of its memory) */
+    struct cpool__arena *arena; /* its graph memory in that pool (NULL: none allocated) */
 } cpool__held_pool;
 
 /* Pools a capture holds without a heap array: the bound one and a few more. */
@@ -107,7 +106,6 @@ typedef struct cpool__held_pool {
 typedef struct cpool__fork {
     struct cpool_stream *s;
     uint64_t stream_id;
-    size_t plan_next; /* a graphed call's plan: where its next allocation is looked up */
 } cpool__fork;
 
 /* A capture record. Once published in its origin stream's capture_storage
@@ -138,45 +136,10 @@ typedef struct cpool__capture {
     /* cpool_launch_host work was captured: a replay may run a callback that
      * releases the graph while its launch call is still under way. */
     bool host_work;
-    /* Graph-reserved blocks handed out or freed under the capture, in every
-     * pool: the graph's footprint (outputs.h). */
-    struct cpool__capture_range *ranges;
-    size_t range_count, range_cap;
-    /* A graphed call's plan: entry i is the eager run's i-th allocation,
-     * on stream plan_streams[i], with bit i set when it is an output, to be
-     * placed apart from every graph's scratch. Each stream of the capture
-     * takes its own entries in order: `alloc_index` is the origin's place,
-     * a fork's is in its cpool__fork. */
-    const uint64_t *plan;
-    const uint64_t *plan_streams;
-    size_t plan_bits, alloc_index;
-    bool all_outputs;
     uint64_t graph_id; /* the id its graph takes (an update: the graph's own) */
     cpool__held_pool inline_pools[CPOOL__CAPTURE_INLINE_POOLS];
     cpool__fork inline_forks[CPOOL__CAPTURE_INLINE_FORKS];
 } cpool__capture;
-
-/* What a graphed call's last eager run allocated, in order, on any stream
- * from the calling thread, with the stream and NULL for what it freed
- * again: the rest outlived the body. */
-typedef struct cpool__learn {
-    void **ptrs;
-    uint64_t *streams;
-    size_t count, cap;
-    bool failed; /* out of host memory: nothing learned */
-} cpool__learn;
-/* The learning under way on this thread (a graphed call's last eager run),
- * or NULL; and how many threads learn now, so that the allocation fast path
- * reads one plain global, not the thread's storage, when none does. */
-extern _Thread_local cpool__learn *cpool__learning;
-extern atomic_int cpool__learners;
-static inline cpool__learn *cpool__learning_now(void) {
-    return __builtin_expect(atomic_load_explicit(&cpool__learners, memory_order_relaxed) != 0, 0) ? cpool__learning
-                                                                                                  : NULL;
-}
-void cpool__learn_alloc(cpool__learn *l, void *ptr, uint64_t stream_id);
-void cpool__learn_free(cpool__learn *l, void *ptr);
-void cpool__learn_forget(cpool__learn *l);
 
 /* ---- stream.c ------------------------------------------------------------ */
 
@@ -243,38 +206,19 @@ cpool_status cpool__capture_reserve(cpool__capture *cap);
 /* Notes a pool the capture holds (a reference the caller took); call after
  * a reserve. */
 void cpool__capture_add_pool(cpool__capture *cap, cpool_pool *pool, uint64_t generation);
-/* Makes room to note one more range. */
-cpool_status cpool__capture_reserve_range(cpool__capture *cap);
-/* Notes a range of `pool` the capture was handed (serial != 0) or freed;
- * call after a reserve. */
-void cpool__capture_note_range(cpool__capture *cap, cpool_pool *pool, uintptr_t addr, size_t size, uint64_t serial);
 /* Makes room to note one more fork, then notes stream s (id stream_id)
  * forked into the capture. */
 cpool_status cpool__capture_reserve_fork(cpool__capture *cap);
 void cpool__capture_add_fork(cpool__capture *cap, struct cpool_stream *s, uint64_t stream_id);
-/* Whether the next allocation of the capture on stream `stream_id` is an
- * output, by the graphed call's plan; *entry gets the plan's entry (for
- * cpool__capture_plan_taken once the allocation succeeded). */
-bool cpool__capture_next_is_output(const cpool__capture *cap, uint64_t stream_id, size_t *entry);
-void cpool__capture_plan_taken(cpool__capture *cap, uint64_t stream_id, size_t entry);
 
 /* ---- capture.c ----------------------------------------------------------- */
 
-/* What a capture begins with besides its pool: a graphed call's plan of
- * outputs, and the id its graph takes (0: a new one). */
-typedef struct cpool__capture_plan {
-    const uint64_t *outputs;
-    const uint64_t *streams; /* the stream of each entry */
-    size_t bits;
-    bool all_outputs; /* nothing was learned: every allocation is placed apart */
-    uint64_t graph_id;
-} cpool__capture_plan;
 /* cpool_capture on objects for the public function `fn` (named by its
- * failures but the body's), with a plan (may be NULL), and without
- * instantiating when `instantiate` is false (the graph is then only for
- * cpool_graph_update). */
+ * failures but the body's), for graph `graph_id` (0: a new one), and
+ * without instantiating when `instantiate` is false (the graph is then only
+ * for cpool_graph_update). */
 cpool_status cpool__capture_run(const char *fn, cpool_stream *s, cpool_pool *pool, cpool_capture_mode mode,
-                                cpool_capture_fn body, void *ctx, const cpool__capture_plan *plan, bool instantiate,
+                                cpool_capture_fn body, void *ctx, uint64_t graph_id, bool instantiate,
                                 cpool_graph **graph_out);
 
 /* ---- graph.c ------------------------------------------------------------- */
@@ -343,17 +287,14 @@ void cpool__pool_launch_exit(cpool_pool *pool);
 void cpool__pool_graph_detach(cpool_pool *pool);
 void cpool__pool_capture_attach(cpool_pool *pool);
 void cpool__pool_capture_detach(cpool_pool *pool);
-/* A capture's end: registers the graph's footprint in the pool from the
- * capture's ranges (outputs.h); it counts in the pool's graph_count until
- * it is removed. */
-cpool_status cpool__pool_add_graph(cpool_pool *pool, uint64_t graph_id, const struct cpool__capture_range *ranges,
-                                   size_t n, struct cpool__footprint **out);
-/* Forgets a graph's footprint; `drop_outputs` (a capture that failed) also
- * its outputs, which then are plain blocks. */
-void cpool__pool_remove_graph(cpool_pool *pool, struct cpool__footprint *fp, bool drop_outputs);
-/* CPOOL_ERR_OUTPUT_LIVE for a launch of graph fp->graph_id refused by `fn`,
- * naming a live output of another graph that its replay would overwrite. */
-cpool_status cpool__pool_output_conflict(cpool_pool *pool, const struct cpool__footprint *fp, const char *fn);
+/* A capture's end, making graph `graph_id`: the pages of the capture's
+ * arena in `pool` (one is opened where it allocated nothing, since the
+ * arenas are the pool's list of its graphs) that hold its outputs become
+ * the graph's own (graph_pages.h); it counts in the pool's graph_count
+ * until released. CPOOL_ERR_OUT_OF_MEMORY: nothing changed. */
+cpool_status cpool__pool_seal_arena(cpool_pool *pool, struct cpool__arena **arena, uint64_t graph_id);
+/* The graph or capture holding the arena lets go of it. */
+void cpool__pool_release_arena(cpool_pool *pool, struct cpool__arena *arena);
 /* The pool's internal invariants (allocator and records); aborts with a
  * message on the first broken one. For tests and the fuzzer, which link the
  * static library and include this header. */
@@ -364,16 +305,15 @@ typedef struct cpool__pool_view {
     cpool_pool_stats stats;
     const char *backend;
     const cpool__allocator *alloc;
-    const struct cpool__outputs *outputs;
+    const struct cpool__graph_pages *pages;
     cpool__front_view front[CPOOL__FRONT_ENTRIES]; /* sorted by address */
     size_t front_count;
 } cpool__pool_view;
 cpool_status cpool__pool_inspect(const cpool_pool *pool, cpool_status (*fn)(void *ctx, const cpool__pool_view *v),
                               void *ctx);
-/* A graph's footprint in pool, counted under the pool's lock. */
-struct cpool__footprint_stats;
-cpool_status cpool__pool_footprint_stats(cpool_pool *pool, const struct cpool__footprint *fp,
-                                         struct cpool__footprint_stats *out);
+/* What a graph's arena in pool holds, under the pool's lock. */
+struct cpool__arena_stats;
+void cpool__pool_arena_stats(cpool_pool *pool, const struct cpool__arena *arena, struct cpool__arena_stats *out);
 /* Something that must know a pool's device memory, e.g. a communicator that
  * registers it (objects/nccl.c): add sees every segment (whole, plain: a
  * block never spans two) before any block of it is handed out, and a

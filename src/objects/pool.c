@@ -1,7 +1,7 @@
 /*
  * Capture pools: references, seal, recorded objects, and the memory they
  * serve through the allocator, its front cache, the stream-order fences
- * (order.c) and the graphs' footprints (outputs.c).
+ * (order.c) and the graphs' pages (graph_pages.c).
  *
  * Data structures (all under `mu` unless atomic)
  * - `records`: the recorded objects, a singly linked list in registration
@@ -19,10 +19,12 @@
  *   counters; allocations and frees outside capture try it first.
  * - `fences`: the pool's stream-order fences (order.h): once one completes,
  *   its stream's blocks freed up to it become reusable by every stream.
- * - `outputs`: the footprints of the graphs holding the pool and their live
- *   outputs (outputs.h). Every graph holding the pool has one, so
- *   `graph_count`, changed with the list, is the list's length: the stats
- *   and a snapshot's "graphs" are one fact.
+ * - `pages`: graph memory (graph_pages.h): each capture allocates in an
+ *   arena of its own, whose pages are shared with the pool's other graphs
+ *   except those that hold its outputs. Eager allocations never come from
+ *   arenas, so they never share a page with a graph. Every graph holding
+ *   the pool has an arena, so `graph_count`, changed with them, is the
+ *   number of graphs a snapshot lists: the stats and the list are one fact.
  * - `generation`: bumped by every clear, under `mu` as records are made; a
  *   graph remembers the value at its capture and is stale when it differs,
  *   and a clear drops only the records made before its bump (a capture
@@ -46,8 +48,8 @@
 
 #include "alloc.h"
 #include "front.h"
+#include "graph_pages.h"
 #include "internal.h"
-#include "outputs.h"
 
 typedef struct record {
     struct record *next;
@@ -86,8 +88,9 @@ struct cpool_pool {
     cpool__fences fences; /* order.h */
 
     cpool_param *params; /* blocks for the pool's whole life */
-    cpool__outputs outputs; /* graphs' footprints and live outputs */
-    uint64_t graph_count;   /* footprints in `outputs`: one per graph holding the pool */
+    cpool__graph_pages pages; /* graph memory */
+    uint64_t reserved_peak;   /* of the allocator's and the graph pages' memory together */
+    uint64_t graph_count;     /* arenas that graphs hold: one per graph holding the pool */
 
     cpool__deferred deferred_clear;
     cpool__deferred deferred_destroy;
@@ -102,7 +105,9 @@ static uint64_t holder_count(uint64_t holders) { return holders & (HOLDER_EPOCH_
 /* Under mu. */
 static void check_allocator(cpool_pool *pool) {
     cpool__allocator_check(&pool->alloc);
-    cpool__front_check(&pool->front, &pool->alloc);
+    cpool__graph_live graph = cpool__graph_pages_live(&pool->pages);
+    cpool__front_check(&pool->front, &pool->alloc, graph.requested, graph.blocks);
+    cpool__graph_pages_check(&pool->pages);
 }
 
 #ifdef CPOOL_DEBUG_CHECKS
@@ -118,6 +123,12 @@ static void check_allocator(cpool_pool *pool) {
 #define CHECK_ALLOCATOR(pool) ((void)0)
 #define CHECK_ALLOCATOR_LOCKING(pool) ((void)0)
 #endif
+
+/* Under mu, after memory may have grown. */
+static void note_peak(cpool_pool *pool) {
+    uint64_t now = pool->alloc.reserved + pool->pages.shared_bytes + pool->pages.own_bytes;
+    if (now > pool->reserved_peak) pool->reserved_peak = now;
+}
 
 /* A registrar (internal.h) sees every segment before any block of it is
  * handed out, and again before it goes back to the device. */
@@ -156,6 +167,27 @@ static cpool_status pages_map(void *ctx, void *addr, size_t bytes) {
 static void pages_unmap(void *ctx, void *addr, size_t bytes) {
     cpool_pool *pool = ctx;
     pool->dev->be->pages_unmap(pool->dev->impl, addr, bytes);
+}
+
+/* Graph pages: physical memory mapped at each graph's own addresses. */
+static cpool_status page_create(void *ctx, void **page) {
+    cpool_pool *pool = ctx;
+    return pool->dev->be->mem_create(pool->dev->impl, CPOOL__PAGE_BYTES, (cpool__bmem **)page);
+}
+
+static void page_release(void *ctx, void *page) {
+    cpool_pool *pool = ctx;
+    pool->dev->be->mem_release(pool->dev->impl, page);
+}
+
+static cpool_status page_map(void *ctx, void *addr, void *page) {
+    cpool_pool *pool = ctx;
+    return pool->dev->be->mem_map(pool->dev->impl, addr, page);
+}
+
+static void page_unmap(void *ctx, void *addr, void *page) {
+    cpool_pool *pool = ctx;
+    pool->dev->be->mem_unmap(pool->dev->impl, addr, page);
 }
 
 static void run_deferred_clear(cpool__deferred *task);
@@ -221,9 +253,22 @@ cpool_status cpool__pool_create_registered(cpool_device *dev_handle, const cpool
         source.unmap = pages_unmap;
     }
     cpool__allocator_init(&pool->alloc, &source, o.max_reserved_bytes);
+    /* Graph memory takes the same kind of memory: pages where segments
+     * grow in place, else plain segments that no two graphs share. */
+    cpool__page_source pages = {.ctx = pool, .grow = segment_grow, .shrink = segment_shrink};
+    if (source.reserve) {
+        pages.reserve = span_reserve;
+        pages.unreserve = span_release;
+        pages.create = page_create;
+        pages.release = page_release;
+        pages.map = page_map;
+        pages.unmap = page_unmap;
+    }
+    cpool__graph_pages_init(&pool->pages, &pages, o.max_reserved_bytes, &pool->alloc.reserved);
     cpool__front_init(&pool->front);
     if (o.reserve_bytes) {
         st = cpool__allocator_reserve(&pool->alloc, o.reserve_bytes);
+        note_peak(pool);
         if (st != CPOOL_OK) {
             cpool__fail_in("cpool_pool_create", st);
             cpool__allocator_destroy(&pool->alloc); /* a range reserved before the pages failed */
@@ -281,7 +326,7 @@ static void pool_destroy(cpool_pool *pool) {
         cpool__slab_give(&param_slab, p);
     }
     cpool__fences_destroy(&pool->fences, &pool->dev->order);
-    cpool__outputs_destroy(&pool->outputs);
+    cpool__graph_pages_destroy(&pool->pages);
     cpool__allocator_destroy(&pool->alloc);
     if (pool->registrar.release) pool->registrar.release(pool->registrar.ctx);
     cpool__mutex_destroy(&pool->mu);
@@ -545,11 +590,10 @@ static __attribute__((noinline)) cpool_status alloc_locked(cpool_pool *pool, siz
                                        ptr_out))
         st = alloc_slow(pool, bytes, s, CPOOL__USE_STREAM, 0, ptr_out);
     if (st == CPOOL_OK) cpool__front_count_alloc(&pool->front, bytes);
+    note_peak(pool);
     CHECK_ALLOCATOR(pool);
     cpool__mutex_unlock(&pool->mu);
-    if (st != CPOOL_OK) return cpool__fail_in(fn, st);
-    if (cpool__learning_now()) cpool__learn_alloc(cpool__learning, *ptr_out, cpool__stream_id(s));
-    return st;
+    return st == CPOOL_OK ? st : cpool__fail_in(fn, st);
 }
 
 /* Undoes the hold cpool__pool_hold_in_capture just took, the last the
@@ -569,50 +613,62 @@ static uint64_t branch_of(cpool__capture *cap, const cpool_stream *s) {
     return cpool__branch_tag(cpool__stream_id(s));
 }
 
-/* An allocation under capture `cap` (locked). The graph will need a
- * reference to this pool and the block in its footprint: room for both is
- * made first, and they are taken only once the allocation succeeded. */
+/* The held_pool entry of `pool` in capture `cap`, which holds it. */
+static cpool__held_pool *held_entry(cpool__capture *cap, const cpool_pool *pool) {
+    for (size_t i = 0; i < cap->pool_count; i++)
+        if (cap->pools[i].pool == pool) return &cap->pools[i];
+    return NULL;
+}
+
+/* An allocation under capture `cap` (locked), from the capture's arena in
+ * the pool (made at its first allocation there). The graph will need a
+ * reference to this pool: room for it is made first, and it is taken only
+ * once the allocation succeeded. */
 static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *s, cpool__capture *cap,
-                                  void **ptr_out, bool output, const char *fn) {
+                                  void **ptr_out, const char *fn) {
     cpool_status st = cpool__capture_holds(cap, pool) ? CPOOL_OK : cpool__capture_reserve(cap);
-    if (st == CPOOL_OK) st = cpool__capture_reserve_range(cap);
     if (st != CPOOL_OK) return cpool__fail_in(fn, st);
-    size_t entry;
-    cpool__use use = cpool__capture_next_is_output(cap, cpool__stream_id(s), &entry) || output ? CPOOL__USE_OUTPUT
-                                                                                            : CPOOL__USE_SCRATCH;
-    cpool__block_info info = {0};
-    /* The branch's tag, or the stream's id: blocks free for any graph, and
-     * the stream a snapshot names. */
+    /* The branch's tag, or the stream's id: blocks free for any of the
+     * capture's streams, and the stream a snapshot names. */
     uint64_t branch = branch_of(cap, s), tag = branch ? branch : cpool__stream_id(s);
-    /* Held before a block of it becomes graph memory: from then on a trim
-     * on another thread sees a holder and gives no free graph block back
-     * to general use (room for the hold was made above). */
     bool newly_held = cpool__pool_hold_in_capture(cap, pool);
+    cpool__held_pool *held = held_entry(cap, pool);
     cpool__mutex_lock(&pool->mu);
-    if (!cpool__allocator_alloc_cached(&pool->alloc, bytes, tag, NULL, use, ptr_out))
-        st = alloc_slow(pool, bytes, s, use, tag, ptr_out);
+    if (!held->arena) st = cpool__graph_pages_open(&pool->pages, &held->arena);
     if (st == CPOOL_OK) {
-        cpool__front_count_alloc(&pool->front, bytes);
-        cpool__allocator_live_block(&pool->alloc, *ptr_out, &info);
+        cpool__allocator *a = cpool__arena_allocator(held->arena);
+        if (!cpool__allocator_alloc_cached(a, bytes, tag, NULL, CPOOL__USE_SCRATCH, ptr_out)) {
+            st = cpool__allocator_alloc_grow(a, bytes, tag, CPOOL__USE_SCRATCH, ptr_out);
+            /* The device or the pool's bound is full: eager memory with
+             * no work left on it goes back first, as for any allocation
+             * (alloc_miss; a capturing stream is fenced by its capture). */
+            if (st == CPOOL_ERR_OUT_OF_MEMORY) {
+                cpool__front_flush(&pool->front, &pool->alloc);
+                add_fences(pool, s);
+                poll_fences(pool);
+                if (cpool__allocator_trim(&pool->alloc))
+                    st = cpool__allocator_alloc_grow(a, bytes, tag, CPOOL__USE_SCRATCH, ptr_out);
+            }
+        }
     }
+    if (st == CPOOL_OK) cpool__front_count_alloc(&pool->front, bytes);
+    note_peak(pool);
     CHECK_ALLOCATOR(pool);
     cpool__mutex_unlock(&pool->mu);
-    if (st != CPOOL_OK) {
-        if (newly_held) unhold_last(cap, pool);
-        return cpool__fail_in(fn, st);
+    if (st != CPOOL_OK && newly_held) {
+        if (held->arena) cpool__pool_release_arena(pool, held->arena);
+        unhold_last(cap, pool);
     }
-    cpool__capture_note_range(cap, pool, (uintptr_t)*ptr_out, info.size, info.serial);
-    cpool__capture_plan_taken(cap, cpool__stream_id(s), entry);
-    return st;
+    return st == CPOOL_OK ? st : cpool__fail_in(fn, st);
 }
 
 /* An allocation under the capture that s takes part in, locked here: its
  * streams may be used from several threads. */
 static __attribute__((noinline)) cpool_status alloc_in_capture(cpool_pool *pool, size_t bytes, cpool_stream *s,
-                                                               void **ptr_out, bool output, const char *fn) {
+                                                               void **ptr_out, const char *fn) {
     cpool__capture *cap = cpool__stream_lock_capture(s);
     if (!cap) return alloc_locked(pool, bytes, s, ptr_out, fn); /* it ended meanwhile */
-    cpool_status st = capture_alloc(pool, bytes, s, cap, ptr_out, output, fn);
+    cpool_status st = capture_alloc(pool, bytes, s, cap, ptr_out, fn);
     cpool__stream_unlock_capture(cap);
     return st;
 }
@@ -630,12 +686,12 @@ static __attribute__((noinline, cold)) cpool_status alloc_refused(const cpool_po
     return cpool__fail(CPOOL_ERR_SEALED, "%s: the pool is sealed", fn);
 }
 
-/* cpool_alloc and cpool_alloc_output; `output` asks for a block placed
- * apart from every graph's scratch when under capture. The fast path (the
- * front cache, outside capture) stays in the caller. */
+/* cpool_alloc and cpool_alloc_output, which are the same: under capture
+ * every block's pages become the graph's own if it outlives the capture.
+ * The fast path (the front cache, outside capture) stays in the caller. */
 static inline __attribute__((always_inline)) cpool_status pool_alloc(cpool_pool *pool_handle, size_t bytes,
                                                                       cpool_stream *stream_handle, void **ptr_out,
-                                                                      bool output, const char *fn) {
+                                                                      const char *fn) {
     cpool_pool *pool;
     cpool_stream *s;
     CPOOL__RESOLVE(pool, pool_handle, CPOOL__HANDLE_POOL, fn, "pool");
@@ -644,51 +700,49 @@ static inline __attribute__((always_inline)) cpool_status pool_alloc(cpool_pool 
                              atomic_load(&pool->sealed),
                          0))
         return alloc_refused(pool, bytes, s, ptr_out, fn);
-    if (cpool__stream_capture(s)) return alloc_in_capture(pool, bytes, s, ptr_out, output, fn);
+    if (cpool__stream_capture(s)) return alloc_in_capture(pool, bytes, s, ptr_out, fn);
     if (!cpool__front_alloc(&pool->front, bytes, cpool__stream_id(s), ptr_out))
         return alloc_locked(pool, bytes, s, ptr_out, fn);
     CHECK_ALLOCATOR_LOCKING(pool);
-    if (cpool__learning_now()) cpool__learn_alloc(cpool__learning, *ptr_out, cpool__stream_id(s));
     return CPOOL_OK;
 }
 
 cpool_status cpool_alloc(cpool_pool *pool, size_t bytes, cpool_stream *s, void **ptr_out) {
-    return pool_alloc(pool, bytes, s, ptr_out, false, "cpool_alloc");
+    return pool_alloc(pool, bytes, s, ptr_out, "cpool_alloc");
 }
 
 cpool_status cpool_alloc_output(cpool_pool *pool, size_t bytes, cpool_stream *s, void **ptr_out) {
-    return pool_alloc(pool, bytes, s, ptr_out, true, "cpool_alloc_output");
+    return pool_alloc(pool, bytes, s, ptr_out, "cpool_alloc_output");
 }
 
 /* A free the front cache did not serve: under capture (`cap`), or of a
- * block the front does not keep. Under capture the block is the graph's on
- * every replay: the graph will need a reference to this pool, and the block
- * is in its footprint (room for both is made first). */
+ * block the front does not keep. An eager block freed under capture is the
+ * graph's on every replay: it joins the pool's graph-reserved set, and the
+ * graph will need a reference to the pool (room is made first). A graph's
+ * block goes back to its arena: under capture free for the capture's later
+ * allocations (by the allocator's rules of branches); outside, stream
+ * ordered, until a trim finds its work done. */
 static __attribute__((noinline)) cpool_status free_locked(cpool_pool *pool, void *ptr, cpool_stream *s,
                                                           cpool__capture *cap) {
     if (cap) {
         cpool_status st = cpool__capture_holds(cap, pool) ? CPOOL_OK : cpool__capture_reserve(cap);
-        if (st == CPOOL_OK) st = cpool__capture_reserve_range(cap);
         if (st != CPOOL_OK) return cpool__fail_in("cpool_free", st);
     }
     bool newly_held = cap && cpool__pool_hold_in_capture(cap, pool); /* as capture_alloc */
     cpool__mutex_lock(&pool->mu);
-    /* Only a pool with live outputs, or a capture, asks what the block is. */
-    cpool__block_info info = {0};
-    if (cap || pool->outputs.live_count) cpool__allocator_live_block(&pool->alloc, ptr, &info);
-    cpool_status st = cpool__front_free_slow(&pool->front, &pool->alloc, ptr, cpool__stream_id(s), cap != NULL,
+    cpool__allocator *a = &pool->alloc;
+    cpool__block_info info;
+    if (!cpool__allocator_live_block(a, ptr, &info)) {
+        cpool__arena *ar = cpool__graph_pages_find(&pool->pages, ptr);
+        if (ar) a = cpool__arena_allocator(ar);
+    }
+    cpool_status st = cpool__front_free_slow(&pool->front, a, ptr, cpool__stream_id(s), cap != NULL,
                                              cap ? branch_of(cap, s) : 0);
-    if (st == CPOOL_OK && info.output) cpool__outputs_freed(&pool->outputs, (uintptr_t)ptr);
     CHECK_ALLOCATOR(pool);
     cpool__mutex_unlock(&pool->mu);
     if (st != CPOOL_OK) {
         if (newly_held) unhold_last(cap, pool);
         return cpool__fail_in("cpool_free", st);
-    }
-    if (cap) {
-        cpool__capture_note_range(cap, pool, (uintptr_t)ptr, info.size, 0);
-    } else if (cpool__learning_now()) {
-        cpool__learn_free(cpool__learning, ptr);
     }
     return st;
 }
@@ -712,7 +766,6 @@ cpool_status cpool_free(cpool_pool *pool_handle, void *ptr, cpool_stream *stream
     switch (cpool__front_free(&pool->front, ptr, cpool__stream_id(s))) {
     case CPOOL__FRONT_DONE:
         CHECK_ALLOCATOR_LOCKING(pool);
-        if (cpool__learning_now()) cpool__learn_free(cpool__learning, ptr);
         return CPOOL_OK;
     case CPOOL__FRONT_FREED: /* a double free: the front said so in cpool_last_error() */
         return cpool__fail_in("cpool_free", CPOOL_ERR_INVALID_ARGUMENT);
@@ -722,43 +775,31 @@ cpool_status cpool_free(cpool_pool *pool_handle, void *ptr, cpool_stream *stream
     return free_locked(pool, ptr, s, NULL);
 }
 
-/* ---- graphs' footprints -------------------------------------------------- */
+/* ---- graphs' arenas --------------------------------------------------- */
 
-cpool_status cpool__pool_add_graph(cpool_pool *pool, uint64_t graph_id, const cpool__capture_range *ranges, size_t n,
-                                   cpool__footprint **out) {
+cpool_status cpool__pool_seal_arena(cpool_pool *pool, cpool__arena **arena, uint64_t graph_id) {
     cpool__mutex_lock(&pool->mu);
-    cpool_status st = cpool__outputs_add_graph(&pool->outputs, &pool->alloc, graph_id, ranges, n, out);
-    if (st == CPOOL_OK) pool->graph_count++;
+    cpool_status st = CPOOL_OK;
+    if (!*arena) st = cpool__graph_pages_open(&pool->pages, arena);
+    if (st == CPOOL_OK) st = cpool__arena_seal(&pool->pages, *arena, graph_id);
+    if (st == CPOOL_OK && graph_id) pool->graph_count++;
+    note_peak(pool);
+    CHECK_ALLOCATOR(pool);
     cpool__mutex_unlock(&pool->mu);
     return st;
 }
 
-void cpool__pool_remove_graph(cpool_pool *pool, cpool__footprint *fp, bool drop_outputs) {
-    if (!fp) return;
+void cpool__pool_release_arena(cpool_pool *pool, cpool__arena *arena) {
     cpool__mutex_lock(&pool->mu);
-    cpool__outputs_remove_graph(&pool->outputs, &pool->alloc, fp, drop_outputs);
-    pool->graph_count--;
+    if (cpool__arena_graph(arena)) pool->graph_count--;
+    cpool__arena_release(&pool->pages, arena);
     cpool__mutex_unlock(&pool->mu);
 }
 
-cpool_status cpool__pool_output_conflict(cpool_pool *pool, const cpool__footprint *fp, const char *fn) {
-    cpool__live_output found;
+void cpool__pool_arena_stats(cpool_pool *pool, const cpool__arena *arena, cpool__arena_stats *out) {
     cpool__mutex_lock(&pool->mu);
-    bool any = cpool__outputs_find_conflict(&pool->outputs, fp, &found);
+    cpool__arena_get_stats(arena, out);
     cpool__mutex_unlock(&pool->mu);
-    /* The remedy named is the one for an output kept across replays:
-     * cpool_alloc_output places it where no other graph writes. */
-    if (!any) /* freed meanwhile */
-        return cpool__fail(CPOOL_ERR_OUTPUT_LIVE,
-                           "%s: the replay would overwrite a live output of another graph; allocate outputs that "
-                           "outlive their capture with cpool_alloc_output",
-                           fn);
-    return cpool__fail(CPOOL_ERR_OUTPUT_LIVE,
-                       "%s: the replay of graph %llu would overwrite %p (%zu bytes), a live output of graph %llu that "
-                       "shares its pool: allocate outputs that outlive their capture with cpool_alloc_output (placed "
-                       "apart from every graph's scratch), or free this one before the launch",
-                       fn, (unsigned long long)fp->graph_id, (void *)found.addr, found.size,
-                       (unsigned long long)found.graph_id);
 }
 
 cpool_status cpool__pool_add_param(cpool_pool *pool, size_t bytes, cpool_param **out) {
@@ -781,6 +822,7 @@ cpool_status cpool__pool_add_param(cpool_pool *pool, size_t bytes, cpool_param *
         param->next = pool->params;
         pool->params = param;
     }
+    note_peak(pool);
     CHECK_ALLOCATOR(pool);
     cpool__mutex_unlock(&pool->mu);
     if (st != CPOOL_OK) {
@@ -797,15 +839,20 @@ cpool_status cpool__pool_add_param(cpool_pool *pool, size_t bytes, cpool_param *
 /* The counters, under mu, with the front's of the same moment. */
 static void fill_stats(const cpool_pool *p, const cpool__front_counts *front, cpool_pool_stats *s) {
     const cpool__allocator *a = &p->alloc;
+    const cpool__graph_pages *gp = &p->pages;
+    uint64_t graph = gp->shared_bytes + gp->own_bytes;
     s->allocated_bytes = front->allocated;
     s->allocated_bytes_peak = front->allocated_peak;
     s->alloc_count = front->alloc_count;
     s->free_count = front->free_count;
-    s->reserved_bytes = a->reserved;
-    s->reserved_bytes_peak = a->reserved_peak;
-    s->graph_reserved_bytes = a->graph_reserved;
-    s->segment_count = a->segment_count;
-    s->cached_bytes = a->reserved - a->live_block_bytes + front->free_bytes;
+    s->reserved_bytes = a->reserved + graph;
+    s->reserved_bytes_peak = p->reserved_peak > s->reserved_bytes ? p->reserved_peak : s->reserved_bytes;
+    s->graph_reserved_bytes = a->graph_reserved + graph;
+    /* Graph memory in no live block: what its physical pages hold beyond
+     * the live blocks of the arenas (none at most). */
+    cpool__graph_live live = cpool__graph_pages_live(gp);
+    s->segment_count = a->segment_count + live.runs;
+    s->cached_bytes = a->reserved - a->live_block_bytes + front->free_bytes + (graph > live.bytes ? graph - live.bytes : 0);
     s->graph_count = p->graph_count;
 }
 
@@ -835,16 +882,9 @@ cpool_status cpool__pool_inspect(const cpool_pool *pool, cpool_status (*fn)(void
     v.front_count = cpool__front_view_blocks(&p->front, v.front, &front);
     fill_stats(p, &front, &v.stats);
     v.alloc = &p->alloc;
-    v.outputs = &p->outputs;
+    v.pages = &p->pages;
     cpool_status st = fn(ctx, &v);
     cpool__mutex_unlock(&p->mu);
-    return st;
-}
-
-cpool_status cpool__pool_footprint_stats(cpool_pool *pool, const cpool__footprint *fp, cpool__footprint_stats *out) {
-    cpool__mutex_lock(&pool->mu);
-    cpool_status st = cpool__outputs_footprint_stats(&pool->outputs, fp, out);
-    cpool__mutex_unlock(&pool->mu);
     return st;
 }
 
@@ -859,6 +899,7 @@ cpool_status cpool_pool_trim(cpool_pool *handle) {
     cpool__front_flush(&pool->front, &pool->alloc);
     uint64_t upto = cpool__allocator_clock();
     uint64_t holders = atomic_load(&pool->holders);
+    uint64_t released_by = pool->pages.release_clock;
     cpool__mutex_unlock(&pool->mu);
     cpool_status st = cpool__device_quiesce(pool->dev);
     cpool__mutex_lock(&pool->mu);
@@ -867,6 +908,9 @@ cpool_status cpool_pool_trim(cpool_pool *handle) {
     if (holder_count(holders) == 0 && atomic_load(&pool->holders) == holders)
         cpool__allocator_reclaim_graph(&pool->alloc);
     cpool__allocator_trim(&pool->alloc);
+    /* Arenas let go of before the quiesce can have no work left either. */
+    cpool__graph_pages_unfence_all(&pool->pages, upto);
+    cpool__graph_pages_trim(&pool->pages, released_by);
     CHECK_ALLOCATOR(pool);
     cpool__mutex_unlock(&pool->mu);
     return st == CPOOL_OK ? st : cpool__fail_in("cpool_pool_trim", st);
@@ -931,7 +975,12 @@ bool cpool__pool_hold_in_capture(cpool__capture *cap, cpool_pool *pool) {
 void cpool__pool_release_capture(cpool__capture *cap) {
     for (size_t i = 0; i < cap->pool_count; i++) {
         cpool_pool *pool = cap->pools[i].pool;
-        cpool__pool_remove_graph(pool, cap->pools[i].footprint, true);
+        if (cap->pools[i].arena) {
+            /* Its blocks are plain blocks now, for the caller to free: off
+             * the shared pages if memory allows. */
+            cpool__pool_seal_arena(pool, &cap->pools[i].arena, 0);
+            cpool__pool_release_arena(pool, cap->pools[i].arena);
+        }
         cpool__pool_capture_detach(pool);
         cpool__pool_release(pool);
     }
@@ -945,6 +994,7 @@ void cpool__pool_join_branch(cpool__capture *cap, uint64_t from, uint64_t upto, 
         cpool_pool *pool = cap->pools[i].pool;
         cpool__mutex_lock(&pool->mu);
         cpool__allocator_retag_branch(&pool->alloc, from, upto, to);
+        if (cap->pools[i].arena) cpool__allocator_retag_branch(cpool__arena_allocator(cap->pools[i].arena), from, upto, to);
         CHECK_ALLOCATOR(pool);
         cpool__mutex_unlock(&pool->mu);
     }

@@ -16,8 +16,8 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "graph_pages.h"
 #include "io.h"
-#include "outputs.h"
 #include "text.h"
 
 typedef struct snapshot {
@@ -97,16 +97,7 @@ static void on_block(void *ctx, const cpool__block_view *b) {
     CPOOL__TEXT_LIT(t, ",\"state\":\"");
     cpool__text_put(t, state);
     KEY_U64(t, "\",\"stream\":", stream);
-    CPOOL__TEXT_LIT(t, ",\"graphs\":[");
-    bool first = true;
-    if (b->graph)
-        for (const cpool__footprint *fp = sn->v->outputs->footprints; fp; fp = fp->next)
-            if (cpool__footprint_overlaps(fp, b->addr, b->size)) {
-                if (!first) CPOOL__TEXT_LIT(t, ",");
-                cpool__text_u64(t, fp->graph_id);
-                first = false;
-            }
-    CPOOL__TEXT_LIT(t, "],\"output\":");
+    CPOOL__TEXT_LIT(t, ",\"graphs\":[],\"output\":");
     cpool__text_bool(t, b->output);
     CPOOL__TEXT_LIT(t, ",\"param\":");
     cpool__text_bool(t, b->pinned);
@@ -132,18 +123,19 @@ static cpool_status build(void *ctx, const cpool__pool_view *v) {
     cpool__allocator_walk(v->alloc, &w);
     cpool__text_put(t, sn->first_segment ? "],\n\"graphs\":[" : "]}],\n\"graphs\":[");
     bool first = true;
-    for (const cpool__footprint *fp = v->outputs->footprints; fp; fp = fp->next) {
-        cpool__footprint_stats fs;
-        cpool_status st = cpool__outputs_footprint_stats(v->outputs, fp, &fs);
-        if (st != CPOOL_OK) return st;
+    for (const cpool__arena *ar = cpool__graph_pages_next(v->pages, NULL); ar; ar = cpool__graph_pages_next(v->pages, ar)) {
+        if (!cpool__arena_graph(ar)) continue; /* a capture's, not a graph's yet */
+        cpool__arena_stats as;
+        cpool__arena_get_stats(ar, &as);
         if (first)
-            KEY_U64(t, "\n{\"id\":", fp->graph_id);
+            KEY_U64(t, "\n{\"id\":", cpool__arena_graph(ar));
         else
-            KEY_U64(t, ",\n{\"id\":", fp->graph_id);
-        KEY_U64(t, ",\"write_bytes\":", fs.write_bytes);
-        KEY_U64(t, ",\"shared_write_bytes\":", fs.shared_write_bytes);
-        KEY_U64(t, ",\"live_output_bytes\":", fs.live_output_bytes);
-        KEY_U64(t, ",\"live_outputs\":", fs.live_outputs);
+            KEY_U64(t, ",\n{\"id\":", cpool__arena_graph(ar));
+        KEY_U64(t, ",\"write_bytes\":", as.mapped_bytes);
+        KEY_U64(t, ",\"shared_write_bytes\":", as.shared_bytes);
+        KEY_U64(t, ",\"own_bytes\":", as.own_bytes);
+        KEY_U64(t, ",\"live_output_bytes\":", as.live_bytes);
+        KEY_U64(t, ",\"live_outputs\":", as.live_blocks);
         CPOOL__TEXT_LIT(t, "}");
         first = false;
     }

@@ -1,0 +1,491 @@
+/*
+ * Graph memory shared by pages (see graph_pages.h for the contract).
+ *
+ * An arena numbers its pages in the order of its address ranges (spans):
+ * page i of a span whose first page is number f is page f + i, backed by
+ * the shared page of that number unless the arena owns the page's memory
+ * (`own`). Two pages of one arena never share memory, so the allocator's
+ * rules inside one capture are enough; two arenas' pages of the same
+ * number do, which is the sharing. Where the platform reserves no address
+ * space (plain segments), an arena takes plain segments of its own and
+ * shares nothing.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fault.h"
+#include "graph_pages.h"
+#include "status.h"
+
+typedef struct arena_span {
+    uintptr_t base;
+    size_t pages;
+    size_t first;  /* the number of its first page in the arena */
+    void **own;    /* per page: the arena's own memory, or NULL (shared) */
+    uint8_t *mapped;
+} arena_span;
+
+struct cpool__arena {
+    cpool__arena *next;
+    cpool__graph_pages *gp;
+    uint64_t id;
+    cpool__allocator alloc;
+    arena_span *spans;
+    size_t span_count, span_cap;
+    size_t numbered; /* pages numbered so far: the next span's first */
+    bool in_use;     /* a capture or a graph holds it */
+    uint64_t released; /* when its last holder let go (graph_pages' release clock) */
+    uint64_t graph;  /* the graph that holds it, once sealed */
+    uint64_t plain_bytes; /* plain segments (no address space to share) */
+};
+
+/* ---- the shared set -------------------------------------------------------- */
+
+static bool bound_allows(const cpool__graph_pages *gp, uint64_t bytes) {
+    return !gp->max_reserved ||
+           *gp->other_reserved + gp->shared_bytes + gp->own_bytes + bytes <= gp->max_reserved;
+}
+
+static cpool_status over_bound(const cpool__graph_pages *gp, uint64_t bytes) {
+    return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY,
+                       "%llu more bytes of graph memory would take the pool past max_reserved_bytes (%llu)",
+                       (unsigned long long)bytes, (unsigned long long)gp->max_reserved);
+}
+
+/* The shared page number k, made if there is none yet. */
+static cpool_status shared_page(cpool__graph_pages *gp, size_t k, void **out) {
+    if (k >= gp->shared_cap) {
+        size_t cap = gp->shared_cap ? gp->shared_cap : 16;
+        while (cap <= k) cap *= 2;
+        cpool__shared_page *grown = cpool__realloc(gp->shared, cap * sizeof *grown);
+        if (!grown) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for the graph pages' records");
+        memset(grown + gp->shared_cap, 0, (cap - gp->shared_cap) * sizeof *grown);
+        gp->shared = grown;
+        gp->shared_cap = cap;
+    }
+    if (k >= gp->shared_count) gp->shared_count = k + 1;
+    cpool__shared_page *sp = &gp->shared[k];
+    if (!sp->page) {
+        if (!bound_allows(gp, CPOOL__PAGE)) return over_bound(gp, CPOOL__PAGE);
+        cpool_status st = gp->source.create(gp->source.ctx, &sp->page);
+        if (st != CPOOL_OK) return st;
+        gp->shared_bytes += CPOOL__PAGE;
+    }
+    *out = sp->page;
+    return CPOOL_OK;
+}
+
+/* Gives back the shared pages numbered [from, to) that no arena maps. */
+static void release_unmapped(cpool__graph_pages *gp, size_t from, size_t to) {
+    for (size_t k = from; k < to && k < gp->shared_count; k++) {
+        cpool__shared_page *sp = &gp->shared[k];
+        if (sp->page && !sp->maps) {
+            gp->source.release(gp->source.ctx, sp->page);
+            sp->page = NULL;
+            gp->shared_bytes -= CPOOL__PAGE;
+        }
+    }
+    while (gp->shared_count && !gp->shared[gp->shared_count - 1].page) gp->shared_count--;
+}
+
+/* One mapping of shared page k went: a page no arena maps goes back at
+ * once (no work can use it: the arenas that did are gone or not run). */
+static void unmapped_shared(cpool__graph_pages *gp, size_t k) {
+    if (--gp->shared[k].maps == 0) release_unmapped(gp, k, k + 1);
+}
+
+/* ---- an arena's address ranges ------------------------------------------ */
+
+static arena_span *span_of(const cpool__arena *ar, uintptr_t addr) {
+    for (size_t i = 0; i < ar->span_count; i++) {
+        arena_span *sp = &ar->spans[i];
+        if (addr >= sp->base && addr < sp->base + sp->pages * CPOOL__PAGE) return sp;
+    }
+    return NULL;
+}
+
+static cpool_status arena_reserve(void *ctx, size_t bytes, void **base) {
+    cpool__arena *ar = ctx;
+    cpool__graph_pages *gp = ar->gp;
+    if (ar->span_count == ar->span_cap) {
+        size_t cap = ar->span_cap ? ar->span_cap * 2 : 2;
+        arena_span *grown = cpool__realloc(ar->spans, cap * sizeof *grown);
+        if (!grown) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a graph's address ranges");
+        ar->spans = grown;
+        ar->span_cap = cap;
+    }
+    size_t pages = bytes / CPOOL__PAGE;
+    void **own = cpool__calloc(pages, sizeof *own);
+    uint8_t *mapped = own ? cpool__calloc(pages, 1) : NULL;
+    if (!mapped) {
+        free(own);
+        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a graph's address ranges");
+    }
+    cpool_status st = gp->source.reserve(gp->source.ctx, bytes, base);
+    if (st != CPOOL_OK) {
+        free(own);
+        free(mapped);
+        return st;
+    }
+    ar->spans[ar->span_count++] =
+        (arena_span){.base = (uintptr_t)*base, .pages = pages, .first = ar->numbered, .own = own, .mapped = mapped};
+    ar->numbered += pages;
+    return CPOOL_OK;
+}
+
+static void arena_unreserve(void *ctx, void *base, size_t bytes) {
+    cpool__arena *ar = ctx;
+    arena_span *sp = span_of(ar, (uintptr_t)base);
+    free(sp->own);
+    free(sp->mapped);
+    *sp = ar->spans[--ar->span_count];
+    ar->gp->source.unreserve(ar->gp->source.ctx, base, bytes);
+}
+
+/* Takes down page i of span sp (mapped). */
+static void unmap_page(cpool__arena *ar, arena_span *sp, size_t i) {
+    cpool__graph_pages *gp = ar->gp;
+    void *addr = (void *)(sp->base + i * CPOOL__PAGE);
+    if (sp->own[i]) {
+        gp->source.unmap(gp->source.ctx, addr, sp->own[i]);
+        gp->source.release(gp->source.ctx, sp->own[i]);
+        sp->own[i] = NULL;
+        gp->own_bytes -= CPOOL__PAGE;
+    } else {
+        cpool__shared_page *shared = &gp->shared[sp->first + i];
+        gp->source.unmap(gp->source.ctx, addr, shared->page);
+        unmapped_shared(gp, sp->first + i);
+    }
+    sp->mapped[i] = 0;
+}
+
+static void arena_unmap(void *ctx, void *addr, size_t bytes) {
+    cpool__arena *ar = ctx;
+    arena_span *sp = span_of(ar, (uintptr_t)addr);
+    size_t at = ((uintptr_t)addr - sp->base) / CPOOL__PAGE;
+    for (size_t i = at; i < at + bytes / CPOOL__PAGE; i++) unmap_page(ar, sp, i);
+}
+
+/* Backs [addr, addr + bytes) with the shared pages of their numbers. */
+static cpool_status arena_map(void *ctx, void *addr, size_t bytes) {
+    cpool__arena *ar = ctx;
+    cpool__graph_pages *gp = ar->gp;
+    arena_span *sp = span_of(ar, (uintptr_t)addr);
+    size_t at = ((uintptr_t)addr - sp->base) / CPOOL__PAGE, n = bytes / CPOOL__PAGE;
+    for (size_t i = at; i < at + n; i++) {
+        void *page;
+        cpool_status st = shared_page(gp, sp->first + i, &page);
+        if (st == CPOOL_OK) st = gp->source.map(gp->source.ctx, (void *)(sp->base + i * CPOOL__PAGE), page);
+        if (st != CPOOL_OK) {
+            while (i-- > at) unmap_page(ar, sp, i);
+            release_unmapped(gp, sp->first + at, sp->first + at + n);
+            return st;
+        }
+        gp->shared[sp->first + i].maps++;
+        sp->mapped[i] = 1;
+    }
+    return CPOOL_OK;
+}
+
+/* Plain segments, where no address space can be reserved: the arena's
+ * own memory, shared with no one. */
+static cpool_status arena_grow(void *ctx, size_t bytes, void **base) {
+    cpool__arena *ar = ctx;
+    cpool__graph_pages *gp = ar->gp;
+    if (!bound_allows(gp, bytes)) return over_bound(gp, bytes);
+    cpool_status st = gp->source.grow(gp->source.ctx, bytes, base);
+    if (st != CPOOL_OK) return st;
+    ar->plain_bytes += bytes;
+    gp->own_bytes += bytes;
+    return CPOOL_OK;
+}
+
+static void arena_shrink(void *ctx, void *base, size_t bytes) {
+    cpool__arena *ar = ctx;
+    ar->gp->source.shrink(ar->gp->source.ctx, base, bytes);
+    ar->plain_bytes -= bytes;
+    ar->gp->own_bytes -= bytes;
+}
+
+/* ---- arenas ----------------------------------------------------------------- */
+
+void cpool__graph_pages_init(cpool__graph_pages *gp, const cpool__page_source *source, uint64_t max_reserved,
+                             const uint64_t *other_reserved) {
+    *gp = (cpool__graph_pages){.source = *source, .max_reserved = max_reserved, .other_reserved = other_reserved};
+}
+
+static void arena_destroy(cpool__arena *ar) {
+    cpool__allocator_destroy(&ar->alloc);
+    free(ar->spans);
+    free(ar);
+}
+
+cpool_status cpool__graph_pages_open(cpool__graph_pages *gp, cpool__arena **out) {
+    for (cpool__arena *ar = gp->arenas; ar; ar = ar->next)
+        if (!ar->in_use && ar->alloc.map_count == 0) {
+            ar->in_use = true;
+            *out = ar;
+            return CPOOL_OK;
+        }
+    cpool__arena *ar = cpool__calloc(1, sizeof *ar);
+    if (!ar) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a graph's arena");
+    ar->gp = gp;
+    ar->id = ++gp->next_arena_id;
+    ar->in_use = true;
+    cpool__segment_source src = {.ctx = ar, .grow = arena_grow, .shrink = arena_shrink};
+    if (gp->source.reserve) {
+        src.reserve = arena_reserve;
+        src.unreserve = arena_unreserve;
+        src.map = arena_map;
+        src.unmap = arena_unmap;
+    }
+    cpool__allocator_init(&ar->alloc, &src, 0);
+    ar->next = gp->arenas;
+    gp->arenas = ar;
+    gp->arena_count++;
+    *out = ar;
+    return CPOOL_OK;
+}
+
+cpool__allocator *cpool__arena_allocator(cpool__arena *ar) { return &ar->alloc; }
+uint64_t cpool__arena_id(const cpool__arena *ar) { return ar->id; }
+bool cpool__arena_in_use(const cpool__arena *ar) { return ar->in_use; }
+
+static cpool_status seal_pages(cpool__graph_pages *gp, cpool__arena *ar);
+
+/* Pages of live blocks, collected by a walk. */
+typedef struct page_list {
+    uintptr_t *addr;
+    size_t count, cap;
+    bool failed;
+} page_list;
+
+static void note_page(page_list *l, uintptr_t addr) {
+    if (l->count && l->addr[l->count - 1] == addr) return; /* blocks come in address order */
+    if (l->count == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        uintptr_t *grown = cpool__realloc(l->addr, cap * sizeof *grown);
+        if (!grown) {
+            l->failed = true;
+            return;
+        }
+        l->addr = grown;
+        l->cap = cap;
+    }
+    l->addr[l->count++] = addr;
+}
+
+static void live_pages_block(void *ctx, const cpool__block_view *b) {
+    if (!b->live) return;
+    uintptr_t first = b->addr / CPOOL__PAGE * CPOOL__PAGE;
+    for (uintptr_t p = first; p < b->addr + b->size; p += CPOOL__PAGE) note_page(ctx, p);
+}
+
+static void no_segment(void *ctx, uintptr_t base, size_t size) {
+    (void)ctx;
+    (void)base;
+    (void)size;
+}
+
+uint64_t cpool__arena_graph(const cpool__arena *ar) { return ar->graph; }
+
+cpool_status cpool__arena_seal(cpool__graph_pages *gp, cpool__arena *ar, uint64_t graph_id) {
+    cpool_status st = seal_pages(gp, ar);
+    if (st == CPOOL_OK && graph_id) ar->graph = graph_id;
+    return st;
+}
+
+/* The pages of live blocks that still map shared memory get their own. */
+static cpool_status seal_pages(cpool__graph_pages *gp, cpool__arena *ar) {
+    if (!ar->span_count) return CPOOL_OK; /* plain segments: nothing shared */
+    page_list l = {0};
+    cpool__allocator_walk(&ar->alloc, &(cpool__walker){.ctx = &l, .segment = no_segment, .block = live_pages_block});
+    /* A shared page that no other arena maps simply becomes this one's
+     * (its number gets a new page when another arena needs it); the
+     * others get memory of their own, made first: a failure then changes
+     * nothing. */
+    size_t n = 0;
+    for (size_t k = 0; k < l.count; k++) {
+        arena_span *sp = span_of(ar, l.addr[k]);
+        size_t i = (l.addr[k] - sp->base) / CPOOL__PAGE;
+        cpool__shared_page *shared = &gp->shared[sp->first + i];
+        if (sp->own[i]) continue;
+        if (shared->maps == 1) {
+            sp->own[i] = shared->page;
+            *shared = (cpool__shared_page){0};
+            gp->shared_bytes -= CPOOL__PAGE;
+            gp->own_bytes += CPOOL__PAGE;
+            continue;
+        }
+        l.addr[n++] = l.addr[k];
+    }
+    void **fresh = n ? cpool__calloc(n, sizeof *fresh) : NULL;
+    cpool_status st = l.failed || (n && !fresh)
+                          ? cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory sealing a graph's pages")
+                          : CPOOL_OK;
+    if (st == CPOOL_OK && !bound_allows(gp, (uint64_t)n * CPOOL__PAGE)) st = over_bound(gp, (uint64_t)n * CPOOL__PAGE);
+    size_t made = 0;
+    for (; st == CPOOL_OK && made < n; made++) st = gp->source.create(gp->source.ctx, &fresh[made]);
+    /* Swap: the graph has not run, so the new page needs no copy. */
+    for (size_t k = 0; st == CPOOL_OK && k < n; k++) {
+        arena_span *sp = span_of(ar, l.addr[k]);
+        size_t i = (l.addr[k] - sp->base) / CPOOL__PAGE;
+        cpool__shared_page *shared = &gp->shared[sp->first + i];
+        gp->source.unmap(gp->source.ctx, (void *)l.addr[k], shared->page);
+        st = gp->source.map(gp->source.ctx, (void *)l.addr[k], fresh[k]);
+        if (st != CPOOL_OK) {
+            /* The shared page goes back where it was; the pages swapped
+             * so far stay the arena's own. */
+            if (gp->source.map(gp->source.ctx, (void *)l.addr[k], shared->page) != CPOOL_OK) {
+                sp->mapped[i] = 0;
+                unmapped_shared(gp, sp->first + i);
+            }
+            break;
+        }
+        sp->own[i] = fresh[k];
+        unmapped_shared(gp, sp->first + i);
+        fresh[k] = NULL;
+        gp->own_bytes += CPOOL__PAGE;
+    }
+    for (size_t k = 0; k < made; k++)
+        if (fresh[k]) gp->source.release(gp->source.ctx, fresh[k]);
+    free(fresh);
+    free(l.addr);
+    return st;
+}
+
+void cpool__arena_release(cpool__graph_pages *gp, cpool__arena *ar) {
+    ar->in_use = false;
+    ar->released = ++gp->release_clock;
+    ar->graph = 0;
+}
+
+void cpool__graph_pages_unfence_all(cpool__graph_pages *gp, uint64_t upto) {
+    for (cpool__arena *ar = gp->arenas; ar; ar = ar->next) cpool__allocator_unfence_all(&ar->alloc, upto);
+}
+
+cpool__graph_live cpool__graph_pages_live(const cpool__graph_pages *gp) {
+    cpool__graph_live live = {0};
+    for (const cpool__arena *ar = gp->arenas; ar; ar = ar->next) {
+        live.runs += ar->alloc.segment_count;
+        live.bytes += ar->alloc.live_block_bytes;
+        live.requested += ar->alloc.allocated;
+        live.blocks += ar->alloc.map_count;
+    }
+    return live;
+}
+
+cpool__arena *cpool__graph_pages_find(const cpool__graph_pages *gp, const void *ptr) {
+    uintptr_t a = (uintptr_t)ptr;
+    for (cpool__arena *ar = gp->arenas; ar; ar = ar->next) {
+        if (span_of(ar, a)) return ar;
+        if (ar->plain_bytes) {
+            cpool__block_info info;
+            if (cpool__allocator_live_block(&ar->alloc, ptr, &info)) return ar;
+        }
+    }
+    return NULL;
+}
+
+uint64_t cpool__graph_pages_trim(cpool__graph_pages *gp, uint64_t released_by) {
+    uint64_t before = gp->shared_bytes + gp->own_bytes;
+    for (cpool__arena **at = &gp->arenas; *at;) {
+        cpool__arena *ar = *at;
+        if (ar->in_use || ar->alloc.map_count || ar->released > released_by) {
+            at = &ar->next;
+            continue;
+        }
+        *at = ar->next;
+        gp->arena_count--;
+        arena_destroy(ar);
+    }
+    release_unmapped(gp, 0, gp->shared_count);
+    return before - gp->shared_bytes - gp->own_bytes;
+}
+
+void cpool__graph_pages_destroy(cpool__graph_pages *gp) {
+    while (gp->arenas) {
+        cpool__arena *ar = gp->arenas;
+        gp->arenas = ar->next;
+        arena_destroy(ar);
+    }
+    for (size_t k = 0; k < gp->shared_count; k++)
+        if (gp->shared[k].page) gp->source.release(gp->source.ctx, gp->shared[k].page);
+    free(gp->shared);
+    *gp = (cpool__graph_pages){0};
+}
+
+/* ---- what arenas hold ------------------------------------------------------- */
+
+void cpool__arena_get_stats(const cpool__arena *ar, cpool__arena_stats *out) {
+    *out = (cpool__arena_stats){.live_bytes = ar->alloc.live_block_bytes, .live_blocks = ar->alloc.map_count,
+                                .mapped_bytes = ar->plain_bytes, .own_bytes = ar->plain_bytes,
+                                .runs = ar->alloc.segment_count};
+    for (size_t s = 0; s < ar->span_count; s++)
+        for (size_t i = 0; i < ar->spans[s].pages; i++) {
+            if (!ar->spans[s].mapped[i]) continue;
+            out->mapped_bytes += CPOOL__PAGE;
+            if (ar->spans[s].own[i])
+                out->own_bytes += CPOOL__PAGE;
+            else
+                out->shared_bytes += CPOOL__PAGE;
+        }
+}
+
+void cpool__arena_walk_pages(const cpool__arena *ar, const cpool__page_walker *w) {
+    const cpool__graph_pages *gp = ar->gp;
+    for (size_t s = 0; s < ar->span_count; s++) {
+        const arena_span *sp = &ar->spans[s];
+        for (size_t i = 0; i < sp->pages; i++) {
+            if (!sp->mapped[i]) continue;
+            /* Own pages are numbered after every shared one: by arena and
+             * place, unique in the pool. */
+            uint64_t id = sp->own[i] ? gp->shared_cap + ar->id * ((uint64_t)1 << 32) + sp->first + i + 1
+                                     : sp->first + i + 1;
+            w->page(w->ctx, sp->base + i * CPOOL__PAGE, id, sp->own[i] != NULL);
+        }
+    }
+}
+
+const cpool__arena *cpool__graph_pages_next(const cpool__graph_pages *gp, const cpool__arena *after) {
+    const cpool__arena *ar = after ? after->next : gp->arenas;
+    while (ar && !ar->in_use && !ar->alloc.map_count) ar = ar->next;
+    return ar;
+}
+
+/* ---- invariants ------------------------------------------------------------- */
+
+void cpool__graph_pages_check(const cpool__graph_pages *gp) {
+    uint64_t shared = 0, own = 0;
+    uint32_t *maps = gp->shared_count ? calloc(gp->shared_count, sizeof *maps) : NULL;
+    size_t arenas = 0;
+    for (const cpool__arena *ar = gp->arenas; ar; ar = ar->next, arenas++) {
+        cpool__allocator_check(&ar->alloc);
+        own += ar->plain_bytes;
+        for (size_t s = 0; s < ar->span_count; s++)
+            for (size_t i = 0; i < ar->spans[s].pages; i++) {
+                const arena_span *sp = &ar->spans[s];
+                CPOOL__INVARIANT("graph pages", sp->mapped[i] || !sp->own[i], "an unmapped page owns memory");
+                if (!sp->mapped[i]) continue;
+                if (sp->own[i]) {
+                    own += CPOOL__PAGE;
+                } else {
+                    CPOOL__INVARIANT("graph pages", sp->first + i < gp->shared_count && gp->shared[sp->first + i].page,
+                                     "a mapped page has no shared page behind it");
+                    if (maps) maps[sp->first + i]++;
+                }
+            }
+    }
+    for (size_t k = 0; k < gp->shared_count; k++) {
+        if (gp->shared[k].page) shared += CPOOL__PAGE;
+        CPOOL__INVARIANT("graph pages", !maps || maps[k] == gp->shared[k].maps,
+                         "shared page %zu is mapped %u times, counted %u", k, maps ? maps[k] : 0, gp->shared[k].maps);
+    }
+    free(maps);
+    CPOOL__INVARIANT("graph pages", arenas == gp->arena_count, "%zu arenas listed, %zu counted", arenas,
+                     gp->arena_count);
+    CPOOL__INVARIANT("graph pages", shared == gp->shared_bytes, "shared pages hold %llu bytes, counted %llu",
+                     (unsigned long long)shared, (unsigned long long)gp->shared_bytes);
+    CPOOL__INVARIANT("graph pages", own == gp->own_bytes, "own pages hold %llu bytes, counted %llu",
+                     (unsigned long long)own, (unsigned long long)gp->own_bytes);
+}

@@ -1,0 +1,135 @@
+/*
+ * Graph memory shared by pages: each capture allocates inside address
+ * ranges of its own (an arena), and the physical pages behind them come
+ * from the pool's set of shared pages, which the pool's other graphs map
+ * too (they never run at the same time).
+ *
+ * - An arena is an allocator (alloc.h) over address space it reserved;
+ *   the k-th page of an arena is backed by the pool's k-th shared page,
+ *   made when first needed. Inside one capture the allocator's rules hold
+ *   as for any graph memory (stream order, branches); two arenas never
+ *   hand out the same address.
+ * - At the end of a capture its arena is sealed: every page that holds a
+ *   live block (an output) is backed by a page of the arena's own instead
+ *   of the shared one, so no other graph's replay writes it. The graph has
+ *   not run yet, so nothing needs copying.
+ * - A graph that lets go of its arena leaves it to the pool: with nothing
+ *   live in it, it is idle, and the next capture takes it as it is,
+ *   addresses and mappings included; with outputs still allocated it stays
+ *   until they are freed. A trim (the device quiesced) gives idle arenas
+ *   and the shared pages no arena maps back.
+ *
+ * Everything here runs under the pool's lock; the page source calls the
+ * platform (backend.h) for the pool.
+ */
+#ifndef CPOOL_GRAPH_PAGES_H
+#define CPOOL_GRAPH_PAGES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "alloc.h"
+
+/* Where physical pages and address space come from (the pool's backend).
+ * create makes one CPOOL__PAGE of physical memory that map may place at
+ * any number of reserved addresses at once, each seeing the same bytes. */
+typedef struct cpool__page_source {
+    void *ctx;
+    /* Plain segments, where no address space can be reserved (reserve
+     * NULL): then each arena takes its own and none is shared. */
+    cpool_status (*grow)(void *ctx, size_t bytes, void **base);
+    void (*shrink)(void *ctx, void *base, size_t bytes);
+    cpool_status (*reserve)(void *ctx, size_t bytes, void **base);
+    void (*unreserve)(void *ctx, void *base, size_t bytes);
+    cpool_status (*create)(void *ctx, void **page);
+    void (*release)(void *ctx, void *page);
+    cpool_status (*map)(void *ctx, void *addr, void *page);
+    void (*unmap)(void *ctx, void *addr, void *page);
+} cpool__page_source;
+
+typedef struct cpool__arena cpool__arena;
+
+/* One page of the pool's shared set: the physical page and how many arena
+ * pages map it. */
+typedef struct cpool__shared_page {
+    void *page;
+    uint32_t maps;
+} cpool__shared_page;
+
+typedef struct cpool__graph_pages {
+    cpool__page_source source;
+    cpool__shared_page *shared;
+    size_t shared_count, shared_cap;
+    cpool__arena *arenas; /* every arena, newest first */
+    size_t arena_count;
+    /* Physical bytes: the shared set, and pages arenas own. */
+    uint64_t shared_bytes, own_bytes;
+    /* The pool's bound (0: none) and what its other memory holds now. */
+    uint64_t max_reserved;
+    const uint64_t *other_reserved;
+    uint64_t next_arena_id;
+    uint64_t release_clock; /* counts the arenas' releases */
+} cpool__graph_pages;
+
+void cpool__graph_pages_init(cpool__graph_pages *gp, const cpool__page_source *source, uint64_t max_reserved,
+                             const uint64_t *other_reserved);
+/* Gives every page and range back (no work may use them). */
+void cpool__graph_pages_destroy(cpool__graph_pages *gp);
+
+/* An arena for a capture: an idle one, else a new one (nothing is mapped
+ * until it allocates). */
+cpool_status cpool__graph_pages_open(cpool__graph_pages *gp, cpool__arena **out);
+/* The allocator that serves the arena's capture. */
+cpool__allocator *cpool__arena_allocator(cpool__arena *ar);
+uint64_t cpool__arena_id(const cpool__arena *ar);
+/* The capture ended, making graph `graph_id` (0: none): the pages that
+ * hold live blocks become the arena's own. On CPOOL_ERR_OUT_OF_MEMORY
+ * nothing changed. */
+cpool_status cpool__arena_seal(cpool__graph_pages *gp, cpool__arena *ar, uint64_t graph_id);
+/* The graph that holds the arena (0: a capture's, or idle). */
+uint64_t cpool__arena_graph(const cpool__arena *ar);
+/* Its capture or graph lets go of it. */
+void cpool__arena_release(cpool__graph_pages *gp, cpool__arena *ar);
+/* The arena whose addresses hold ptr, or NULL. */
+cpool__arena *cpool__graph_pages_find(const cpool__graph_pages *gp, const void *ptr);
+/* Blocks of every arena freed outside capture with sequence <= upto
+ * become free for its next capture (the device was quiesced since). */
+void cpool__graph_pages_unfence_all(cpool__graph_pages *gp, uint64_t upto);
+/* The live blocks of every arena: their sizes, the sizes their callers
+ * asked for, and their count. */
+typedef struct cpool__graph_live {
+    uint64_t bytes, requested;
+    size_t blocks;
+    uint64_t runs; /* runs of mapped pages */
+} cpool__graph_live;
+cpool__graph_live cpool__graph_pages_live(const cpool__graph_pages *gp);
+/* Gives back the idle arenas released when the release clock read at most
+ * `released_by` (their work is over: the device was quiesced since);
+ * returns the physical bytes given back. */
+uint64_t cpool__graph_pages_trim(cpool__graph_pages *gp, uint64_t released_by);
+
+/* What an arena holds: the bytes it maps, the part on shared pages, and
+ * its live blocks. */
+typedef struct cpool__arena_stats {
+    uint64_t mapped_bytes, shared_bytes, own_bytes, live_bytes, live_blocks;
+    uint64_t runs; /* runs of mapped pages */
+} cpool__arena_stats;
+void cpool__arena_get_stats(const cpool__arena *ar, cpool__arena_stats *out);
+
+/* An arena's mapped pages as a snapshot sees them: for each, its address
+ * and the id of the physical page behind it (shared pages 1..n by index,
+ * own pages numbered after every shared one, unique per pool). */
+typedef struct cpool__page_walker {
+    void *ctx;
+    void (*page)(void *ctx, uintptr_t addr, uint64_t physical_id, bool own);
+} cpool__page_walker;
+void cpool__arena_walk_pages(const cpool__arena *ar, const cpool__page_walker *w);
+/* The arenas in use by a capture or a graph (not idle), in turn. */
+const cpool__arena *cpool__graph_pages_next(const cpool__graph_pages *gp, const cpool__arena *after);
+bool cpool__arena_in_use(const cpool__arena *ar);
+
+/* Checks every invariant; aborts with a message on the first broken one. */
+void cpool__graph_pages_check(const cpool__graph_pages *gp);
+
+#endif /* CPOOL_GRAPH_PAGES_H */
