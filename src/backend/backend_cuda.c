@@ -20,6 +20,10 @@
  * - The calls on the capture and launch paths (the capture fence's event
  *   record, capture begin and end, instantiation, graph launch) go to the
  *   driver's entry points as the runtime hands them out (cuda_driver.h).
+ * - Graph pages (mem_create and its kin) are driver allocations mapped
+ *   whole at each graph's address range that uses them; their mappings are
+ *   marked in the reservations' page bitmaps as growable segments' pages
+ *   are, so that a peer connected later is granted them too.
  * - Errors become statuses with the CUDA error's name and text, and the
  *   sticky per-thread error is cleared.
  */
@@ -568,6 +572,25 @@ static cudaError_t unmap_pages(CUdeviceptr at, size_t bytes) {
     return (cudaError_t)first;
 }
 
+/* Read and write access to [at, at + bytes), just mapped, for dev and the
+ * peers that may use its memory, and the range marked mapped, so that a
+ * peer connected later gets it too. */
+static cudaError_t open_access(cpool__bdevice *dev, CUdeviceptr at, size_t bytes) {
+    /* The peers are read under the lock that a new peer's grant of the
+     * pages mapped so far takes: either sees these pages. */
+    cpool__mutex_lock(&dev->mapped_mu);
+    cudaError_t err = VMM_CALL(set_access_for(at, bytes, dev->ordinal, 0));
+    uint64_t peers = dev->ordinal < MAX_PEERS ? atomic_load(&may_use[dev->ordinal]) : 0;
+    if (err == cudaSuccess && peers && set_access_for(at, bytes, -1, peers) != CUDA_SUCCESS) {
+        /* A peer's entry refused fails not the owner's own mapping:
+         * those peers stay apart from now on, as at a failed grant. */
+        atomic_fetch_and(&may_use[dev->ordinal], ~peers);
+    }
+    if (err == cudaSuccess) mark_mapped(dev, at, bytes, true);
+    cpool__mutex_unlock(&dev->mapped_mu);
+    return err;
+}
+
 /* A page at a time, each its own allocation: the mapping holds it, so its
  * handle goes at once and an unmap frees it. */
 static cudaError_t map_pages(cpool__bdevice *dev, CUdeviceptr at, size_t bytes) {
@@ -582,20 +605,7 @@ static cudaError_t map_pages(cpool__bdevice *dev, CUdeviceptr at, size_t bytes) 
         vmm.release(h);
         if (err != cudaSuccess) break;
     }
-    if (err == cudaSuccess) {
-        /* The peers are read under the lock that a new peer's grant of the
-         * pages mapped so far takes: either sees these pages. */
-        cpool__mutex_lock(&dev->mapped_mu);
-        err = VMM_CALL(set_access_for(at, bytes, dev->ordinal, 0));
-        uint64_t peers = dev->ordinal < MAX_PEERS ? atomic_load(&may_use[dev->ordinal]) : 0;
-        if (err == cudaSuccess && peers && set_access_for(at, bytes, -1, peers) != CUDA_SUCCESS) {
-            /* A peer's entry refused fails not the owner's own mapping:
-             * those peers stay apart from now on, as at a failed grant. */
-            atomic_fetch_and(&may_use[dev->ordinal], ~peers);
-        }
-        if (err == cudaSuccess) mark_mapped(dev, at, bytes, true);
-        cpool__mutex_unlock(&dev->mapped_mu);
-    }
+    if (err == cudaSuccess) err = open_access(dev, at, bytes);
     if (err != cudaSuccess) unmap_pages(at, done);
     return err;
 }
@@ -611,6 +621,73 @@ static void cuda_pages_unmap(cpool__bdevice *dev, void *addr, size_t bytes) {
     mark_mapped(dev, (CUdeviceptr)addr, bytes, false);
     cpool__mutex_unlock(&dev->mapped_mu);
     GUARDED_QUIET(dev, unmap_pages((CUdeviceptr)addr, bytes));
+}
+
+/* ---- graph pages: physical memory mapped at several addresses ----------- */
+
+/* One allocation of whole pages, which a mapping at each graph's address
+ * range that uses it holds too: it is freed once released and unmapped
+ * everywhere. */
+struct cpool__bmem {
+    CUmemGenericAllocationHandle handle;
+    size_t bytes;
+};
+
+static cpool_status cuda_mem_create(cpool__bdevice *dev, size_t bytes, cpool__bmem **out) {
+    if (!dev->vmm)
+        return cpool__fail(CPOOL_ERR_UNSUPPORTED, "the device has no virtual memory management: no graph pages");
+    if (bytes == 0 || bytes % CPOOL__PAGE_BYTES != 0)
+        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "graph pages of %zu bytes: not whole 2 MiB pages", bytes);
+    cpool__bmem *m = cpool__malloc(sizeof *m);
+    if (!m) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating graph pages");
+    CUmemAllocationProp prop = page_prop(dev);
+    cudaError_t err;
+    GUARDED(err, dev, true, VMM_CALL(vmm.create(&m->handle, bytes, &prop, 0)));
+    if (err != cudaSuccess) {
+        free(m);
+        char what[64];
+        if (bytes == CPOOL__PAGE_BYTES)
+            snprintf(what, sizeof what, "cuMemCreate of a 2 MiB graph page");
+        else
+            snprintf(what, sizeof what, "cuMemCreate of %zu 2 MiB graph pages", bytes / CPOOL__PAGE_BYTES);
+        return cuda_fail(err, what);
+    }
+    m->bytes = bytes;
+    *out = m;
+    return CPOOL_OK;
+}
+
+static void cuda_mem_release(cpool__bdevice *dev, cpool__bmem *m) {
+    if (!m) return;
+    GUARDED_QUIET(dev, (cudaError_t)vmm.release(m->handle));
+    free(m);
+}
+
+/* The whole allocation at `at`, then access to it; all or nothing. *what
+ * names the call that failed. */
+static cudaError_t map_shared(cpool__bdevice *dev, CUdeviceptr at, const cpool__bmem *m, const char **what) {
+    *what = "cuMemMap of graph pages";
+    cudaError_t err = VMM_CALL(vmm.map(at, m->bytes, 0, m->handle, 0));
+    if (err != cudaSuccess) return err;
+    *what = "cuMemSetAccess on mapped graph pages";
+    err = open_access(dev, at, m->bytes);
+    if (err != cudaSuccess) vmm.unmap(at, m->bytes);
+    return err;
+}
+
+static cpool_status cuda_mem_map(cpool__bdevice *dev, void *addr, cpool__bmem *m) {
+    cudaError_t err;
+    const char *what = "making the device current to map graph pages";
+    GUARDED(err, dev, true, map_shared(dev, (CUdeviceptr)addr, m, &what));
+    return err == cudaSuccess ? CPOOL_OK : cuda_fail(err, what);
+}
+
+/* CUDA unmaps only whole mappings: the range is exactly the one mapped. */
+static void cuda_mem_unmap(cpool__bdevice *dev, void *addr, cpool__bmem *m) {
+    cpool__mutex_lock(&dev->mapped_mu); /* no grant touches them once unmarked */
+    mark_mapped(dev, (CUdeviceptr)addr, m->bytes, false);
+    cpool__mutex_unlock(&dev->mapped_mu);
+    GUARDED_QUIET(dev, (cudaError_t)vmm.unmap((CUdeviceptr)addr, m->bytes));
 }
 
 /* ---- streams ------------------------------------------------------------- */
@@ -1031,6 +1108,10 @@ const cpool__backend cpool__backend_cuda = {
     .va_release = cuda_va_release,
     .pages_map = cuda_pages_map,
     .pages_unmap = cuda_pages_unmap,
+    .mem_create = cuda_mem_create,
+    .mem_release = cuda_mem_release,
+    .mem_map = cuda_mem_map,
+    .mem_unmap = cuda_mem_unmap,
     .stream_create = cuda_stream_create,
     .stream_destroy = cuda_stream_destroy,
     .stream_native = cuda_stream_native,
