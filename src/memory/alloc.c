@@ -353,7 +353,7 @@ static bool hand_out(cpool__allocator *a, cpool__block *b, size_t bytes, size_t 
         rest->graph = b->graph;
         rest->apart = b->apart;
         rest->stream = b->stream;
-        if (branch && rest->graph && !rest->stream) rest->stream = branch;
+        if (branch && !(branch & CPOOL__GRAPH_TAG_BIT) && rest->graph && !rest->stream) rest->stream = branch;
         rest->used_by = b->used_by;
         rest->free_seq = b->free_seq;
         rest->pending_branch = b->pending_branch;

@@ -136,6 +136,14 @@ void cpool__allocator_destroy(cpool__allocator *a);
  * clears it. */
 #define CPOOL__BRANCH_BIT ((uint64_t)1 << 63)
 static inline uint64_t cpool__branch_tag(uint64_t stream_id) { return stream_id | CPOOL__BRANCH_BIT; }
+/* A graph's tag: blocks freed in its capture that only that capture may
+ * take, and no other until the graph is released (a pool's small graph
+ * blocks, graph_pages.h). A branch tag to fences; unlike a branch, it
+ * keeps no rest of a block it splits. */
+#define CPOOL__GRAPH_TAG_BIT ((uint64_t)1 << 62)
+static inline uint64_t cpool__graph_tag(uint64_t capture_id) {
+    return capture_id | CPOOL__BRANCH_BIT | CPOOL__GRAPH_TAG_BIT;
+}
 
 /* What a stream's work is known to run after, from the events it waited
  * for (cudaMallocAsync's "reuse follows event dependencies"): a few pairs

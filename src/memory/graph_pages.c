@@ -34,6 +34,13 @@ struct cpool__arena {
     size_t span_count, span_cap;
     size_t numbered; /* pages numbered so far: the next span's first */
     bool in_use;     /* a capture or a graph holds it */
+    bool own_pages;  /* the pool's small blocks: every page its own memory */
+    /* The small blocks its capture handed out that are still live (the
+     * graph's small outputs, in the small region), and the tag its frees
+     * there carry. */
+    uintptr_t *small;
+    size_t small_count, small_cap;
+    uint64_t small_tag;
     uint64_t released; /* when its last holder let go (graph_pages' release clock) */
     uint64_t graph;  /* the graph that holds it, once sealed */
     uint64_t plain_bytes; /* plain segments (no address space to share) */
@@ -166,7 +173,23 @@ static void arena_unmap(void *ctx, void *addr, size_t bytes) {
     for (size_t i = at; i < at + bytes / CPOOL__PAGE; i++) unmap_page(ar, sp, i);
 }
 
-/* Backs [addr, addr + bytes) with the shared pages of their numbers. */
+/* Memory of the arena's own for page i of span sp. */
+static cpool_status own_page(cpool__graph_pages *gp, arena_span *sp, size_t i) {
+    if (!bound_allows(gp, CPOOL__PAGE)) return over_bound(gp, CPOOL__PAGE);
+    cpool_status st = gp->source.create(gp->source.ctx, &sp->own[i]);
+    if (st != CPOOL_OK) return st;
+    st = gp->source.map(gp->source.ctx, (void *)(sp->base + i * CPOOL__PAGE), sp->own[i]);
+    if (st != CPOOL_OK) {
+        gp->source.release(gp->source.ctx, sp->own[i]);
+        sp->own[i] = NULL;
+        return st;
+    }
+    gp->own_bytes += CPOOL__PAGE;
+    return CPOOL_OK;
+}
+
+/* Backs [addr, addr + bytes) with the shared pages of their numbers (the
+ * small region: with memory of its own). */
 static cpool_status arena_map(void *ctx, void *addr, size_t bytes) {
     cpool__arena *ar = ctx;
     cpool__graph_pages *gp = ar->gp;
@@ -174,14 +197,19 @@ static cpool_status arena_map(void *ctx, void *addr, size_t bytes) {
     size_t at = ((uintptr_t)addr - sp->base) / CPOOL__PAGE, n = bytes / CPOOL__PAGE;
     for (size_t i = at; i < at + n; i++) {
         void *page;
-        cpool_status st = shared_page(gp, sp->first + i, &page);
-        if (st == CPOOL_OK) st = gp->source.map(gp->source.ctx, (void *)(sp->base + i * CPOOL__PAGE), page);
+        cpool_status st = CPOOL_OK;
+        if (ar->own_pages) {
+            st = own_page(gp, sp, i);
+        } else {
+            st = shared_page(gp, sp->first + i, &page);
+            if (st == CPOOL_OK) st = gp->source.map(gp->source.ctx, (void *)(sp->base + i * CPOOL__PAGE), page);
+            if (st == CPOOL_OK) gp->shared[sp->first + i].maps++;
+        }
         if (st != CPOOL_OK) {
             while (i-- > at) unmap_page(ar, sp, i);
-            release_unmapped(gp, sp->first + at, sp->first + at + n);
+            if (!ar->own_pages) release_unmapped(gp, sp->first + at, sp->first + at + n);
             return st;
         }
-        gp->shared[sp->first + i].maps++;
         sp->mapped[i] = 1;
     }
     return CPOOL_OK;
@@ -217,16 +245,14 @@ void cpool__graph_pages_init(cpool__graph_pages *gp, const cpool__page_source *s
 static void arena_destroy(cpool__arena *ar) {
     cpool__allocator_destroy(&ar->alloc);
     free(ar->spans);
+    free(ar->small);
     free(ar);
 }
 
-cpool_status cpool__graph_pages_open(cpool__graph_pages *gp, cpool__arena **out) {
-    for (cpool__arena *ar = gp->arenas; ar; ar = ar->next)
-        if (!ar->in_use && ar->alloc.map_count == 0) {
-            ar->in_use = true;
-            *out = ar;
-            return CPOOL_OK;
-        }
+/* An idle arena: nothing live in it, its own or in the small region. */
+static bool idle(const cpool__arena *ar) { return !ar->in_use && !ar->alloc.map_count && !ar->small_count; }
+
+static cpool_status arena_new(cpool__graph_pages *gp, cpool__arena **out) {
     cpool__arena *ar = cpool__calloc(1, sizeof *ar);
     if (!ar) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a graph's arena");
     ar->gp = gp;
@@ -240,12 +266,60 @@ cpool_status cpool__graph_pages_open(cpool__graph_pages *gp, cpool__arena **out)
         src.unmap = arena_unmap;
     }
     cpool__allocator_init(&ar->alloc, &src, 0);
-    ar->next = gp->arenas;
-    gp->arenas = ar;
-    gp->arena_count++;
     *out = ar;
     return CPOOL_OK;
 }
+
+cpool_status cpool__graph_pages_open(cpool__graph_pages *gp, uint64_t small_tag, cpool__arena **out) {
+    cpool__arena *ar = gp->arenas;
+    while (ar && !idle(ar)) ar = ar->next;
+    if (ar) {
+        ar->in_use = true;
+    } else {
+        cpool_status st = arena_new(gp, &ar);
+        if (st != CPOOL_OK) return st;
+        ar->next = gp->arenas;
+        gp->arenas = ar;
+        gp->arena_count++;
+    }
+    ar->small_tag = small_tag;
+    *out = ar;
+    return CPOOL_OK;
+}
+
+cpool_status cpool__graph_pages_small(cpool__graph_pages *gp, cpool__allocator **out) {
+    if (!gp->small) {
+        cpool_status st = arena_new(gp, &gp->small);
+        if (st != CPOOL_OK) return st;
+        gp->small->own_pages = true;
+    }
+    *out = &gp->small->alloc;
+    return CPOOL_OK;
+}
+
+cpool_status cpool__arena_note_small(cpool__arena *ar, void *ptr) {
+    if (ar->small_count == ar->small_cap) {
+        size_t cap = ar->small_cap ? 2 * ar->small_cap : 8;
+        uintptr_t *grown = cpool__realloc(ar->small, cap * sizeof *grown);
+        if (!grown) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory noting a graph's block");
+        ar->small = grown;
+        ar->small_cap = cap;
+    }
+    ar->small[ar->small_count++] = (uintptr_t)ptr;
+    return CPOOL_OK;
+}
+
+cpool__arena *cpool__graph_pages_small_freed(cpool__graph_pages *gp, const void *ptr) {
+    for (cpool__arena *ar = gp->arenas; ar; ar = ar->next)
+        for (size_t i = 0; i < ar->small_count; i++)
+            if (ar->small[i] == (uintptr_t)ptr) {
+                ar->small[i] = ar->small[--ar->small_count];
+                return ar;
+            }
+    return NULL;
+}
+
+uint64_t cpool__arena_small_tag(const cpool__arena *ar) { return ar->small_tag; }
 
 cpool__allocator *cpool__arena_allocator(cpool__arena *ar) { return &ar->alloc; }
 uint64_t cpool__arena_id(const cpool__arena *ar) { return ar->id; }
@@ -362,10 +436,17 @@ void cpool__arena_release(cpool__graph_pages *gp, cpool__arena *ar) {
 
 void cpool__graph_pages_unfence_all(cpool__graph_pages *gp, uint64_t upto) {
     for (cpool__arena *ar = gp->arenas; ar; ar = ar->next) cpool__allocator_unfence_all(&ar->alloc, upto);
+    if (gp->small) cpool__allocator_unfence_all(&gp->small->alloc, upto);
 }
 
 cpool__graph_live cpool__graph_pages_live(const cpool__graph_pages *gp) {
     cpool__graph_live live = {0};
+    for (const cpool__arena *ar = gp->small; ar; ar = NULL) {
+        live.runs += ar->alloc.segment_count;
+        live.bytes += ar->alloc.live_block_bytes;
+        live.requested += ar->alloc.allocated;
+        live.blocks += ar->alloc.map_count;
+    }
     for (const cpool__arena *ar = gp->arenas; ar; ar = ar->next) {
         live.runs += ar->alloc.segment_count;
         live.bytes += ar->alloc.live_block_bytes;
@@ -387,11 +468,17 @@ cpool__arena *cpool__graph_pages_find(const cpool__graph_pages *gp, const void *
     return NULL;
 }
 
-uint64_t cpool__graph_pages_trim(cpool__graph_pages *gp, uint64_t released_by) {
+uint64_t cpool__graph_pages_trim(cpool__graph_pages *gp, uint64_t released_by, bool no_holder) {
     uint64_t before = gp->shared_bytes + gp->own_bytes;
+    if (gp->small && no_holder) {
+        /* No graph or capture can run or write there: free small blocks
+         * have no owner left. */
+        cpool__allocator_reclaim_graph(&gp->small->alloc);
+        cpool__allocator_trim(&gp->small->alloc);
+    }
     for (cpool__arena **at = &gp->arenas; *at;) {
         cpool__arena *ar = *at;
-        if (ar->in_use || ar->alloc.map_count || ar->released > released_by) {
+        if (!idle(ar) || ar->released > released_by) {
             at = &ar->next;
             continue;
         }
@@ -404,6 +491,7 @@ uint64_t cpool__graph_pages_trim(cpool__graph_pages *gp, uint64_t released_by) {
 }
 
 void cpool__graph_pages_destroy(cpool__graph_pages *gp) {
+    if (gp->small) arena_destroy(gp->small);
     while (gp->arenas) {
         cpool__arena *ar = gp->arenas;
         gp->arenas = ar->next;
@@ -421,6 +509,13 @@ void cpool__arena_get_stats(const cpool__arena *ar, cpool__arena_stats *out) {
     *out = (cpool__arena_stats){.live_bytes = ar->alloc.live_block_bytes, .live_blocks = ar->alloc.map_count,
                                 .mapped_bytes = ar->plain_bytes, .own_bytes = ar->plain_bytes,
                                 .runs = ar->alloc.segment_count};
+    /* Its small outputs, in the pool's small region. */
+    for (size_t i = 0; i < ar->small_count; i++) {
+        cpool__block_info info;
+        if (!cpool__allocator_live_block(&ar->gp->small->alloc, (void *)ar->small[i], &info)) continue;
+        out->live_bytes += info.size;
+        out->live_blocks++;
+    }
     for (size_t s = 0; s < ar->span_count; s++)
         for (size_t i = 0; i < ar->spans[s].pages; i++) {
             if (!ar->spans[s].mapped[i]) continue;
@@ -449,33 +544,39 @@ void cpool__arena_walk_pages(const cpool__arena *ar, const cpool__page_walker *w
 
 const cpool__arena *cpool__graph_pages_next(const cpool__graph_pages *gp, const cpool__arena *after) {
     const cpool__arena *ar = after ? after->next : gp->arenas;
-    while (ar && !ar->in_use && !ar->alloc.map_count) ar = ar->next;
+    while (ar && idle(ar)) ar = ar->next;
     return ar;
 }
 
 /* ---- invariants ------------------------------------------------------------- */
 
+/* One arena's pages: counts its own memory into *own and its mappings of
+ * shared pages into maps. */
+static void check_arena(const cpool__graph_pages *gp, const cpool__arena *ar, uint32_t *maps, uint64_t *own) {
+    cpool__allocator_check(&ar->alloc);
+    *own += ar->plain_bytes;
+    for (size_t s = 0; s < ar->span_count; s++)
+        for (size_t i = 0; i < ar->spans[s].pages; i++) {
+            const arena_span *sp = &ar->spans[s];
+            CPOOL__INVARIANT("graph pages", sp->mapped[i] || !sp->own[i], "an unmapped page owns memory");
+            if (!sp->mapped[i]) continue;
+            if (sp->own[i]) {
+                *own += CPOOL__PAGE;
+                continue;
+            }
+            CPOOL__INVARIANT("graph pages", !ar->own_pages, "a page of the small region maps shared memory");
+            CPOOL__INVARIANT("graph pages", sp->first + i < gp->shared_count && gp->shared[sp->first + i].page,
+                             "a mapped page has no shared page behind it");
+            if (maps) maps[sp->first + i]++;
+        }
+}
+
 void cpool__graph_pages_check(const cpool__graph_pages *gp) {
     uint64_t shared = 0, own = 0;
     uint32_t *maps = gp->shared_count ? calloc(gp->shared_count, sizeof *maps) : NULL;
     size_t arenas = 0;
-    for (const cpool__arena *ar = gp->arenas; ar; ar = ar->next, arenas++) {
-        cpool__allocator_check(&ar->alloc);
-        own += ar->plain_bytes;
-        for (size_t s = 0; s < ar->span_count; s++)
-            for (size_t i = 0; i < ar->spans[s].pages; i++) {
-                const arena_span *sp = &ar->spans[s];
-                CPOOL__INVARIANT("graph pages", sp->mapped[i] || !sp->own[i], "an unmapped page owns memory");
-                if (!sp->mapped[i]) continue;
-                if (sp->own[i]) {
-                    own += CPOOL__PAGE;
-                } else {
-                    CPOOL__INVARIANT("graph pages", sp->first + i < gp->shared_count && gp->shared[sp->first + i].page,
-                                     "a mapped page has no shared page behind it");
-                    if (maps) maps[sp->first + i]++;
-                }
-            }
-    }
+    if (gp->small) check_arena(gp, gp->small, maps, &own);
+    for (const cpool__arena *ar = gp->arenas; ar; ar = ar->next, arenas++) check_arena(gp, ar, maps, &own);
     for (size_t k = 0; k < gp->shared_count; k++) {
         if (gp->shared[k].page) shared += CPOOL__PAGE;
         CPOOL__INVARIANT("graph pages", !maps || maps[k] == gp->shared[k].maps,

@@ -62,6 +62,7 @@ typedef struct cpool__graph_pages {
     cpool__shared_page *shared;
     size_t shared_count, shared_cap;
     cpool__arena *arenas; /* every arena, newest first */
+    cpool__arena *small;  /* the small region (NULL until needed) */
     size_t arena_count;
     /* Physical bytes: the shared set, and pages arenas own. */
     uint64_t shared_bytes, own_bytes;
@@ -77,9 +78,26 @@ void cpool__graph_pages_init(cpool__graph_pages *gp, const cpool__page_source *s
 /* Gives every page and range back (no work may use them). */
 void cpool__graph_pages_destroy(cpool__graph_pages *gp);
 
-/* An arena for a capture: an idle one, else a new one (nothing is mapped
- * until it allocates). */
-cpool_status cpool__graph_pages_open(cpool__graph_pages *gp, cpool__arena **out);
+/* An arena for a capture whose small blocks carry `small_tag`
+ * (cpool__graph_tag): an idle one, else a new one (nothing is mapped until
+ * it allocates). */
+cpool_status cpool__graph_pages_open(cpool__graph_pages *gp, uint64_t small_tag, cpool__arena **out);
+uint64_t cpool__arena_small_tag(const cpool__arena *ar);
+
+/* The packed region: requests up to CPOOL__PACKED_MAX under capture, and
+ * those made as outputs (cpool_alloc_output), at addresses of their own in
+ * pages of their own. A page per small output would cost many times the
+ * output; here outputs pack. A capture's freed blocks here carry its
+ * graph's tag (alloc.h): no other capture takes them until that graph is
+ * released, so scratch here is not shared (it is small by construction). */
+#define CPOOL__PACKED_MAX ((size_t)32 << 10)
+cpool_status cpool__graph_pages_small(cpool__graph_pages *gp, cpool__allocator **out);
+/* Notes a small block the arena's capture was handed (a graph output if it
+ * is still live when the capture ends). */
+cpool_status cpool__arena_note_small(cpool__arena *ar, void *ptr);
+/* A small block was freed: the arena that noted it forgets it (returned,
+ * or NULL). */
+cpool__arena *cpool__graph_pages_small_freed(cpool__graph_pages *gp, const void *ptr);
 /* The allocator that serves the arena's capture. */
 cpool__allocator *cpool__arena_allocator(cpool__arena *ar);
 uint64_t cpool__arena_id(const cpool__arena *ar);
@@ -105,9 +123,10 @@ typedef struct cpool__graph_live {
 } cpool__graph_live;
 cpool__graph_live cpool__graph_pages_live(const cpool__graph_pages *gp);
 /* Gives back the idle arenas released when the release clock read at most
- * `released_by` (their work is over: the device was quiesced since);
- * returns the physical bytes given back. */
-uint64_t cpool__graph_pages_trim(cpool__graph_pages *gp, uint64_t released_by);
+ * `released_by` (their work is over: the device was quiesced since), and
+ * with `no_holder` (no graph or capture held the pool meanwhile) the small
+ * region's free pages; returns the physical bytes given back. */
+uint64_t cpool__graph_pages_trim(cpool__graph_pages *gp, uint64_t released_by, bool no_holder);
 
 /* What an arena holds: the bytes it maps, the part on shared pages, and
  * its live blocks. */

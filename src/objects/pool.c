@@ -625,7 +625,7 @@ static cpool__held_pool *held_entry(cpool__capture *cap, const cpool_pool *pool)
  * reference to this pool: room for it is made first, and it is taken only
  * once the allocation succeeded. */
 static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *s, cpool__capture *cap,
-                                  void **ptr_out, const char *fn) {
+                                  void **ptr_out, bool output, const char *fn) {
     cpool_status st = cpool__capture_holds(cap, pool) ? CPOOL_OK : cpool__capture_reserve(cap);
     if (st != CPOOL_OK) return cpool__fail_in(fn, st);
     /* The branch's tag, or the stream's id: blocks free for any of the
@@ -633,10 +633,17 @@ static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *
     uint64_t branch = branch_of(cap, s), tag = branch ? branch : cpool__stream_id(s);
     bool newly_held = cpool__pool_hold_in_capture(cap, pool);
     cpool__held_pool *held = held_entry(cap, pool);
+    /* Outputs said to be so and the smallest requests come from the packed
+     * region, where the capture's freed blocks are its graph's alone
+     * (graph_pages.h). */
+    bool small = output || bytes <= CPOOL__PACKED_MAX;
+    if (small) tag = branch ? branch : cpool__graph_tag(cap->id);
     cpool__mutex_lock(&pool->mu);
-    if (!held->arena) st = cpool__graph_pages_open(&pool->pages, &held->arena);
+    if (!held->arena) st = cpool__graph_pages_open(&pool->pages, cpool__graph_tag(cap->id), &held->arena);
+    cpool__allocator *a = NULL;
+    if (st == CPOOL_OK && small) st = cpool__graph_pages_small(&pool->pages, &a);
     if (st == CPOOL_OK) {
-        cpool__allocator *a = cpool__arena_allocator(held->arena);
+        if (!small) a = cpool__arena_allocator(held->arena);
         if (!cpool__allocator_alloc_cached(a, bytes, tag, NULL, CPOOL__USE_SCRATCH, ptr_out)) {
             st = cpool__allocator_alloc_grow(a, bytes, tag, CPOOL__USE_SCRATCH, ptr_out);
             /* The device or the pool's bound is full: eager memory with
@@ -650,6 +657,8 @@ static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *
                     st = cpool__allocator_alloc_grow(a, bytes, tag, CPOOL__USE_SCRATCH, ptr_out);
             }
         }
+        if (st == CPOOL_OK && small && (st = cpool__arena_note_small(held->arena, *ptr_out)) != CPOOL_OK)
+            cpool__allocator_free(a, *ptr_out, cpool__stream_id(s), true, tag, NULL);
     }
     if (st == CPOOL_OK) cpool__front_count_alloc(&pool->front, bytes);
     note_peak(pool);
@@ -665,10 +674,10 @@ static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *
 /* An allocation under the capture that s takes part in, locked here: its
  * streams may be used from several threads. */
 static __attribute__((noinline)) cpool_status alloc_in_capture(cpool_pool *pool, size_t bytes, cpool_stream *s,
-                                                               void **ptr_out, const char *fn) {
+                                                               void **ptr_out, bool output, const char *fn) {
     cpool__capture *cap = cpool__stream_lock_capture(s);
     if (!cap) return alloc_locked(pool, bytes, s, ptr_out, fn); /* it ended meanwhile */
-    cpool_status st = capture_alloc(pool, bytes, s, cap, ptr_out, fn);
+    cpool_status st = capture_alloc(pool, bytes, s, cap, ptr_out, output, fn);
     cpool__stream_unlock_capture(cap);
     return st;
 }
@@ -686,12 +695,13 @@ static __attribute__((noinline, cold)) cpool_status alloc_refused(const cpool_po
     return cpool__fail(CPOOL_ERR_SEALED, "%s: the pool is sealed", fn);
 }
 
-/* cpool_alloc and cpool_alloc_output, which are the same: under capture
- * every block's pages become the graph's own if it outlives the capture.
- * The fast path (the front cache, outside capture) stays in the caller. */
+/* cpool_alloc and cpool_alloc_output: under capture a block that outlives
+ * it gets pages of its graph's own, and one said to be an output is packed
+ * with other outputs instead. The fast path (the front cache, outside
+ * capture) stays in the caller. */
 static inline __attribute__((always_inline)) cpool_status pool_alloc(cpool_pool *pool_handle, size_t bytes,
                                                                       cpool_stream *stream_handle, void **ptr_out,
-                                                                      const char *fn) {
+                                                                      bool output, const char *fn) {
     cpool_pool *pool;
     cpool_stream *s;
     CPOOL__RESOLVE(pool, pool_handle, CPOOL__HANDLE_POOL, fn, "pool");
@@ -700,7 +710,7 @@ static inline __attribute__((always_inline)) cpool_status pool_alloc(cpool_pool 
                              atomic_load(&pool->sealed),
                          0))
         return alloc_refused(pool, bytes, s, ptr_out, fn);
-    if (cpool__stream_capture(s)) return alloc_in_capture(pool, bytes, s, ptr_out, fn);
+    if (cpool__stream_capture(s)) return alloc_in_capture(pool, bytes, s, ptr_out, output, fn);
     if (!cpool__front_alloc(&pool->front, bytes, cpool__stream_id(s), ptr_out))
         return alloc_locked(pool, bytes, s, ptr_out, fn);
     CHECK_ALLOCATOR_LOCKING(pool);
@@ -708,11 +718,11 @@ static inline __attribute__((always_inline)) cpool_status pool_alloc(cpool_pool 
 }
 
 cpool_status cpool_alloc(cpool_pool *pool, size_t bytes, cpool_stream *s, void **ptr_out) {
-    return pool_alloc(pool, bytes, s, ptr_out, "cpool_alloc");
+    return pool_alloc(pool, bytes, s, ptr_out, false, "cpool_alloc");
 }
 
 cpool_status cpool_alloc_output(cpool_pool *pool, size_t bytes, cpool_stream *s, void **ptr_out) {
-    return pool_alloc(pool, bytes, s, ptr_out, "cpool_alloc_output");
+    return pool_alloc(pool, bytes, s, ptr_out, true, "cpool_alloc_output");
 }
 
 /* A free the front cache did not serve: under capture (`cap`), or of a
@@ -730,14 +740,22 @@ static __attribute__((noinline)) cpool_status free_locked(cpool_pool *pool, void
     }
     bool newly_held = cap && cpool__pool_hold_in_capture(cap, pool); /* as capture_alloc */
     cpool__mutex_lock(&pool->mu);
-    cpool__allocator *a = &pool->alloc;
+    uint64_t branch = cap ? branch_of(cap, s) : 0;
+    cpool__allocator *a = &pool->alloc, *small = NULL;
     cpool__block_info info;
     if (!cpool__allocator_live_block(a, ptr, &info)) {
         cpool__arena *ar = cpool__graph_pages_find(&pool->pages, ptr);
-        if (ar) a = cpool__arena_allocator(ar);
+        if (ar) {
+            a = cpool__arena_allocator(ar);
+        } else if (cpool__graph_pages_small(&pool->pages, &small) == CPOOL_OK &&
+                   cpool__allocator_live_block(small, ptr, &info)) {
+            /* A small block freed in a capture is that graph's alone. */
+            a = small;
+            if (cap && !branch) branch = cpool__graph_tag(cap->id);
+        }
     }
-    cpool_status st = cpool__front_free_slow(&pool->front, a, ptr, cpool__stream_id(s), cap != NULL,
-                                             cap ? branch_of(cap, s) : 0);
+    cpool_status st = cpool__front_free_slow(&pool->front, a, ptr, cpool__stream_id(s), cap != NULL, branch);
+    if (st == CPOOL_OK && a == small) cpool__graph_pages_small_freed(&pool->pages, ptr);
     CHECK_ALLOCATOR(pool);
     cpool__mutex_unlock(&pool->mu);
     if (st != CPOOL_OK) {
@@ -780,7 +798,7 @@ cpool_status cpool_free(cpool_pool *pool_handle, void *ptr, cpool_stream *stream
 cpool_status cpool__pool_seal_arena(cpool_pool *pool, cpool__arena **arena, uint64_t graph_id) {
     cpool__mutex_lock(&pool->mu);
     cpool_status st = CPOOL_OK;
-    if (!*arena) st = cpool__graph_pages_open(&pool->pages, arena);
+    if (!*arena) st = cpool__graph_pages_open(&pool->pages, 0, arena); /* it allocated nothing here */
     if (st == CPOOL_OK) st = cpool__arena_seal(&pool->pages, *arena, graph_id);
     if (st == CPOOL_OK && graph_id) pool->graph_count++;
     note_peak(pool);
@@ -792,6 +810,10 @@ cpool_status cpool__pool_seal_arena(cpool_pool *pool, cpool__arena **arena, uint
 void cpool__pool_release_arena(cpool_pool *pool, cpool__arena *arena) {
     cpool__mutex_lock(&pool->mu);
     if (cpool__arena_graph(arena)) pool->graph_count--;
+    /* The small blocks its capture freed are free for any capture now. */
+    cpool__allocator *small;
+    if (pool->pages.small && cpool__graph_pages_small(&pool->pages, &small) == CPOOL_OK)
+        cpool__allocator_retag_branch(small, cpool__arena_small_tag(arena), UINT64_MAX, 0);
     cpool__arena_release(&pool->pages, arena);
     cpool__mutex_unlock(&pool->mu);
 }
@@ -910,7 +932,8 @@ cpool_status cpool_pool_trim(cpool_pool *handle) {
     cpool__allocator_trim(&pool->alloc);
     /* Arenas let go of before the quiesce can have no work left either. */
     cpool__graph_pages_unfence_all(&pool->pages, upto);
-    cpool__graph_pages_trim(&pool->pages, released_by);
+    cpool__graph_pages_trim(&pool->pages, released_by,
+                            holder_count(holders) == 0 && atomic_load(&pool->holders) == holders);
     CHECK_ALLOCATOR(pool);
     cpool__mutex_unlock(&pool->mu);
     return st == CPOOL_OK ? st : cpool__fail_in("cpool_pool_trim", st);
@@ -995,6 +1018,11 @@ void cpool__pool_join_branch(cpool__capture *cap, uint64_t from, uint64_t upto, 
         cpool__mutex_lock(&pool->mu);
         cpool__allocator_retag_branch(&pool->alloc, from, upto, to);
         if (cap->pools[i].arena) cpool__allocator_retag_branch(cpool__arena_allocator(cap->pools[i].arena), from, upto, to);
+        /* In the small region the capture's end hands a branch's blocks to
+         * its graph, not to every capture. */
+        cpool__allocator *small;
+        if (pool->pages.small && cpool__graph_pages_small(&pool->pages, &small) == CPOOL_OK)
+            cpool__allocator_retag_branch(small, from, upto, to ? to : cpool__graph_tag(cap->id));
         CHECK_ALLOCATOR(pool);
         cpool__mutex_unlock(&pool->mu);
     }
