@@ -34,7 +34,7 @@ static void seam_end(void *p) {
 static seam *seam_open(cpool_device *dev) {
     seam *x = calloc(1, sizeof *x);
     if (!x) return NULL;
-    cpool_device *d = cpool__handle_object(dev);
+    cpool_device *d = cpool__handle_object(dev, CPOOL__HANDLE_DEVICE);
     x->be = d->be;
     x->bd = d->impl;
     check_defer(seam_end, x);
