@@ -280,6 +280,8 @@ void cpool__allocator_init(cpool__allocator *a, const cpool__segment_source *sou
     a->source = *source;
     a->growable = source->reserve != NULL;
     a->max_reserved = max_reserved;
+    a->span_first[0] = CPOOL__SPAN_SMALL_FIRST;
+    a->span_first[1] = CPOOL__SPAN_LARGE_FIRST;
 }
 
 /* The set a block is in: general 0, graph scratch 1, graph outputs 2. */
@@ -609,7 +611,7 @@ static size_t span_size(const cpool__allocator *a, bool large, size_t need) {
     size_t reserved = 0;
     for (const cpool__segment *seg = a->segments; seg; seg = seg->next)
         if (seg->growable && seg->large == large) reserved += seg->size;
-    size_t first = large ? CPOOL__SPAN_LARGE_FIRST : CPOOL__SPAN_SMALL_FIRST;
+    size_t first = a->span_first[large];
     size_t most = large ? CPOOL__SPAN_LARGE : CPOOL__SPAN_SMALL;
     size_t span = reserved < first ? first : reserved > most ? most : reserved;
     return span < need ? need : span;

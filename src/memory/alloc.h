@@ -115,6 +115,9 @@ typedef struct cpool__allocator {
     size_t restricted_blocks; /* free blocks reusable by one stream only */
     uint64_t max_reserved;    /* 0: unbounded */
     uint64_t remap_budget; /* bytes give_back_pages may move now (alloc.c) */
+    /* The first span of each class (small 0, large 1): CPOOL__SPAN_*_FIRST
+     * unless the owner sets less after init (a graph's arena). */
+    size_t span_first[2];
     /* Counters reported by cpool_pool_get_stats (the callers' own counters
      * are the front cache's, front.h). reserved counts mapped bytes only,
      * segment_count the mapped runs (a snapshot's segments). */

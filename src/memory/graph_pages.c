@@ -266,6 +266,10 @@ static cpool_status arena_new(cpool__graph_pages *gp, cpool__arena **out) {
         src.unmap = arena_unmap;
     }
     cpool__allocator_init(&ar->alloc, &src, 0);
+    /* One capture's memory: address space for it alone, so a process may
+     * hold many graphs (a span grows to what a request needs). */
+    ar->alloc.span_first[0] = CPOOL__ARENA_SPAN_SMALL;
+    ar->alloc.span_first[1] = CPOOL__ARENA_SPAN_LARGE;
     *out = ar;
     return CPOOL_OK;
 }

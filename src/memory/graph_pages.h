@@ -91,6 +91,9 @@ uint64_t cpool__arena_small_tag(const cpool__arena *ar);
  * graph's tag (alloc.h): no other capture takes them until that graph is
  * released, so scratch here is not shared (it is small by construction). */
 #define CPOOL__PACKED_MAX ((size_t)32 << 10)
+/* The first spans of an arena's allocator (alloc.h). */
+#define CPOOL__ARENA_SPAN_SMALL ((size_t)16 << 20)
+#define CPOOL__ARENA_SPAN_LARGE ((size_t)256 << 20)
 cpool_status cpool__graph_pages_small(cpool__graph_pages *gp, cpool__allocator **out);
 /* Notes a small block the arena's capture was handed (a graph output if it
  * is still live when the capture ends). */
