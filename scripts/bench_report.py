@@ -80,6 +80,44 @@ def capture_order_section(out):
                    "PyTorch shared pool, expandable segments"], rows), ""]
 
 
+def engine_section(out):
+    """8 graphs with live outputs in one pool (engine_bench, engine_torch.py):
+    graph memory over the lower bound, launches refused, outputs overwritten,
+    by output style (or PyTorch's allocator mode) and capture order."""
+    # STYLE, ORDER, RATIO, GRAPH_RESERVED, BOUND, REFUSED, LAUNCHES, OVERWRITTEN, BACKEND
+    ours = prefer_cuda([r for r in csv_rows(out, "engine") if len(r) >= 9], lambda r: r[8])
+    # MODE, ORDER, RATIO, RESERVED, BOUND, OVERWRITTEN, LAUNCHES
+    torch = [r for r in csv_rows(out, "engine_torch") if len(r) >= 7]
+    rows = [[f"ours, {r[0]}", r[1], mib_ratio(int(r[3]), int(r[4])), f"{r[5]} of {r[6]}", r[7]] for r in ours]
+    rows += [[f"PyTorch shared pool, {r[0]}", r[1], mib_ratio(int(r[3]), int(r[4])), "n/a", r[5]] for r in torch]
+    bound = int((ours or torch or [[0] * 5])[0][4])
+    backend = ours[0][8] if ours else "n/a"
+    return ["## Engine: 8 graphs with live outputs in one pool", "",
+            f"Graph memory MiB (x the lower bound, the largest scratch plus every output: {bound / (1 << 20):.1f} "
+            f"MiB; PyTorch: memory_reserved after the captures); launches refused; graphs whose output was found "
+            f"overwritten, of 8. Ours on the {backend} backend.", "",
+            table(["variant", "capture order", "graph memory", "refused", "overwritten"], rows), ""]
+
+
+def capture_cost_section(out):
+    """Capture + instantiate + first launch of a graph with a scratch, cold
+    and warm, ours against CUDA's graph memory nodes (capture_cost_bench)."""
+    # BACKEND, BYTES, OURS_COLD, CUDA_COLD, RATIO_COLD, OURS_WARM, CUDA_WARM, RATIO_WARM (us)
+    rows = prefer_cuda([r for r in csv_rows(out, "capture_cost") if len(r) >= 8], lambda r: r[0])
+    cuda = bool(rows) and rows[0][0] == "cuda"
+
+    def cells(ours, raw, r):
+        return [f"{float(ours):.1f}", f"{float(raw):.1f}" if cuda else "n/a", f"{float(r):.3f}x" if cuda else "n/a"]
+
+    return ["## Capture + instantiate + first launch of a graph with a scratch (us; medians)", "",
+            f"Cold: a fresh pool (CUDA: graph memory trimmed first); warm: the memory of the previous such graph, "
+            f"released, kept. Ours on the {rows[0][0] if rows else 'n/a'} backend; CUDA: graph memory nodes; "
+            "ratios: medians of side-by-side rounds.", "",
+            table(["scratch MiB", "cold ours", "CUDA", "ours/CUDA", "warm ours", "CUDA", "ours/CUDA"],
+                  [[f"{int(r[1]) / (1 << 20):g}", *cells(r[2], r[3], r[4]), *cells(r[5], r[6], r[7])] for r in rows]),
+            ""]
+
+
 def traces_three_way_section(out, ours_rows):
     """Peak reserved of each trace: ours, PyTorch's allocator replaying it
     in this run (trace_replay_torch.py) default and with expandable
@@ -216,6 +254,8 @@ def main():
            table(["streams", "allocs", "peak live MiB", "ours MiB", "PyTorch MiB", "ours/PyTorch"], rows), ""]
 
     md += capture_order_section(out)
+    md += engine_section(out)
+    md += capture_cost_section(out)
 
     # Growable segments: a page's growth and give-back (page_bench).
     pg = csv_rows(out, "page")

@@ -107,6 +107,11 @@ step multistream-memory bash -c 'build-gpu/rel/bench/multistream_memory_bench; r
     python3 bench/multistream_memory_torch.py && exit $rc'
 step capture-order bash -c 'build-gpu/rel/bench/capture_order_bench; rc=$?
     python3 bench/capture_order_torch.py && exit $rc'
+# engine_bench exits 1 where an output was overwritten; refusals only show
+# in its table.
+step engine bash -c 'build-gpu/rel/bench/engine_bench; rc=$?
+    python3 bench/engine_torch.py && exit $rc'
+step capture-cost build-gpu/rel/bench/capture_cost_bench
 # The snapshot file (about 11 MiB) goes to /tmp, not into OUTDIR.
 step snapshot-bench build-gpu/rel/bench/snapshot_bench 100000 /tmp/capturepool_snapshot_bench.json
 if [[ ! -s bench/traces/resnet50_train.trace || ${CPOOL_RECORD_TRACES:-0} == 1 ]]; then
