@@ -677,11 +677,7 @@ static void graphed_calls_share_pages(cpool_device *dev) {
         scene_add_output(&sc, i, 0, b->captured_out, b->out_bytes, b->tag);
         if (b->scratch_bytes > lower) lower = b->scratch_bytes;
     }
-    /* A graphed call's outputs are made as plain cpool_alloc ones: those
-     * past the packed region's size get the pages they touch. */
-    for (int i = 0; i < CALLS; i++)
-        lower += body[i].out_bytes <= 32 * KiB ? body[i].out_bytes
-                                               : (body[i].out_bytes + PAGE_BYTES - 1) / PAGE_BYTES * PAGE_BYTES + PAGE_BYTES;
+    for (int i = 0; i < CALLS; i++) lower += body[i].out_bytes;
     check_graph_memory(&sc, "graphed calls", lower, MARGIN, 1);
     replay_randomly(&sc, &rng, CALL_LAUNCHES, 1);
     scene_report(&sc, "graphed calls");

@@ -44,7 +44,7 @@ static _Atomic uint64_t last_capture_id;
 
 /* `fn`: the public function that begins it, named by its failures. */
 static cpool_status capture_begin(const char *fn, cpool_stream *s, cpool_pool *pool, cpool_capture_mode mode,
-                                  uint64_t graph_id) {
+                                  const cpool__capture_plan *plan) {
     cpool_status st = capture_check(fn, s, pool, mode, false);
     if (st != CPOOL_OK) return st;
     /* Built here and moved into the stream once the backend capture began:
@@ -53,7 +53,12 @@ static cpool_status capture_begin(const char *fn, cpool_stream *s, cpool_pool *p
     cpool__capture_init(&cap, mode);
     cap.id = atomic_fetch_add(&last_capture_id, 1) + 1;
     cap.clear_clock = cpool__pool_clear_clock();
-    cap.graph_id = graph_id;
+    if (plan) {
+        cap.plan = plan->outputs;
+        cap.plan_streams = plan->streams;
+        cap.plan_bits = plan->bits;
+        cap.graph_id = plan->graph_id;
+    }
     if (pool) cpool__pool_hold_in_capture(&cap, pool); /* fits inline */
     cap.has_bound_pool = pool != NULL;
     st = cpool__stream_begin_capture(s, mode, &cap);
@@ -65,7 +70,7 @@ cpool_status cpool_capture_begin(cpool_stream *s_handle, cpool_pool *pool_handle
     cpool_stream *s;
     cpool_pool *pool;
     RESOLVE_STREAM_AND_POOL(s, pool, "cpool_capture_begin");
-    return capture_begin("cpool_capture_begin", s, pool, mode, 0);
+    return capture_begin("cpool_capture_begin", s, pool, mode, NULL);
 }
 
 /* Seals the graph's arena in each pool it holds: the pages of its outputs
@@ -138,11 +143,11 @@ cpool_status cpool_capture_status(cpool_stream *s_handle, cpool_capture_state *o
 }
 
 cpool_status cpool__capture_run(const char *fn, cpool_stream *s, cpool_pool *pool, cpool_capture_mode mode,
-                                cpool_capture_fn body, void *ctx, uint64_t graph_id, bool instantiate,
+                                cpool_capture_fn body, void *ctx, const cpool__capture_plan *plan, bool instantiate,
                                 cpool_graph **graph_out) {
     if (!body || !graph_out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: NULL argument", fn);
     *graph_out = NULL;
-    cpool_status st = capture_begin(fn, s, pool, mode, graph_id);
+    cpool_status st = capture_begin(fn, s, pool, mode, plan);
     if (st != CPOOL_OK) return st;
     st = body(cpool__handle_of(s), ctx);
     if (st != CPOOL_OK) {
@@ -158,9 +163,24 @@ cpool_status cpool_capture(cpool_stream *s_handle, cpool_pool *pool_handle, cpoo
     cpool_stream *s;
     cpool_pool *pool;
     RESOLVE_STREAM_AND_POOL(s, pool, "cpool_capture");
-    cpool_status st = cpool__capture_run("cpool_capture", s, pool, mode, body, ctx, 0, true, graph_out);
+    cpool_status st = cpool__capture_run("cpool_capture", s, pool, mode, body, ctx, NULL, true, graph_out);
     if (st == CPOOL_OK) *graph_out = cpool__handle_of(*graph_out);
     return st;
+}
+
+/* The plan of a graphed call from what its last eager run left allocated;
+ * false (no plan) when there is nothing to learn or no memory for it. */
+static bool plan_from(cpool__learn *l, cpool__capture_plan *plan) {
+    *plan = (cpool__capture_plan){.bits = l->count};
+    if (l->failed || !l->count) return false;
+    uint64_t *bits = cpool__calloc((l->count + 63) / 64, sizeof *bits);
+    if (!bits) return false;
+    for (size_t i = 0; i < l->count; i++)
+        if (l->ptrs[i]) bits[i / 64] |= (uint64_t)1 << (i % 64);
+    plan->outputs = bits;
+    plan->streams = l->streams; /* the plan's now */
+    l->streams = NULL;
+    return true;
 }
 
 cpool_status cpool_graphed_call(cpool_stream *s_handle, cpool_pool *pool_handle, cpool_capture_mode mode,
@@ -174,12 +194,34 @@ cpool_status cpool_graphed_call(cpool_stream *s_handle, cpool_pool *pool_handle,
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_graphed_call: negative warmup_runs %d", warmup_runs);
     cpool_status check = capture_check("cpool_graphed_call", s, pool, mode, true);
     if (check != CPOOL_OK) return check;
-    /* Eager runs first, so that lazy set-up happens outside capture. */
+    /* Eager runs first, so that lazy set-up happens outside capture. The
+     * last shows which allocations outlive the body, stream by stream (a
+     * body may fork streams into its capture): the capture packs them with
+     * the pool's other outputs instead of giving them pages of their own. */
+    cpool__learn learn = {0}, *outer = cpool__learning; /* a graphed call inside a body's eager run */
     for (int i = 0; i < warmup_runs; i++) {
+        bool last = i == warmup_runs - 1;
+        if (last) {
+            atomic_fetch_add(&cpool__learners, 1);
+            cpool__learning = &learn;
+        }
         cpool_status st = body(s_handle, ctx);
-        if (st != CPOOL_OK) return st;
+        if (last) {
+            cpool__learning = outer;
+            atomic_fetch_sub(&cpool__learners, 1);
+        }
+        if (st != CPOOL_OK) {
+            cpool__learn_forget(&learn);
+            return st;
+        }
     }
-    cpool_status st = cpool__capture_run("cpool_graphed_call", s, pool, mode, body, ctx, 0, true, out);
+    cpool__capture_plan plan;
+    bool planned = plan_from(&learn, &plan);
+    cpool__learn_forget(&learn);
+    cpool_status st =
+        cpool__capture_run("cpool_graphed_call", s, pool, mode, body, ctx, planned ? &plan : NULL, true, out);
+    free((void *)plan.outputs);
+    free((void *)plan.streams);
     if (st == CPOOL_OK) *out = cpool__handle_of(*out);
     return st;
 }
@@ -196,7 +238,8 @@ cpool_status cpool_graph_update(cpool_graph *g_handle, cpool_stream *s_handle, c
     if (!body) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_graph_update: body is NULL");
     /* The new work is instantiated only if it cannot update g in place. */
     cpool_graph *fresh = NULL;
-    st = cpool__capture_run("cpool_graph_update", s, recipe.pool, recipe.mode, body, ctx, recipe.graph_id, false, &fresh);
+    cpool__capture_plan same_graph = {.graph_id = recipe.graph_id};
+    st = cpool__capture_run("cpool_graph_update", s, recipe.pool, recipe.mode, body, ctx, &same_graph, false, &fresh);
     if (st != CPOOL_OK) return st;
     st = cpool__graph_take_work(g, fresh);
     return st == CPOOL_OK ? st : cpool__fail_in("cpool_graph_update", st);

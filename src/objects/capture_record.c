@@ -1,9 +1,10 @@
 /*
  * The capture record: what a capture begun with cpool_capture_begin keeps
  * while it runs (internal.h, cpool__capture): the pools it holds, each with
- * the arena of graph memory it allocates in, and the streams forked into
- * it. Only data: the references it stands for are taken and dropped by
- * pool.c.
+ * the arena of graph memory it allocates in, the streams forked into it, a
+ * graphed call's plan of outputs, and what a graphed call's eager run
+ * allocated. Only data: the references it stands for are taken and dropped
+ * by pool.c.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,9 @@ void cpool__capture_init(cpool__capture *cap, cpool_capture_mode mode) {
     cap->fork_cap = CPOOL__CAPTURE_INLINE_FORKS;
     cap->branching = false;
     cap->branch_tagged = false;
+    cap->plan = NULL;
+    cap->plan_streams = NULL;
+    cap->plan_bits = cap->alloc_index = 0;
     cap->invalidated = false;
 }
 
@@ -65,6 +69,27 @@ void cpool__capture_add_pool(cpool__capture *cap, cpool_pool *pool, uint64_t gen
     cap->pools[cap->pool_count++] = (cpool__held_pool){pool, generation, NULL};
 }
 
+/* Where stream_id's next allocation is looked up in the plan. */
+static size_t *plan_place(cpool__capture *cap, uint64_t stream_id) {
+    for (size_t i = 0; i < cap->fork_count; i++)
+        if (cap->forks[i].stream_id == stream_id) return &cap->forks[i].plan_next;
+    return &cap->alloc_index; /* the origin */
+}
+
+bool cpool__capture_next_is_output(const cpool__capture *cap, uint64_t stream_id, size_t *entry) {
+    *entry = SIZE_MAX;
+    if (!cap->plan) return false;
+    size_t i = *plan_place((cpool__capture *)cap, stream_id);
+    while (i < cap->plan_bits && cap->plan_streams[i] != stream_id) i++;
+    if (i == cap->plan_bits) return false; /* the eager run did not allocate it: scratch */
+    *entry = i;
+    return cap->plan[i / 64] >> (i % 64) & 1;
+}
+
+void cpool__capture_plan_taken(cpool__capture *cap, uint64_t stream_id, size_t entry) {
+    if (entry != SIZE_MAX) *plan_place(cap, stream_id) = entry + 1;
+}
+
 void cpool__capture_forget(cpool__capture *cap) {
     if (cap->pools != cap->inline_pools) free(cap->pools);
     if (cap->forks != cap->inline_forks) free(cap->forks);
@@ -76,6 +101,42 @@ cpool_status cpool__capture_reserve_fork(cpool__capture *cap) {
 }
 
 void cpool__capture_add_fork(cpool__capture *cap, struct cpool_stream *s, uint64_t stream_id) {
-    cap->forks[cap->fork_count++] = (cpool__fork){s, stream_id};
+    cap->forks[cap->fork_count++] = (cpool__fork){s, stream_id, 0};
     cap->branching = true;
 }
+
+_Thread_local cpool__learn *cpool__learning;
+atomic_int cpool__learners;
+
+void cpool__learn_alloc(cpool__learn *l, void *ptr, uint64_t stream_id) {
+    if (l->failed) return;
+    if (l->count == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 16;
+        void **ptrs = cpool__realloc(l->ptrs, cap * sizeof *ptrs);
+        if (ptrs) l->ptrs = ptrs;
+        uint64_t *streams = ptrs ? cpool__realloc(l->streams, cap * sizeof *streams) : NULL;
+        if (streams) l->streams = streams;
+        if (!ptrs || !streams) {
+            l->failed = true;
+            return;
+        }
+        l->cap = cap;
+    }
+    l->streams[l->count] = stream_id;
+    l->ptrs[l->count++] = ptr;
+}
+
+void cpool__learn_forget(cpool__learn *l) {
+    free(l->ptrs);
+    free(l->streams);
+    *l = (cpool__learn){0};
+}
+
+void cpool__learn_free(cpool__learn *l, void *ptr) {
+    for (size_t i = l->count; i-- > 0;)
+        if (l->ptrs[i] == ptr) {
+            l->ptrs[i] = NULL;
+            return;
+        }
+}
+

@@ -106,6 +106,7 @@ typedef struct cpool__held_pool {
 typedef struct cpool__fork {
     struct cpool_stream *s;
     uint64_t stream_id;
+    size_t plan_next; /* a graphed call's plan: where its next allocation is looked up */
 } cpool__fork;
 
 /* A capture record. Once published in its origin stream's capture_storage
@@ -136,10 +137,40 @@ typedef struct cpool__capture {
     /* cpool_launch_host work was captured: a replay may run a callback that
      * releases the graph while its launch call is still under way. */
     bool host_work;
+    /* A graphed call's plan: entry i is the eager run's i-th allocation,
+     * on stream plan_streams[i], with bit i set when it outlived the body:
+     * an output, packed with the pool's others (graph_pages.h). Each
+     * stream of the capture takes its own entries in order: `alloc_index`
+     * is the origin's place, a fork's is in its cpool__fork. */
+    const uint64_t *plan;
+    const uint64_t *plan_streams;
+    size_t plan_bits, alloc_index;
     uint64_t graph_id; /* the id its graph takes (an update: the graph's own) */
     cpool__held_pool inline_pools[CPOOL__CAPTURE_INLINE_POOLS];
     cpool__fork inline_forks[CPOOL__CAPTURE_INLINE_FORKS];
 } cpool__capture;
+
+/* What a graphed call's last eager run allocated, in order, on any stream
+ * from the calling thread, with the stream and NULL for what it freed
+ * again: the rest outlived the body. */
+typedef struct cpool__learn {
+    void **ptrs;
+    uint64_t *streams;
+    size_t count, cap;
+    bool failed; /* out of host memory: nothing learned */
+} cpool__learn;
+/* The learning under way on this thread (a graphed call's last eager run),
+ * or NULL; and how many threads learn now, so that the allocation fast path
+ * reads one plain global, not the thread's storage, when none does. */
+extern _Thread_local cpool__learn *cpool__learning;
+extern atomic_int cpool__learners;
+static inline cpool__learn *cpool__learning_now(void) {
+    return __builtin_expect(atomic_load_explicit(&cpool__learners, memory_order_relaxed) != 0, 0) ? cpool__learning
+                                                                                                  : NULL;
+}
+void cpool__learn_alloc(cpool__learn *l, void *ptr, uint64_t stream_id);
+void cpool__learn_free(cpool__learn *l, void *ptr);
+void cpool__learn_forget(cpool__learn *l);
 
 /* ---- stream.c ------------------------------------------------------------ */
 
@@ -210,15 +241,28 @@ void cpool__capture_add_pool(cpool__capture *cap, cpool_pool *pool, uint64_t gen
  * forked into the capture. */
 cpool_status cpool__capture_reserve_fork(cpool__capture *cap);
 void cpool__capture_add_fork(cpool__capture *cap, struct cpool_stream *s, uint64_t stream_id);
+/* Whether the next allocation of the capture on stream `stream_id` is an
+ * output, by the graphed call's plan; *entry gets the plan's entry (for
+ * cpool__capture_plan_taken once the allocation succeeded). */
+bool cpool__capture_next_is_output(const cpool__capture *cap, uint64_t stream_id, size_t *entry);
+void cpool__capture_plan_taken(cpool__capture *cap, uint64_t stream_id, size_t entry);
 
 /* ---- capture.c ----------------------------------------------------------- */
 
+/* What a capture begins with besides its pool: a graphed call's plan of
+ * outputs (outputs NULL: none), and the id its graph takes (0: a new one). */
+typedef struct cpool__capture_plan {
+    const uint64_t *outputs;
+    const uint64_t *streams; /* the stream of each entry */
+    size_t bits;
+    uint64_t graph_id;
+} cpool__capture_plan;
 /* cpool_capture on objects for the public function `fn` (named by its
- * failures but the body's), for graph `graph_id` (0: a new one), and
- * without instantiating when `instantiate` is false (the graph is then only
- * for cpool_graph_update). */
+ * failures but the body's), with a plan (may be NULL), and without
+ * instantiating when `instantiate` is false (the graph is then only for
+ * cpool_graph_update). */
 cpool_status cpool__capture_run(const char *fn, cpool_stream *s, cpool_pool *pool, cpool_capture_mode mode,
-                                cpool_capture_fn body, void *ctx, uint64_t graph_id, bool instantiate,
+                                cpool_capture_fn body, void *ctx, const cpool__capture_plan *plan, bool instantiate,
                                 cpool_graph **graph_out);
 
 /* ---- graph.c ------------------------------------------------------------- */

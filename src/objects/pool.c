@@ -593,7 +593,9 @@ static __attribute__((noinline)) cpool_status alloc_locked(cpool_pool *pool, siz
     note_peak(pool);
     CHECK_ALLOCATOR(pool);
     cpool__mutex_unlock(&pool->mu);
-    return st == CPOOL_OK ? st : cpool__fail_in(fn, st);
+    if (st != CPOOL_OK) return cpool__fail_in(fn, st);
+    if (cpool__learning_now()) cpool__learn_alloc(cpool__learning, *ptr_out, cpool__stream_id(s));
+    return st;
 }
 
 /* Undoes the hold cpool__pool_hold_in_capture just took, the last the
@@ -633,10 +635,11 @@ static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *
     uint64_t branch = branch_of(cap, s), tag = branch ? branch : cpool__stream_id(s);
     bool newly_held = cpool__pool_hold_in_capture(cap, pool);
     cpool__held_pool *held = held_entry(cap, pool);
-    /* Outputs said to be so and the smallest requests come from the packed
-     * region, where the capture's freed blocks are its graph's alone
-     * (graph_pages.h). */
-    bool small = output || bytes <= CPOOL__PACKED_MAX;
+    /* Outputs (said to be, or learned by a graphed call) and the smallest
+     * requests come from the packed region, where the capture's freed
+     * blocks are its graph's alone (graph_pages.h). */
+    size_t entry;
+    bool small = cpool__capture_next_is_output(cap, cpool__stream_id(s), &entry) || output || bytes <= CPOOL__PACKED_MAX;
     if (small) tag = branch ? branch : cpool__graph_tag(cap->id);
     cpool__mutex_lock(&pool->mu);
     if (!held->arena) st = cpool__graph_pages_open(&pool->pages, cpool__graph_tag(cap->id), &held->arena);
@@ -668,7 +671,9 @@ static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *
         if (held->arena) cpool__pool_release_arena(pool, held->arena);
         unhold_last(cap, pool);
     }
-    return st == CPOOL_OK ? st : cpool__fail_in(fn, st);
+    if (st != CPOOL_OK) return cpool__fail_in(fn, st);
+    cpool__capture_plan_taken(cap, cpool__stream_id(s), entry);
+    return st;
 }
 
 /* An allocation under the capture that s takes part in, locked here: its
@@ -714,6 +719,7 @@ static inline __attribute__((always_inline)) cpool_status pool_alloc(cpool_pool 
     if (!cpool__front_alloc(&pool->front, bytes, cpool__stream_id(s), ptr_out))
         return alloc_locked(pool, bytes, s, ptr_out, fn);
     CHECK_ALLOCATOR_LOCKING(pool);
+    if (cpool__learning_now()) cpool__learn_alloc(cpool__learning, *ptr_out, cpool__stream_id(s));
     return CPOOL_OK;
 }
 
@@ -762,6 +768,7 @@ static __attribute__((noinline)) cpool_status free_locked(cpool_pool *pool, void
         if (newly_held) unhold_last(cap, pool);
         return cpool__fail_in("cpool_free", st);
     }
+    if (!cap && cpool__learning_now()) cpool__learn_free(cpool__learning, ptr);
     return st;
 }
 
@@ -784,6 +791,7 @@ cpool_status cpool_free(cpool_pool *pool_handle, void *ptr, cpool_stream *stream
     switch (cpool__front_free(&pool->front, ptr, cpool__stream_id(s))) {
     case CPOOL__FRONT_DONE:
         CHECK_ALLOCATOR_LOCKING(pool);
+        if (cpool__learning_now()) cpool__learn_free(cpool__learning, ptr);
         return CPOOL_OK;
     case CPOOL__FRONT_FREED: /* a double free: the front said so in cpool_last_error() */
         return cpool__fail_in("cpool_free", CPOOL_ERR_INVALID_ARGUMENT);
