@@ -6,9 +6,7 @@
  *   exactly, in address order, as a doubly linked list (prev/next).
  * - A block is live (handed out, found by address in `map`) or free (in one
  *   bin of one heap). Each block belongs to the general or the
- *   graph-reserved set (`graph`), and a graph-reserved one to its scratch
- *   or, placed apart from every graph's scratch, to its outputs (`apart`);
- *   a segment may hold blocks of all three.
+ *   graph-reserved set (`graph`); a segment may hold blocks of both.
  * - Segments are small (2 MiB, for requests up to CPOOL__SMALL_MAX) or
  *   large (for bigger requests); a block's class is its segment's.
  * - Heaps: one per set and class, heaps[set * 2 + large]. A heap has
@@ -84,10 +82,8 @@ struct cpool__block {
     uint16_t bin;
     bool live;
     bool graph;
-    bool apart;  /* graph-reserved, in the outputs' set */
     bool pinned; /* live for the pool's whole life: never freed by a caller */
     bool hole;   /* unmapped pages of a growable segment (never live, in no heap) */
-    bool output; /* live: an output of a graph, registered with the pool */
     uint64_t serial; /* which allocation handed it out last */
 };
 
@@ -284,20 +280,20 @@ void cpool__allocator_init(cpool__allocator *a, const cpool__segment_source *sou
     a->span_first[1] = CPOOL__SPAN_LARGE_FIRST;
 }
 
-/* The set a block is in: general 0, graph scratch 1, graph outputs 2. */
-static unsigned set_of(bool graph, bool apart) { return graph ? (apart ? 2u : 1u) : 0u; }
+/* The set a block is in: general 0, graph-reserved 1. */
+static unsigned set_of(bool graph) { return graph ? 1u : 0u; }
 
 static unsigned heap_index(unsigned set, bool large) { return set * 2u + (large ? 1u : 0u); }
 
 static cpool__heap *heap_for(cpool__allocator *a, const cpool__block *b) {
-    return &a->heaps[heap_index(set_of(b->graph, b->apart), b->seg->large)];
+    return &a->heaps[heap_index(set_of(b->graph), b->seg->large)];
 }
 
 /* Free neighbours merge when they are of the same set and their stream tags
  * agree, or one is free for any stream: the merged block then keeps the
  * other's tag, which only narrows who may reuse the free part. */
 static bool mergeable(const cpool__block *x, const cpool__block *y) {
-    return x && y && !x->live && !y->live && !x->hole && !y->hole && x->graph == y->graph && x->apart == y->apart &&
+    return x && y && !x->live && !y->live && !x->hole && !y->hole && x->graph == y->graph &&
            (x->stream == y->stream || !x->stream || !y->stream) &&
            (x->pending_branch == y->pending_branch || !x->pending_branch || !y->pending_branch);
 }
@@ -353,7 +349,6 @@ static bool hand_out(cpool__allocator *a, cpool__block *b, size_t bytes, size_t 
         rest->size = b->size - rounded;
         rest->seg = b->seg;
         rest->graph = b->graph;
-        rest->apart = b->apart;
         rest->stream = b->stream;
         if (branch && !(branch & CPOOL__GRAPH_TAG_BIT) && rest->graph && !rest->stream) rest->stream = branch;
         rest->used_by = b->used_by;
@@ -372,7 +367,6 @@ static bool hand_out(cpool__allocator *a, cpool__block *b, size_t bytes, size_t 
     b->pending_branch = 0;
     if (graph && !b->graph) a->graph_reserved += b->size;
     b->graph = b->graph || graph;
-    if (graph) b->apart = use == CPOOL__USE_OUTPUT;
     b->serial = ++a->next_serial;
     b->used_by = stream & ~CPOOL__BRANCH_BIT;
     b->live = true;
@@ -389,7 +383,7 @@ static bool hand_out(cpool__allocator *a, cpool__block *b, size_t bytes, size_t 
 
 
 /* The heap block that serves a request, searched in this order: for a graph,
- * graph-reserved blocks of the use's own set (scratch or outputs), then
+ * graph-reserved blocks, then
  * unrestricted general ones (no pending work, so they may become
  * graph-reserved); otherwise general blocks usable by `stream`. Within a
  * set, a request's own size class first, then, for a small request, large
@@ -397,7 +391,7 @@ static bool hand_out(cpool__allocator *a, cpool__block *b, size_t bytes, size_t 
 static cpool__block *heap_take(cpool__allocator *a, size_t rounded, uint64_t stream, const cpool__deps *deps,
                                cpool__use use, cpool__heap **from) {
     bool large = rounded > CPOOL__SMALL_MAX;
-    unsigned own = use == CPOOL__USE_STREAM ? 0u : use == CPOOL__USE_SCRATCH ? 1u : 2u;
+    unsigned own = use == CPOOL__USE_STREAM ? 0u : 1u;
     unsigned sets[2] = {own, 0u};
     /* A graph takes graph-reserved blocks free for any graph or for its
      * branch, and only unrestricted general ones. */
@@ -542,7 +536,6 @@ static cpool_status segment_new(cpool__allocator *a, size_t seg_size, cpool__use
     b->size = seg_size;
     b->seg = seg;
     b->graph = graph;
-    b->apart = use == CPOOL__USE_OUTPUT;
     if (graph) a->graph_reserved += seg_size;
     *out = b;
     return CPOOL_OK;
@@ -670,10 +663,10 @@ static void span_drop(cpool__allocator *a, cpool__block *hole) {
 }
 
 /* Maps [at, at + bytes), whole pages of hole h, as a free block (in no
- * heap) of the set `graph` and `apart` name; what is left of the hole stays
+ * heap) of the set `graph` names; what is left of the hole stays
  * a hole. */
 static cpool_status map_in_hole(cpool__allocator *a, cpool__block *h, uintptr_t at, size_t bytes, bool graph,
-                                bool apart, cpool__block **out) {
+                                cpool__block **out) {
     if (a->max_reserved && a->reserved + bytes > a->max_reserved)
         return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY,
                            "%zu more bytes would take the pool past max_reserved_bytes (%llu reserved of %llu)",
@@ -707,7 +700,6 @@ static cpool_status map_in_hole(cpool__allocator *a, cpool__block *h, uintptr_t 
     h->size = bytes;
     h->hole = false;
     h->graph = graph;
-    h->apart = graph && apart;
     if (graph) a->graph_reserved += bytes;
     a->reserved += bytes;
     if (a->reserved > a->reserved_peak) {
@@ -818,7 +810,7 @@ static bool extendable(const cpool__block *b, cpool__use use, uint64_t stream) {
     if (!b || b->live || b->hole) return false;
     if (use == CPOOL__USE_STREAM) return !b->graph && (!b->stream || b->stream == stream);
     if (!b->graph) return !b->stream;
-    return b->apart == (use == CPOOL__USE_OUTPUT) && (!b->stream || b->stream == graph_branch(stream));
+    return !b->stream || b->stream == graph_branch(stream);
 }
 
 /* Pages to map for a request: [at, at + bytes) of `hole`, joining `like`
@@ -859,7 +851,7 @@ static grow_plan plan_growth(cpool__allocator *a, size_t rounded, uint64_t strea
             size_t bytes = round_up(rounded - nsz, CPOOL__PAGE);
             consider(&best, h, h->addr + h->size - bytes, bytes, n, NULL, h->addr + h->size - bytes);
         }
-        if (p && n && p->graph == n->graph && p->apart == n->apart && psz + h->size + nsz >= rounded)
+        if (p && n && p->graph == n->graph && psz + h->size + nsz >= rounded)
             consider(&best, h, h->addr, h->size, p, n, p->addr);
     }
     return best;
@@ -892,9 +884,8 @@ static cpool_status grow_in_place(cpool__allocator *a, size_t bytes, uint64_t st
      * keep general rests, which any branch may take: that measured less
      * memory in multistream_memory_bench. */
     bool graph = plan.like ? plan.like->graph : use != CPOOL__USE_STREAM && !graph_branch(stream);
-    bool apart = plan.like ? plan.like->apart : use == CPOOL__USE_OUTPUT;
     cpool__block *fresh, *spare = block_new(a); /* for the split at plan.start */
-    cpool_status st = spare ? map_in_hole(a, plan.hole, plan.at, plan.bytes, graph, apart, &fresh)
+    cpool_status st = spare ? map_in_hole(a, plan.hole, plan.at, plan.bytes, graph, &fresh)
                             : cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for allocator records");
     if (st != CPOOL_OK) {
         if (spare) block_recycle(a, spare);
@@ -939,7 +930,7 @@ static cpool_status reserve_in_place(cpool__allocator *a, size_t bytes) {
     cpool__block *hole, *b;
     cpool_status st = span_new(a, true, bytes, &hole);
     if (st != CPOOL_OK) return st;
-    st = map_in_hole(a, hole, hole->addr, round_up(bytes, CPOOL__PAGE), false, false, &b);
+    st = map_in_hole(a, hole, hole->addr, round_up(bytes, CPOOL__PAGE), false, &b);
     if (st != CPOOL_OK) {
         span_drop(a, hole);
         return st;
@@ -1002,8 +993,6 @@ static cpool_status free_block(cpool__allocator *a, void *ptr, uint64_t stream, 
     }
     /* Freed by a capture, it is that graph's scratch; freed outside, it goes
      * back to the set it was placed in. */
-    if (graph) b->apart = false;
-    b->output = false;
     b->free_seq = seq;
     if (b->stream) a->restricted_blocks++;
     release_block(a, b);
@@ -1032,7 +1021,7 @@ void cpool__allocator_walk(const cpool__allocator *a, const cpool__walker *w) {
             for (; b != end; b = b->next) {
                 cpool__block_view v = {.addr = b->addr, .size = b->size, .requested = b->requested,
                                        .stream = b->used_by, .live = b->live, .graph = b->graph,
-                                       .pinned = b->pinned, .output = b->output};
+                                       .pinned = b->pinned, .output = b->live && b->graph};
                 w->block(w->ctx, &v);
             }
         }
@@ -1051,11 +1040,6 @@ void cpool__allocator_set_requested(cpool__allocator *a, void *ptr, size_t reque
     a->map[j]->requested = requested;
 }
 
-void cpool__allocator_set_output(cpool__allocator *a, void *ptr, bool output) {
-    size_t j = map_find(a, (uintptr_t)ptr);
-    if (j != SIZE_MAX) a->map[j]->output = output;
-}
-
 bool cpool__allocator_live_block(const cpool__allocator *a, const void *ptr, cpool__block_info *info) {
     size_t j = map_find(a, (uintptr_t)ptr);
     if (j == SIZE_MAX) return false;
@@ -1064,8 +1048,7 @@ bool cpool__allocator_live_block(const cpool__allocator *a, const void *ptr, cpo
                                 .requested = b->requested,
                                 .serial = b->serial,
                                 .graph = b->graph,
-                                .pinned = b->pinned,
-                                .output = b->output};
+                                .pinned = b->pinned};
     return true;
 }
 
@@ -1135,7 +1118,6 @@ static void retag_free_blocks(cpool__allocator *a, retag_kind kind,
             } else {
                 a->graph_reserved -= b->size;
                 b->graph = false;
-                b->apart = false;
             }
             b = release_block(a, b);
         }
@@ -1289,7 +1271,6 @@ void cpool__allocator_check(const cpool__allocator *a) {
         for (const cpool__block *b = seg->first; b; b = b->next) {
             INVARIANT(b->seg == seg, "block %#lx names another segment", (unsigned long)b->addr);
             INVARIANT(b->addr == at, "blocks do not tile their segment at %#lx", (unsigned long)at);
-            INVARIANT(!b->apart || b->graph, "a general block in the outputs' set");
             INVARIANT(b->size >= CPOOL__BLOCK_ALIGN && b->size % CPOOL__BLOCK_ALIGN == 0, "block size %zu", b->size);
             INVARIANT(!b->next || b->next->prev == b, "block list links");
             at += b->size;
@@ -1315,7 +1296,6 @@ void cpool__allocator_check(const cpool__allocator *a) {
                 if (b->stream) restricted++;
                 INVARIANT(b->bin == bin_of(b->size), "free block in the wrong class");
                 INVARIANT(in_heap(heap_for((cpool__allocator *)a, b), b), "free block missing from its heap");
-                INVARIANT(!b->output, "a free block is an output");
                 INVARIANT(!mergeable(b, b->next), "two mergeable free blocks side by side");
             }
         }

@@ -87,12 +87,11 @@ typedef struct cpool__segment cpool__segment;
 
 #define CPOOL__BINS 320
 
-/* What an allocation is for: work on a stream, a graph's scratch, or a
- * graph's output, placed apart from every graph's scratch. */
-typedef enum cpool__use { CPOOL__USE_STREAM, CPOOL__USE_SCRATCH, CPOOL__USE_OUTPUT } cpool__use;
+/* What an allocation is for: work on a stream, or a graph. */
+typedef enum cpool__use { CPOOL__USE_STREAM, CPOOL__USE_SCRATCH } cpool__use;
 
-/* By set (general, graph scratch, graph outputs) and size class. */
-#define CPOOL__HEAPS 6
+/* By set (general, graph-reserved) and size class. */
+#define CPOOL__HEAPS 4
 
 typedef struct cpool__heap {
     cpool__block *bins[CPOOL__BINS];
@@ -200,9 +199,6 @@ void cpool__allocator_pin(cpool__allocator *a, void *ptr);
 /* Records `requested` as the size a live block is allocated for (the front
  * cache hands its blocks out again at other sizes and gives one back). */
 void cpool__allocator_set_requested(cpool__allocator *a, void *ptr, size_t requested);
-/* Marks a live block as a graph's output (or no longer one); a free clears
- * it and tells it in cpool__block_info. */
-void cpool__allocator_set_output(cpool__allocator *a, void *ptr, bool output);
 
 /* Frees a live block. It is reusable at once by `stream` only until
  * cpool__allocator_unfence says the work before the free has finished,
@@ -220,7 +216,7 @@ cpool_status cpool__allocator_free(cpool__allocator *a, void *ptr, uint64_t stre
 typedef struct cpool__block_info {
     size_t size, requested;
     uint64_t serial; /* the allocation that handed it out */
-    bool graph, pinned, output;
+    bool graph, pinned;
 } cpool__block_info;
 /* Fills *info for the live block at ptr; false if there is none. */
 bool cpool__allocator_live_block(const cpool__allocator *a, const void *ptr, cpool__block_info *info);
@@ -230,7 +226,8 @@ typedef struct cpool__block_view {
     uintptr_t addr;
     size_t size, requested;
     uint64_t stream; /* the stream it was last handed out or freed on (0: not known) */
-    bool live, graph, pinned, output;
+    bool live, graph, pinned;
+    bool output; /* live in a graph's memory once its capture ended */
 } cpool__block_view;
 typedef struct cpool__walker {
     void *ctx;
