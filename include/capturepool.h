@@ -369,10 +369,9 @@ cpool_status cpool_event_elapsed_ms(cpool_event *start, cpool_event *end, float 
  * cpool_alloc_output, come instead from a packed region of pages of the
  * pool's own, so that small outputs do not cost a page each; blocks a
  * capture frees there serve no other capture until its graph is released
- * (small scratch is not shared). A released
- * graph's arena stays idle and the next capture takes it as it is
- * (addresses and mappings: nothing to map again); cpool_pool_trim gives
- * idle arenas back.
+ * (small scratch is not shared). A released graph's arena stays idle and
+ * the next capture takes it as it is (addresses and mappings: nothing to
+ * map again); cpool_pool_trim gives idle arenas back.
  *
  * Graphs that share a pool. Their scratch shares the pool's physical pages
  * whatever the order of their capture: graphs that each need 256 MiB of
@@ -621,7 +620,8 @@ cpool_status cpool_pool_write_snapshot(const cpool_pool *pool, const char *path)
  * idle arenas (those of graphs released before that wait, with no output
  * left: their addresses and pages), the shared pages no arena maps any
  * more, and, while no graph and no capture holds the pool, the free pages
- * of the packed region and eager blocks freed under capture. Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (also inside a stream
+ * of the packed region and eager blocks freed under capture.
+ * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (also inside a stream
  * callback, where it would wait for itself), CPOOL_ERR_BACKEND. */
 cpool_status cpool_pool_trim(cpool_pool *pool);
 
@@ -662,8 +662,8 @@ typedef struct cpool_graph cpool_graph;
 /* Starts capturing the work enqueued on `s`: from now on it is recorded, not
  * run. With a pool (may be NULL) the capture is bound to it: it holds a
  * reference, and cpool_alloc(pool, ..., s, ...) under the capture is served
- * from graph memory (an arena of the capture's own, see cpool_pool). A sealed pool is accepted; the
- * capture can then allocate nothing from it.
+ * from graph memory (an arena of the capture's own, see cpool_pool). A
+ * sealed pool is accepted; the capture can then allocate nothing from it.
  * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (s NULL, a bad mode, a pool of
  * another device), CPOOL_ERR_ALREADY_CAPTURING, CPOOL_ERR_BACKEND. On failure
  * the stream is not capturing and no reference is taken. */
@@ -730,8 +730,8 @@ uint64_t cpool_graph_replays(const cpool_graph *g);
 typedef struct cpool_graph_stats {
     size_t struct_size;          /* caller sets sizeof(cpool_graph_stats) */
     uint64_t write_bytes;        /* bytes of pages mapped in its arenas: what its replays may write */
-    uint64_t shared_write_bytes; /* the part of write_bytes on the pool's shared pages, which other
-                                    graphs of the pool map too (they never run at once) */
+    uint64_t shared_write_bytes; /* the part of write_bytes on the pool's shared pages, which the
+                                    pool's other graphs may map too (they never run at once) */
     uint64_t live_output_bytes;  /* its outputs still allocated (block sizes), packed ones included */
     uint64_t live_outputs;       /* their count */
     uint64_t pool_count;         /* pools it holds */
@@ -832,7 +832,7 @@ cpool_status cpool_param_set(cpool_param *p, const void *value, size_t bytes, cp
 /* Runs body(s, ctx) eagerly `warmup_runs` times on `s`, then captures it
  * once with `pool` and `mode` into *out. The eager runs are only warm-ups:
  * lazy initialisation, library handles and workspace allocations happen
- * there, outside capture, where they are allowed. Nothing is learnt from
+ * there, outside capture. Nothing is learnt from
  * them: the capture's outputs are kept like any capture's (see cpool_pool),
  * so graphed calls into one pool replay in any order while their scratch
  * is shared; allocate outputs in the body with cpool_alloc_output to pack
