@@ -557,9 +557,10 @@ cpool_status cpool_alloc_output(cpool_pool *pool, size_t bytes, cpool_stream *s,
  * other capture until its graph is released. A graph block freed outside
  * capture (a graph's output) is stream ordered: a later capture that takes
  * its arena reuses it after a cpool_pool_trim has seen its work finish.
- * A block allocated outside capture and freed under capture keeps that
- * order: it becomes graph-reserved, but no capture, on any stream, gets it
- * before the work enqueued on `s` before the capture has finished.
+ * A block allocated outside capture and freed under capture is the graph's
+ * on every replay: it becomes graph-reserved, serves no eager work and no
+ * capture, and returns to general use at a cpool_pool_trim made while no
+ * graph and no capture holds the pool.
  * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL argument, or a pointer
  * this pool did not hand out or already freed: nothing changes). */
 cpool_status cpool_free(cpool_pool *pool, void *ptr, cpool_stream *s);
