@@ -116,8 +116,9 @@ typedef enum cpool_status { /* values are part of the ABI: never renumbered */
     CPOOL_ERR_BACKEND = 9,             /* any other error of the CUDA runtime; see cpool_last_error() */
     CPOOL_ERR_UNSUPPORTED = 10,        /* the operation is not available on this backend */
     CPOOL_ERR_NOT_READY = 11,          /* cpool_event_query: the work before the record has not finished */
-    CPOOL_ERR_OUTPUT_LIVE = 12,        /* launch refused: its replay would overwrite a live output of
-                                          another graph that shares the pool (cpool_last_error names it) */
+    CPOOL_ERR_OUTPUT_LIVE = 12,        /* kept for programs that handle it; never returned for graphs
+                                          captured by this version: outputs lie on pages of their graph's
+                                          own, which no other graph's replay writes (see cpool_pool) */
     CPOOL_ERR_IO = 13,                 /* a file could not be opened or written (cpool_last_error says
                                           which and why) */
 } cpool_status;
@@ -357,37 +358,47 @@ cpool_status cpool_event_elapsed_ms(cpool_event *start, cpool_event *end, float 
  * ones for requests up to 1 MiB, 20 MiB ones for requests up to 10 MiB,
  * segments of their own rounded to 2 MiB above) and serves best fit from
  * them. Outside capture a freed block is reusable at once by its stream and
- * by other streams once the stream's work before the free has finished. A
- * block allocated under capture is graph-reserved: it keeps its address on
- * every replay and is never handed to work outside graphs while the pool
- * lives (cpool_pool_trim returns graph-reserved memory to general use only
- * when no graph and no capture holds the pool).
+ * by other streams once the stream's work before the free has finished.
+ * A block allocated under capture is graph memory, apart from these
+ * segments: it keeps its address on every replay and is never handed to
+ * work outside graphs, so eager allocations never share a page with a
+ * graph. Each capture allocates in an arena of its own (address ranges
+ * reserved for it), whose 2 MiB pages are backed by the pool's shared
+ * physical pages: the k-th page of every arena by the same physical page.
+ * Requests up to 32 KiB under capture, and outputs made with
+ * cpool_alloc_output, come instead from a packed region of pages of the
+ * pool's own, so that small outputs do not cost a page each; blocks a
+ * capture frees there serve no other capture until its graph is released
+ * (small scratch is not shared). A released graph's arena stays idle and
+ * the next capture takes it as it is (addresses and mappings: nothing to
+ * map again); cpool_pool_trim gives idle arenas back.
  *
- * Graphs that share a pool. Graph-reserved memory is shared: a block freed
- * inside one capture, or by a graph's owner after its capture, may be handed
- * to a later capture into the same pool. An output of a graph is a block its
- * capture allocated that was still allocated when the capture ended; it stays
- * an output, also after the graph is released, until it is freed. The pool
- * knows which graph-reserved memory each graph's replays write (its
- * footprint). So graphs sharing a pool
- *  - MAY be captured one after another, and replayed in any order, any
- *    number of times, one at a time: each replay is ordered after the
- *    previous one (the same stream, or an event between streams);
+ * Graphs that share a pool. Their scratch shares the pool's physical pages
+ * whatever the order of their capture: graphs that each need 256 MiB of
+ * scratch hold 256 MiB together. An output of a graph is a block its
+ * capture allocated that was still allocated when the capture ended; it
+ * stays an output, also after the graph is released, until it is freed. At
+ * the end of a capture the pages that hold its outputs become the graph's
+ * own (nothing is copied: the graph has not run), so no other graph's
+ * replay writes them. So graphs sharing a pool
+ *  - MAY be captured in any order, and replayed in any order, any number of
+ *    times, one at a time: each replay is ordered after the previous one
+ *    (the same stream, or an event between streams);
  *  - MAY read their outputs between replays: no graph's replay overwrites
- *    another graph's output while it is allocated. Either the output lies
- *    outside the other graph's footprint, or cpool_graph_launch of that
- *    graph returns CPOOL_ERR_OUTPUT_LIVE, changes nothing, and names the
- *    output and its graph in cpool_last_error(); freeing the output lifts
- *    the refusal. A graph's own outputs never refuse its relaunch, which
- *    rewrites them, as in CUDA. The check costs a launch one load per pool;
- *  - get their outputs placed apart from every graph's scratch, so that no
- *    launch is refused, when the output is allocated with cpool_alloc_output
- *    under capture, or made by cpool_graphed_call, which learns from its
- *    eager runs which allocations outlive the body;
+ *    another graph's output while it is allocated, and no launch is refused
+ *    for it. A graph's relaunch rewrites its own outputs, as in CUDA;
+ *  - SHOULD allocate outputs with cpool_alloc_output under capture: they
+ *    pack together in the packed region, while an output of more than
+ *    32 KiB made with cpool_alloc costs the pages it touches (at most one
+ *    more than its size in pages);
  *  - MUST NOT run at the same time (launched on two streams without an order
- *    between them): they may be using the same scratch memory.
- * PyTorch's shared graph pools state the rule instead of keeping it: replay
- * in capture order, or an output may be overwritten silently. Graphs
+ *    between them): they use the same physical pages for their scratch.
+ * Where the pool has plain segments (plain_segments, an NCCL pool, or no
+ * virtual memory management), no physical page can be mapped at two
+ * addresses: each graph's memory is its own and nothing is shared, but an
+ * idle arena is still reused.
+ * PyTorch's shared graph pools share by addresses and state a rule instead:
+ * replay in capture order, or an output may be overwritten silently. Graphs
  * captured into different pools never share memory. */
 typedef struct cpool_pool cpool_pool;
 
@@ -507,9 +518,11 @@ void cpool_pool_clear_buffers(cpool_pool *pool);
  * like cudaMallocAsync: the memory may be used by work enqueued on `s` after
  * the call. Served from the pool's cache without a device call when it can
  * be. Under a capture on `s` begun with cpool_capture_begin, or one `s` was
- * forked into (cpool_event), the memory comes from blocks reserved for the
- * pool's graphs: the same address on every replay, never handed to work
- * outside graphs while a graph holds the pool.
+ * forked into (cpool_event), the memory is graph memory, in the capture's
+ * arena (see cpool_pool): the same address on every replay, never handed to
+ * work outside graphs. A block still allocated when the capture ends (an
+ * output) costs the pages it touches; up to 32 KiB it is packed with other
+ * small blocks instead.
  * A pool other than the capture's own may be used too: the graph then holds
  * a reference to it as well.
  * When the device (or max_reserved_bytes) leaves no room for a new segment,
@@ -524,9 +537,10 @@ void cpool_pool_clear_buffers(cpool_pool *pool);
 cpool_status cpool_alloc(cpool_pool *pool, size_t bytes, cpool_stream *s, void **ptr_out);
 
 /* cpool_alloc, for a block that outlives the capture it is allocated in (a
- * graph's output): under capture it is placed apart from every graph's
- * scratch, so that no other graph's replay writes it and no launch is
- * refused for it (see cpool_pool). Outside capture it is cpool_alloc.
+ * graph's output): under capture it comes from the pool's packed region,
+ * where outputs of any size pack together instead of each costing the pages
+ * it touches; no other graph's replay writes it (see cpool_pool). Outside
+ * capture it is cpool_alloc.
  * Returns as cpool_alloc. */
 cpool_status cpool_alloc_output(cpool_pool *pool, size_t bytes, cpool_stream *s, void **ptr_out);
 
@@ -537,11 +551,16 @@ cpool_status cpool_alloc_output(cpool_pool *pool, size_t bytes, cpool_stream *s,
  * recorded on `s` after the free: reuse follows event dependencies, as
  * cudaMallocAsync's does by default (the last few streams waited for are
  * remembered per stream; dependencies through a chain of events count
- * only as far as the library can see them). Freeing under
- * capture returns a graph block to the pool's graph-reserved set.
- * A block allocated outside capture and freed under capture keeps that
- * order: it becomes graph-reserved, but no capture, on any stream, gets it
- * before the work enqueued on `s` before the capture has finished.
+ * only as far as the library can see them). A graph block freed under
+ * capture serves the capture's later allocations (by the rules of branches,
+ * see cpool_event); one of 32 KiB or less, in the packed region, serves no
+ * other capture until its graph is released. A graph block freed outside
+ * capture (a graph's output) is stream ordered: a later capture that takes
+ * its arena reuses it after a cpool_pool_trim has seen its work finish.
+ * A block allocated outside capture and freed under capture is the graph's
+ * on every replay: it becomes graph-reserved, serves no eager work and no
+ * capture, and returns to general use at a cpool_pool_trim made while no
+ * graph and no capture holds the pool.
  * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL argument, or a pointer
  * this pool did not hand out or already freed: nothing changes). */
 cpool_status cpool_free(cpool_pool *pool, void *ptr, cpool_stream *s);
@@ -577,7 +596,7 @@ cpool_status cpool_pool_get_stats(const cpool_pool *pool, cpool_pool_stats *out)
  * or a run of mapped pages; every block
  * {"offset", "size", "requested", "state", "stream", "graphs", "output",
  * "param"}, state "free", "live", "graph_free" or "graph_live") and
- * "graphs" (each {"id", "write_bytes", "shared_write_bytes",
+ * "graphs" (each {"id", "write_bytes", "shared_write_bytes", "own_bytes",
  * "live_output_bytes", "live_outputs"}, as cpool_graph_get_stats for this
  * pool). docs/SNAPSHOT.md has the schema. It is one consistent moment:
  * taken under the pool's lock (allocations on other threads wait for it),
@@ -597,9 +616,13 @@ cpool_status cpool_pool_write_snapshot(const cpool_pool *pool, const char *path)
 /* Gives every cached segment that holds no live block back to the device;
  * where segments grow in place, the memory of every whole page of free
  * memory, also between live blocks (the address range stays reserved and
- * maps again on demand; no address in use moves). Graph-reserved memory is
- * given back only while no graph and no capture holds the pool. Waits for
- * the stream work of the device first, as cudaFree does. Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (also inside a stream
+ * maps again on demand; no address in use moves). Waits for the stream work
+ * of the device first, as cudaFree does. Of graph memory it gives back the
+ * idle arenas (those of graphs released before that wait, with no output
+ * left: their addresses and pages), the shared pages no arena maps any
+ * more, and, while no graph and no capture holds the pool, the free pages
+ * of the packed region and eager blocks freed under capture.
+ * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (also inside a stream
  * callback, where it would wait for itself), CPOOL_ERR_BACKEND. */
 cpool_status cpool_pool_trim(cpool_pool *pool);
 
@@ -640,8 +663,8 @@ typedef struct cpool_graph cpool_graph;
 /* Starts capturing the work enqueued on `s`: from now on it is recorded, not
  * run. With a pool (may be NULL) the capture is bound to it: it holds a
  * reference, and cpool_alloc(pool, ..., s, ...) under the capture is served
- * from the pool's graph-reserved memory. A sealed pool is accepted; the
- * capture can then allocate nothing from it.
+ * from graph memory (an arena of the capture's own, see cpool_pool). A
+ * sealed pool is accepted; the capture can then allocate nothing from it.
  * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (s NULL, a bad mode, a pool of
  * another device), CPOOL_ERR_ALREADY_CAPTURING, CPOOL_ERR_BACKEND. On failure
  * the stream is not capturing and no reference is taken. */
@@ -651,7 +674,8 @@ cpool_status cpool_capture_begin(cpool_stream *s, cpool_pool *pool, cpool_captur
  * graph holds its own reference to the capture's pool (and to any other pool
  * allocated from under the capture): the caller may release its own right
  * after. Blocks that are still allocated at the end (the graph's outputs)
- * stay reserved until freed.
+ * stay reserved until freed; the pages that hold them become the graph's
+ * own, so that no other graph's replay writes them.
  * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL argument, or `s` was
  * forked into a capture begun on another stream; the capture goes on),
  * CPOOL_ERR_NOT_CAPTURING, CPOOL_ERR_CAPTURE_INVALIDATED (the capture was
@@ -686,9 +710,9 @@ cpool_status cpool_capture(cpool_stream *s, cpool_pool *pool, cpool_capture_mode
  * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL, a stream of another
  * device, or a stream that is capturing), CPOOL_ERR_STALE_GRAPH (its pool's
  * buffers were cleared after the capture: nothing is launched),
- * CPOOL_ERR_OUTPUT_LIVE (the replay would overwrite a live output of another
- * graph sharing its pool: nothing is launched; see cpool_pool),
- * CPOOL_ERR_BACKEND. */
+ * CPOOL_ERR_BACKEND. A replay never overwrites another graph's live output,
+ * so CPOOL_ERR_OUTPUT_LIVE is never returned for graphs captured by this
+ * version (see cpool_pool). */
 cpool_status cpool_graph_launch(cpool_graph *g, cpool_stream *s);
 
 /* Uploads the graph's executable to the device ahead of its first launch, in
@@ -696,8 +720,8 @@ cpool_status cpool_graph_launch(cpool_graph *g, cpool_stream *s);
  * the host backend. Returns as cpool_graph_launch. */
 cpool_status cpool_graph_upload(cpool_graph *g, cpool_stream *s);
 
-/* The graph's id: unique for the process's life, named by messages (such as
- * CPOOL_ERR_OUTPUT_LIVE's) and kept by cpool_graph_update; 0 for NULL. */
+/* The graph's id: unique for the process's life, named by messages and
+ * snapshots and kept by cpool_graph_update; 0 for NULL. */
 uint64_t cpool_graph_id(const cpool_graph *g);
 
 /* Number of successful launches (0 for NULL). */
@@ -706,20 +730,23 @@ uint64_t cpool_graph_replays(const cpool_graph *g);
 /* A graph's share of its pools' memory, over every pool it holds. */
 typedef struct cpool_graph_stats {
     size_t struct_size;          /* caller sets sizeof(cpool_graph_stats) */
-    uint64_t write_bytes;        /* graph-reserved bytes its replays write */
-    uint64_t shared_write_bytes; /* the part of write_bytes that other graphs' replays write too
-                                    (scratch shared by graphs that never run at once) */
-    uint64_t live_output_bytes;  /* its outputs still allocated (block sizes) */
+    uint64_t write_bytes;        /* bytes of pages mapped in its arenas: what its replays may write */
+    uint64_t shared_write_bytes; /* the part of write_bytes on the pool's shared pages, which the
+                                    pool's other graphs may map too (they never run at once) */
+    uint64_t live_output_bytes;  /* its outputs still allocated (block sizes), packed ones included */
     uint64_t live_outputs;       /* their count */
     uint64_t pool_count;         /* pools it holds */
     /* Appended fields. */
-    uint64_t own_bytes; /* physical bytes it holds alone: the pages of its outputs (write_bytes less
-                           shared_write_bytes, where pages are shared) */
+    uint64_t own_bytes; /* bytes of its arenas' pages of its own, mapped by no other graph: pages
+                           that held outputs when its capture ended, or an earlier capture's in
+                           the same arena (write_bytes less shared_write_bytes; all of it in a
+                           pool of plain segments). Packed outputs lie in the pool's packed
+                           region: they count in live_output_bytes, not here */
 } cpool_graph_stats;
 
 /* Fills *out (its first out->struct_size bytes, as cpool_pool_get_stats),
- * exact at the time of the call; costs a walk of the graph's footprint in
- * each pool, under that pool's lock. Returns CPOOL_OK,
+ * exact at the time of the call; costs a walk of the graph's pages in each
+ * pool, under that pool's lock. Returns CPOOL_OK,
  * CPOOL_ERR_INVALID_ARGUMENT (NULL or dead graph, NULL out, struct_size
  * smaller than the fields up to pool_count), CPOOL_ERR_OUT_OF_MEMORY. */
 cpool_status cpool_graph_get_stats(const cpool_graph *g, cpool_graph_stats *out);
@@ -803,16 +830,14 @@ void *cpool_param_device_ptr(const cpool_param *p);
  * nothing is enqueued), CPOOL_ERR_OUT_OF_MEMORY, CPOOL_ERR_BACKEND. */
 cpool_status cpool_param_set(cpool_param *p, const void *value, size_t bytes, cpool_stream *s);
 
-/* Runs body(s, ctx) eagerly `warmup_runs` times on `s` (so that lazy
- * initialisation, library handles and workspace allocations happen outside
- * capture), then captures it once with `pool` and `mode` into *out. The last
- * eager run shows which of the body's allocations on `s` outlive it: the
- * capture's allocations in those places (by their order) are outputs, placed
- * apart from every graph's scratch as cpool_alloc_output does, so graphed
- * calls into one pool replay in any order while their scratch is shared.
- * With warmup_runs == 0 there is nothing to learn from: every allocation of
- * the capture is placed apart, so its graph is still never refused, but its
- * scratch is not shared with other graphs'.
+/* Runs body(s, ctx) eagerly `warmup_runs` times on `s`, then captures it
+ * once with `pool` and `mode` into *out. The eager runs are only warm-ups:
+ * lazy initialisation, library handles and workspace allocations happen
+ * there, outside capture. Nothing is learnt from
+ * them: the capture's outputs are kept like any capture's (see cpool_pool),
+ * so graphed calls into one pool replay in any order while their scratch
+ * is shared; allocate outputs in the body with cpool_alloc_output to pack
+ * them.
  * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL argument, warmup_runs
  * < 0), the body's first failing status (eagerly or under capture), or any
  * status of cpool_capture. On failure *out is NULL. */

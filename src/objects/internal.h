@@ -4,7 +4,7 @@
  * each file offers the others, file by file.
  *
  * Layering (docs/ARCHITECTURE.md): these files call into src/memory (the
- * allocator, stream order, footprints), reach a platform only through
+ * allocator, stream order, graph pages), reach a platform only through
  * backend.h's table, and use src/support. Internal-but-shared names carry
  * the cpool__ prefix.
  */

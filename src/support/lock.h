@@ -19,14 +19,14 @@
 typedef enum cpool__rank {
     CPOOL__RANK_REGISTRY = 1, /* device.c: the open devices */
     CPOOL__RANK_EVENT,        /* event.c: an event's records and the waits for them */
-    CPOOL__RANK_CAPTURE,      /* capture.c: a capture record, shared by the streams of a fork */
-    CPOOL__RANK_POOL,         /* pool.c: a pool's records, allocator and fences */
+    CPOOL__RANK_CAPTURE,      /* stream.c: a capture record, shared by the streams of a fork */
+    CPOOL__RANK_POOL,         /* pool.c: a pool's records, allocator, fences and graph pages */
     CPOOL__RANK_FRONT,        /* front.c: a pool's front cache (a spin lock) */
-    CPOOL__RANK_STREAMS,      /* device.c: a device's live streams, capture begin */
+    CPOOL__RANK_STREAMS,      /* order.c: a device's live streams, capture begin */
     CPOOL__RANK_CAPTURE_GRAPHS, /* backend_cuda.c: graphs being captured */
     CPOOL__RANK_PEERS,        /* backend_cuda.c: the open CUDA devices and their peer access */
     CPOOL__RANK_MAPPED,       /* backend_cuda.c: one device's mapped pages of growable segments */
-    CPOOL__RANK_HOST_MEMORY,  /* backend_host.c: the host device's memory file */
+    CPOOL__RANK_HOST_MEMORY,  /* host_memory.c: the host device's memory file */
     CPOOL__RANK_HOST_QUEUE,   /* backend_host.c: one stream's queue */
     CPOOL__RANK_HOST_CAPTURE, /* backend_host.c: a capture's graph of work, shared by its streams */
     CPOOL__RANK_HOST_EVENT,   /* backend_host.c: one event's last record */
