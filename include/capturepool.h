@@ -830,14 +830,15 @@ void *cpool_param_device_ptr(const cpool_param *p);
  * nothing is enqueued), CPOOL_ERR_OUT_OF_MEMORY, CPOOL_ERR_BACKEND. */
 cpool_status cpool_param_set(cpool_param *p, const void *value, size_t bytes, cpool_stream *s);
 
-/* Runs body(s, ctx) eagerly `warmup_runs` times on `s`, then captures it
- * once with `pool` and `mode` into *out. The eager runs are only warm-ups:
- * lazy initialisation, library handles and workspace allocations happen
- * there, outside capture. Nothing is learnt from
- * them: the capture's outputs are kept like any capture's (see cpool_pool),
- * so graphed calls into one pool replay in any order while their scratch
- * is shared; allocate outputs in the body with cpool_alloc_output to pack
- * them.
+/* Runs body(s, ctx) eagerly `warmup_runs` times on `s` (so that lazy
+ * initialisation, library handles and workspace allocations happen outside
+ * capture), then captures it once with `pool` and `mode` into *out. The
+ * last eager run shows which of the body's allocations outlive it: the
+ * capture's allocations in those places (by their order, stream by stream)
+ * are outputs, packed as cpool_alloc_output packs them (see cpool_pool).
+ * Graphed calls into one pool replay in any order while their scratch is
+ * shared; with warmup_runs == 0 nothing is learnt and the capture's
+ * outputs are kept like any capture's.
  * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL argument, warmup_runs
  * < 0), the body's first failing status (eagerly or under capture), or any
  * status of cpool_capture. On failure *out is NULL. */
