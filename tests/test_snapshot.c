@@ -31,12 +31,20 @@ static uint64_t member_u64(const json *obj, const char *key) {
     return v && v->kind == JSON_NUMBER && v->is_integer ? v->integer : UINT64_MAX;
 }
 
-/* What a snapshot says, summed. */
+/* What a snapshot says, summed: `segments` counts the mapped runs (the
+ * segments and the arenas' ranges), `segment_bytes` the physical bytes
+ * (segments and the distinct pages of arenas), `graph_bytes` those of graph
+ * memory, `free_bytes` what no live block holds. */
 typedef struct snapshot_sums {
     uint64_t segments, segment_bytes, live_requested, graph_bytes, free_bytes, blocks, outputs, params;
     uint64_t graphs;
     uint64_t streams[8]; /* distinct streams of live blocks */
     size_t stream_count;
+    /* Parts of the above: graph block sizes in eager segments, sizes of
+     * their other blocks, sizes of live blocks in the packed
+     * region and in arenas, and the physical pages behind arenas. */
+    uint64_t eager_graph_bytes, eager_free_bytes, packed_bytes, packed_live_bytes, arena_live_bytes;
+    uint64_t shared_pages, own_pages, plain_bytes, ranges;
 } snapshot_sums;
 
 /* Checks one block's shape, adds it to the sums. */
@@ -57,8 +65,6 @@ static void add_block(const json *b, uint64_t expect_offset, snapshot_sums *sum)
     CHECK(live || graph || !strcmp(s, "free"));
     if (!live) CHECK_EQ(requested, 0);
     if (live) sum->live_requested += requested;
-    if (graph) sum->graph_bytes += size;
-    if (!live) sum->free_bytes += size;
     if (!graph) CHECK_EQ(graphs->count, 0);
     if (output->boolean) {
         CHECK(live && graph);
@@ -76,6 +82,99 @@ static void add_block(const json *b, uint64_t expect_offset, snapshot_sums *sum)
         if (k == sum->stream_count && k < 8) sum->streams[sum->stream_count++] = stream;
     }
     sum->blocks++;
+}
+
+#define PAGE ((uint64_t)2 << 20)
+
+/* Checks the blocks of a segment or range of `size` bytes: they tile it.
+ * Adds the sizes of its live blocks to *live, of its graph blocks to
+ * *graph, of the others to *free (each NULL: not counted). */
+static void add_blocks(const json *blocks, uint64_t size, uint64_t *live, uint64_t *graph, uint64_t *free_bytes,
+                       snapshot_sums *sum) {
+    uint64_t offset = 0;
+    for (size_t k = 0; k < blocks->count; k++) {
+        const json *b = blocks->items[k], *state = json_get(b, "state");
+        uint64_t bytes = member_u64(b, "size");
+        add_block(b, offset, sum);
+        if (!state || state->kind != JSON_STRING) continue;
+        int is_live = !strcmp(state->string, "live") || !strcmp(state->string, "graph_live");
+        if (is_live && live) *live += bytes;
+        if (!strncmp(state->string, "graph_", 6) && graph) *graph += bytes;
+        if (!is_live && free_bytes) *free_bytes += bytes;
+        offset += bytes;
+    }
+    CHECK_EQ(offset, size); /* the blocks tile it */
+}
+
+static int compare_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* "arenas" and "physical": every range's pages are page-aligned, in order,
+ * and cover it; an own page's id appears once and never as a shared one;
+ * the distinct ids are the counts "physical" gives. */
+static void check_arenas(const json *root, snapshot_sums *sum) {
+    const json *arenas = json_get(root, "arenas"), *physical = json_get(root, "physical");
+    REQUIRE(arenas && arenas->kind == JSON_ARRAY && physical && physical->kind == JSON_OBJECT);
+    size_t cap = 64, count = 0;
+    uint64_t *ids = malloc(cap * sizeof *ids); /* id << 1 | own */
+    REQUIRE(ids != NULL);
+    for (size_t a = 0; a < arenas->count; a++) {
+        const json *ar = arenas->items[a], *ranges = json_get(ar, "ranges"), *state = json_get(ar, "state");
+        uint64_t graph = member_u64(ar, "graph");
+        CHECK(member_u64(ar, "id") != UINT64_MAX && member_u64(ar, "id") != 0 && graph != UINT64_MAX);
+        REQUIRE(state && state->kind == JSON_STRING && ranges && ranges->kind == JSON_ARRAY);
+        CHECK(!strcmp(state->string, graph ? "graph" : "capture") || (!graph && !strcmp(state->string, "outputs")) ||
+              (!graph && !strcmp(state->string, "idle")));
+        for (size_t r = 0; r < ranges->count; r++) {
+            const json *range = ranges->items[r], *pages = json_get(range, "pages"), *blocks = json_get(range, "blocks");
+            uint64_t size = member_u64(range, "size");
+            CHECK(member_u64(range, "address") != UINT64_MAX);
+            REQUIRE(pages && pages->kind == JSON_ARRAY && blocks && blocks->kind == JSON_ARRAY);
+            if (pages->count == 0) {
+                sum->plain_bytes += size; /* plain memory, shared with none */
+            } else {
+                CHECK_EQ(pages->count * PAGE, size);
+            }
+            for (size_t i = 0; i < pages->count; i++) {
+                const json *pg = pages->items[i], *own = json_get(pg, "own");
+                uint64_t id = member_u64(pg, "physical");
+                CHECK_EQ(member_u64(pg, "offset"), i * PAGE);
+                REQUIRE(own && own->kind == JSON_BOOL && id != UINT64_MAX && id != 0);
+                if (count == cap) {
+                    cap *= 2;
+                    uint64_t *grown = realloc(ids, cap * sizeof *ids);
+                    REQUIRE(grown != NULL);
+                    ids = grown;
+                }
+                ids[count++] = id << 1 | (uint64_t)own->boolean;
+            }
+            add_blocks(blocks, size, &sum->arena_live_bytes, NULL, NULL, sum);
+            const json *b0 = blocks->count ? blocks->items[0] : NULL, *g0 = b0 ? json_get(b0, "graphs") : NULL;
+            if (g0 && g0->count) CHECK_EQ(g0->items[0]->integer, graph); /* its blocks are its graph's */
+            sum->segments++;
+            sum->ranges++;
+        }
+    }
+    qsort(ids, count, sizeof *ids, compare_u64);
+    for (size_t i = 0; i < count; i++) {
+        if (i && ids[i] >> 1 == ids[i - 1] >> 1) {
+            CHECK_EQ(ids[i], ids[i - 1]); /* one id, one kind */
+            CHECK_EQ(ids[i] & 1, 0);      /* only shared pages repeat */
+            continue;
+        }
+        if (ids[i] & 1)
+            sum->own_pages++;
+        else
+            sum->shared_pages++;
+    }
+    free(ids);
+    CHECK_EQ(member_u64(physical, "page_size"), PAGE);
+    CHECK_EQ(member_u64(physical, "shared_pages"), sum->shared_pages);
+    CHECK_EQ(member_u64(physical, "own_pages"), sum->own_pages);
+    CHECK_EQ(member_u64(physical, "plain_bytes"), sum->plain_bytes);
+    CHECK_EQ(member_u64(physical, "bytes"), (sum->shared_pages + sum->own_pages) * PAGE + sum->plain_bytes);
 }
 
 /* Writes a snapshot of pool, reads it back, checks its shape and that its
@@ -100,7 +199,7 @@ static json *checked_snapshot(cpool_pool *pool, const cpool_pool_stats *stats, s
     }
     const json *st = json_get(root, "stats"), *segments = json_get(root, "segments"), *graphs = json_get(root, "graphs");
     const json *backend = json_get(root, "backend");
-    CHECK_EQ(member_u64(root, "version"), 1);
+    CHECK_EQ(member_u64(root, "version"), 2);
     CHECK(backend && backend->kind == JSON_STRING && (!strcmp(backend->string, "host") || !strcmp(backend->string, "cuda")));
     if (!st || !segments || segments->kind != JSON_ARRAY || !graphs || graphs->kind != JSON_ARRAY) {
         check_report_(__FILE__, __LINE__, "the snapshot lacks stats, segments or graphs");
@@ -113,29 +212,39 @@ static json *checked_snapshot(cpool_pool *pool, const cpool_pool_stats *stats, s
                                          "cached_bytes",  "graph_count"};
     for (size_t i = 0; i < sizeof fields / sizeof *fields; i++) CHECK(member_u64(st, fields[i]) != UINT64_MAX);
     for (size_t i = 0; i < segments->count; i++) {
-        const json *seg = segments->items[i], *blocks = json_get(seg, "blocks");
-        uint64_t size = member_u64(seg, "size"), offset = 0;
+        const json *seg = segments->items[i], *blocks = json_get(seg, "blocks"), *kind = json_get(seg, "kind");
+        uint64_t size = member_u64(seg, "size");
         CHECK(member_u64(seg, "address") != UINT64_MAX);
+        int packed = kind && kind->kind == JSON_STRING && !strcmp(kind->string, "packed");
+        CHECK(packed || (kind && kind->kind == JSON_STRING && !strcmp(kind->string, "eager")));
         if (!blocks || blocks->kind != JSON_ARRAY) {
             check_report_(__FILE__, __LINE__, "segment %zu has no blocks array", i);
             continue;
         }
-        for (size_t k = 0; k < blocks->count; k++) {
-            add_block(blocks->items[k], offset, sum);
-            offset += member_u64(blocks->items[k], "size");
-        }
-        CHECK_EQ(offset, size); /* the blocks tile the segment */
+        if (packed)
+            add_blocks(blocks, size, &sum->packed_live_bytes, NULL, NULL, sum);
+        else
+            add_blocks(blocks, size, NULL, &sum->eager_graph_bytes, &sum->eager_free_bytes, sum);
         sum->segments++;
+        if (packed) sum->packed_bytes += size;
         sum->segment_bytes += size;
     }
+    check_arenas(root, sum);
     for (size_t i = 0; i < graphs->count; i++) {
         const json *g = graphs->items[i];
         CHECK(member_u64(g, "id") != UINT64_MAX && member_u64(g, "id") != 0);
         CHECK(member_u64(g, "shared_write_bytes") <= member_u64(g, "write_bytes"));
+        CHECK_EQ(member_u64(g, "shared_write_bytes") + member_u64(g, "own_bytes"), member_u64(g, "write_bytes"));
         CHECK(member_u64(g, "live_outputs") != UINT64_MAX);
     }
     sum->graphs = graphs->count;
-    /* Its sums are its stats. */
+    /* Its sums are its stats, in physical bytes: segments are memory of
+     * their own, arenas add the distinct pages they map. */
+    uint64_t physical = (sum->shared_pages + sum->own_pages) * PAGE + sum->plain_bytes;
+    uint64_t graph_memory = sum->packed_bytes + physical, graph_live = sum->packed_live_bytes + sum->arena_live_bytes;
+    sum->segment_bytes += physical;
+    sum->graph_bytes = sum->eager_graph_bytes + graph_memory;
+    sum->free_bytes = sum->eager_free_bytes + (graph_memory > graph_live ? graph_memory - graph_live : 0);
     CHECK_EQ(sum->segment_bytes, member_u64(st, "reserved_bytes"));
     CHECK_EQ(sum->segments, member_u64(st, "segment_count"));
     CHECK_EQ(sum->live_requested, member_u64(st, "allocated_bytes"));
@@ -275,6 +384,133 @@ static void graphs_with_scratch_and_outputs(cpool_device *dev) {
     CHECK_EQ(sum.segments, st.segment_count);
     CHECK_EQ(sum.live_requested, 0);
     json_free(root);
+}
+
+/* Two graphs with scratch of several pages and an output made by plain
+ * cpool_alloc (its pages become the graph's own): the snapshot shows each
+ * graph's ranges, the same physical page behind both graphs' scratch, and
+ * pages of their own, apart, behind their outputs. */
+static cpool_status body_scratch_and_plain_output(cpool_stream *s, void *ctx) {
+    graph_body *b = (graph_body *)ctx;
+    void *scratch = NULL;
+    cpool_status st = cpool_alloc(b->pool, b->scratch, s, &scratch);
+    if (st != CPOOL_OK) return st;
+    st = cpool_memset_async(s, scratch, 1, b->scratch);
+    if (st == CPOOL_OK) st = cpool_alloc(b->pool, b->out, s, &b->output);
+    if (st == CPOOL_OK) st = cpool_memcpy_async(s, b->output, scratch, b->out);
+    cpool_status freed = cpool_free(b->pool, scratch, s);
+    return st == CPOOL_OK ? freed : st;
+}
+
+/* The physical ids behind an arena's pages: those under its graph_free
+ * blocks that are shared (scratch), and those under its graph_live blocks
+ * (outputs), which must be its own. */
+typedef struct arena_pages {
+    uint64_t scratch[16], outputs[16];
+    size_t scratch_count, output_count;
+    uint64_t own_bytes;
+} arena_pages;
+
+static void pages_of_graph(const json *root, uint64_t graph, arena_pages *out) {
+    const json *arenas = json_get(root, "arenas");
+    memset(out, 0, sizeof *out);
+    size_t found = 0;
+    for (size_t a = 0; arenas && a < arenas->count; a++) {
+        if (member_u64(arenas->items[a], "graph") != graph) continue;
+        found++;
+        const json *ranges = json_get(arenas->items[a], "ranges");
+        for (size_t r = 0; r < ranges->count; r++) {
+            const json *pages = json_get(ranges->items[r], "pages"), *blocks = json_get(ranges->items[r], "blocks");
+            for (size_t i = 0; i < pages->count; i++) {
+                const json *pg = pages->items[i];
+                uint64_t at = member_u64(pg, "offset"), id = member_u64(pg, "physical");
+                bool own = json_get(pg, "own")->boolean;
+                if (own) out->own_bytes += PAGE;
+                for (size_t k = 0; k < blocks->count; k++) {
+                    const json *b = blocks->items[k];
+                    uint64_t from = member_u64(b, "offset"), to = from + member_u64(b, "size");
+                    if (to <= at || from >= at + PAGE) continue;
+                    const char *state = json_get(b, "state")->string;
+                    if (!strcmp(state, "graph_live")) {
+                        CHECK(own); /* an output's page is its graph's own */
+                        CHECK(json_get(b, "output")->boolean);
+                        const json *graphs = json_get(b, "graphs");
+                        CHECK(graphs->count == 1 && graphs->items[0]->integer == graph);
+                        if (out->output_count < 16 && (!out->output_count || out->outputs[out->output_count - 1] != id))
+                            out->outputs[out->output_count++] = id;
+                    } else if (!strcmp(state, "graph_free") && !own && out->scratch_count < 16 &&
+                               (!out->scratch_count || out->scratch[out->scratch_count - 1] != id)) {
+                        out->scratch[out->scratch_count++] = id;
+                    }
+                }
+            }
+        }
+    }
+    CHECK_EQ(found, 1); /* one arena per graph */
+}
+
+static void graphs_share_pages_by_physical_id(cpool_device *dev) {
+    static stream_pool f;
+    graph_body b1, b2;
+    cpool_graph *g1 = NULL, *g2 = NULL;
+    snapshot_sums sum;
+    REQUIRE(fixture_open(dev, NULL, &f));
+    b1 = (graph_body){f.pool, (size_t)6 << 20, (size_t)1 << 20, NULL};
+    b2 = (graph_body){f.pool, (size_t)4 << 20, (size_t)3 << 20, NULL};
+    REQUIRE_OK(cpool_capture(f.s, f.pool, CPOOL_CAPTURE_GLOBAL, body_scratch_and_plain_output, &b1, &g1));
+    REQUIRE_OK(cpool_capture(f.s, f.pool, CPOOL_CAPTURE_GLOBAL, body_scratch_and_plain_output, &b2, &g2));
+    CHECK_OK(cpool_graph_launch(g1, f.s));
+    CHECK_OK(cpool_graph_launch(g2, f.s));
+    CHECK_OK(cpool_stream_synchronize(f.s));
+    cpool_pool_stats st = stats_of(f.pool);
+    json *root = checked_snapshot(f.pool, &st, &sum);
+    REQUIRE(root != NULL);
+    CHECK_EQ(sum.graphs, 2);
+    CHECK_EQ(sum.outputs, 2);
+    CHECK_GE(sum.shared_pages, 1);
+    arena_pages p1, p2;
+    pages_of_graph(root, cpool_graph_id(g1), &p1);
+    pages_of_graph(root, cpool_graph_id(g2), &p2);
+    /* One physical page behind both graphs' scratch. */
+    size_t common = 0;
+    for (size_t i = 0; i < p1.scratch_count; i++)
+        for (size_t k = 0; k < p2.scratch_count; k++) common += p1.scratch[i] == p2.scratch[k];
+    CHECK_GE(common, 1);
+    /* Their outputs on pages of their own, apart. */
+    CHECK_GE(p1.output_count, 1);
+    CHECK_GE(p2.output_count, 2);
+    for (size_t i = 0; i < p1.output_count; i++) {
+        for (size_t k = 0; k < p2.output_count; k++) CHECK(p1.outputs[i] != p2.outputs[k]);
+        for (size_t k = 0; k < p2.scratch_count; k++) CHECK(p1.outputs[i] != p2.scratch[k]);
+    }
+    for (size_t i = 0; i < p2.output_count; i++)
+        for (size_t k = 0; k < p1.scratch_count; k++) CHECK(p2.outputs[i] != p1.scratch[k]);
+    /* What each graph holds alone is the pages of its own. */
+    check_graph_stats(root, g1, 1);
+    check_graph_stats(root, g2, 1);
+    cpool_graph_stats s1 = {.struct_size = sizeof s1}, s2 = {.struct_size = sizeof s2};
+    CHECK_OK(cpool_graph_get_stats(g1, &s1));
+    CHECK_OK(cpool_graph_get_stats(g2, &s2));
+    CHECK_EQ(s1.own_bytes, p1.own_bytes);
+    CHECK_EQ(s2.own_bytes, p2.own_bytes);
+    CHECK_EQ(s1.own_bytes, member_u64(graph_entry(root, cpool_graph_id(g1)), "own_bytes"));
+    CHECK_EQ(s2.own_bytes, member_u64(graph_entry(root, cpool_graph_id(g2)), "own_bytes"));
+    CHECK_GT(s2.shared_write_bytes, 0);
+    json_free(root);
+    cpool_graph_release(g1);
+    cpool_graph_release(g2);
+    CHECK(wait_graph_count(f.pool, 0, WAIT_TIMEOUT_MS));
+    /* Released graphs' outputs stay, on their pages, until freed. */
+    st = stats_of(f.pool);
+    root = checked_snapshot(f.pool, &st, &sum);
+    CHECK_EQ(sum.outputs, 2);
+    json_free(root);
+    CHECK_OK(cpool_free(f.pool, b1.output, f.s));
+    CHECK_OK(cpool_free(f.pool, b2.output, f.s));
+    CHECK_OK(cpool_pool_trim(f.pool));
+    st = stats_of(f.pool);
+    json_free(checked_snapshot(f.pool, &st, &sum));
+    CHECK_EQ(sum.shared_pages + sum.own_pages, 0);
 }
 
 /* While another thread allocates and frees, every snapshot is one moment:
@@ -619,6 +855,7 @@ static const check_case cases[] = {
     CHECK_CASE(empty_pool),
     CHECK_CASE(eager_blocks_on_two_streams),
     CHECK_CASE(graphs_with_scratch_and_outputs),
+    CHECK_CASE(graphs_share_pages_by_physical_id),
     CHECK_CASE(consistent_under_concurrent_allocation),
     CHECK_CASE(a_graph_that_writes_no_graph_memory_is_listed),
     CHECK_CASE(graph_count_is_the_list_under_concurrent_capture),

@@ -552,6 +552,19 @@ const cpool__arena *cpool__graph_pages_next(const cpool__graph_pages *gp, const 
     return ar;
 }
 
+const cpool__arena *cpool__graph_pages_each(const cpool__graph_pages *gp, const cpool__arena *after) {
+    return after ? after->next : gp->arenas;
+}
+
+void cpool__arena_walk(const cpool__arena *ar, const cpool__walker *w) { cpool__allocator_walk(&ar->alloc, w); }
+
+const cpool__arena *cpool__graph_pages_small_owner(const cpool__graph_pages *gp, uintptr_t ptr) {
+    for (const cpool__arena *ar = gp->arenas; ar; ar = ar->next)
+        for (size_t i = 0; i < ar->small_count; i++)
+            if (ar->small[i] == ptr) return ar;
+    return NULL;
+}
+
 /* ---- invariants ------------------------------------------------------------- */
 
 /* One arena's pages: counts its own memory into *own and its mappings of

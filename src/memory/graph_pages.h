@@ -150,6 +150,14 @@ void cpool__arena_walk_pages(const cpool__arena *ar, const cpool__page_walker *w
 /* The arenas in use by a capture or a graph (not idle), in turn. */
 const cpool__arena *cpool__graph_pages_next(const cpool__graph_pages *gp, const cpool__arena *after);
 bool cpool__arena_in_use(const cpool__arena *ar);
+/* Every arena, idle ones included (their pages count in the shared set),
+ * in turn. */
+const cpool__arena *cpool__graph_pages_each(const cpool__graph_pages *gp, const cpool__arena *after);
+/* An arena's mapped runs and their blocks (cpool__allocator_walk); the
+ * small region is gp->small. */
+void cpool__arena_walk(const cpool__arena *ar, const cpool__walker *w);
+/* The arena whose capture handed out the live small block at ptr, or NULL. */
+const cpool__arena *cpool__graph_pages_small_owner(const cpool__graph_pages *gp, uintptr_t ptr);
 
 /* Checks every invariant; aborts with a message on the first broken one. */
 void cpool__graph_pages_check(const cpool__graph_pages *gp);
