@@ -14,9 +14,14 @@ visualizer reads:
    "device_traces": [[]]}
 
 Mapping: live and graph_live blocks are "active_allocated", free and
-graph_free ones "inactive". Graph memory (graph_free and graph_live blocks)
-goes in pool (1, 0), the rest in (0, 0), so that the visualizer shows it as
-a pool of its own, as PyTorch does for a CUDA graph's private pool. A
+graph_free ones "inactive". Graph memory (graph_free and graph_live blocks,
+every block of a packed segment and of an arena's range) goes in pool
+(1, 0), the rest in (0, 0), so that the visualizer shows it as a pool of
+its own, as PyTorch does for a CUDA graph's private pool. Each range of an
+arena (a graph's addresses, version 2) becomes a segment at its own
+address, as a graph sees it: PyTorch knows no pages seen at several
+addresses, so where graphs share physical pages its segments add up to
+more than stats.reserved_bytes, by the bytes printed at the end. A
 PyTorch segment belongs to one pool, while a capturepool segment may hold
 both kinds of blocks: such a segment becomes one PyTorch segment per run of
 consecutive blocks of one kind, each at the address of its first block.
@@ -50,11 +55,12 @@ def segment_stream(seg):
     return 0
 
 
-def runs(blocks):
-    """The blocks cut into runs of consecutive graph or non-graph blocks."""
+def runs(blocks, all_graph=False):
+    """The blocks cut into runs of consecutive graph or non-graph blocks
+    (all graph memory with all_graph)."""
     out = []
     for b in blocks:
-        graph = b.get("state") in GRAPH
+        graph = all_graph or b.get("state") in GRAPH
         if out and out[-1][0] == graph:
             out[-1][1].append(b)
         else:
@@ -62,10 +68,18 @@ def runs(blocks):
     return out
 
 
+def address_runs(snap):
+    """Every segment and every arena's range, with whether all its memory
+    is graph memory (packed segments and ranges), by address."""
+    out = [(seg, seg.get("kind") == "packed") for seg in snap["segments"]]
+    out += [(rng, True) for arena in snap.get("arenas", []) for rng in arena["ranges"]]
+    return sorted(out, key=lambda r: r[0]["address"])
+
+
 def convert(snap):
     segments = []
-    for seg in sorted(snap["segments"], key=lambda s: s["address"]):
-        for graph, run in runs(seg["blocks"]):
+    for seg, all_graph in address_runs(snap):
+        for graph, run in runs(seg["blocks"], all_graph):
             blocks = []
             for b in run:
                 active = b.get("state") in ACTIVE
@@ -110,8 +124,12 @@ def main():
     with open(out, "wb") as f:
         pickle.dump(torch_snap, f, protocol=4)
     graph_segs = sum(s["segment_pool_id"] == GRAPH_POOL for s in torch_snap["segments"])
+    ranges = sum(len(arena["ranges"]) for arena in snap["arenas"])
+    seen_twice = (sum(rng["size"] for arena in snap["arenas"] for rng in arena["ranges"])
+                  - snapshot_check.physical_bytes(snap))
     print(f"snapshot_to_torch: wrote {out}: {len(torch_snap['segments'])} PyTorch segments from "
-          f"{len(snap['segments'])}, {graph_segs} of them graph memory (pool {GRAPH_POOL})")
+          f"{len(snap['segments'])} segments and {ranges} ranges, {graph_segs} of them graph memory "
+          f"(pool {GRAPH_POOL}); {seen_twice} bytes of shared pages counted once per graph that maps them")
 
 
 if __name__ == "__main__":

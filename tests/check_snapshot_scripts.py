@@ -3,12 +3,17 @@ snapshot_plot_fixture and snapshot_picture). Each script is run on a
 snapshot; the test checks that the PNG and the SVG were written and are
 what they claim to be, that the snapshot adds up (no warning line), and
 loads the pickle back and checks it against the snapshot: segment and block
-sizes, addresses, states, requested bytes, graph memory in pool (1, 0).
+sizes, addresses, states, requested bytes, graph memory in pool (1, 0), and
+the sums in physical bytes (the arenas' ranges, at each graph's addresses,
+less the bytes of pages seen at several addresses).
 
   fixture SNAPSHOT.json OUTDIR   the committed example snapshot; also a
                                  corrupted copy (each of the four sums must
                                  be reported), a segment of graph and other
-                                 memory, and an empty pool
+                                 memory, an empty pool, and a version 2
+                                 snapshot made from the example whose two
+                                 graphs share a physical page (and a copy
+                                 of it where an own page is mapped twice)
   demo DEMO SNAPSHOT.json        runs DEMO --quick --snapshot SNAPSHOT.json
                                  first; its snapshot must add up and hold
                                  the demo's graph
@@ -80,10 +85,12 @@ def expected_torch_segments(snap):
     should give: each segment cut where its blocks turn from graph memory
     to other memory or back."""
     out = []
-    for seg in sorted(snap["segments"], key=lambda s: s["address"]):
+    runs = [(seg, seg.get("kind") == "packed") for seg in snap["segments"]]
+    runs += [(rng, True) for arena in snap.get("arenas", []) for rng in arena["ranges"]]
+    for seg, all_graph in sorted(runs, key=lambda r: r[0]["address"]):
         last = None
         for b in seg["blocks"]:
-            graph = b["state"] in ("graph_free", "graph_live")
+            graph = all_graph or b["state"] in ("graph_free", "graph_live")
             if graph != last:
                 out.append([seg["address"] + b["offset"], 0, (1, 0) if graph else (0, 0), []])
                 last = graph
@@ -141,9 +148,20 @@ def check_pickle(snapshot, out, torch_segments=None):
         if (t["allocated_size"], t["active_size"], t["requested_size"]) != (allocated, allocated, requested):
             fail(f"{where}: allocated/active/requested {t['allocated_size']}/{t['active_size']}/"
                  f"{t['requested_size']}, blocks give {allocated}/{allocated}/{requested}")
-    for key, total in (("reserved_bytes", sum(t["total_size"] for t in tsegs)),
+    # PyTorch sees each graph's addresses; the stats count physical pages once.
+    pages = {}
+    for arena in snap.get("arenas", []):
+        for rng in arena["ranges"]:
+            for page in rng["pages"]:
+                pages[page["physical"]] = True
+    page_size = snap.get("physical", {}).get("page_size", 2 << 20)
+    plain = sum(rng["size"] for arena in snap.get("arenas", []) for rng in arena["ranges"] if not rng["pages"])
+    seen_twice = (sum(rng["size"] for arena in snap.get("arenas", []) for rng in arena["ranges"])
+                  - len(pages) * page_size - plain)
+    for key, total in (("reserved_bytes", sum(t["total_size"] for t in tsegs) - seen_twice),
                        ("allocated_bytes", sum(t["requested_size"] for t in tsegs)),
-                       ("graph_reserved_bytes", sum(t["total_size"] for t in tsegs if t["segment_pool_id"] == (1, 0)))):
+                       ("graph_reserved_bytes",
+                        sum(t["total_size"] for t in tsegs if t["segment_pool_id"] == (1, 0)) - seen_twice)):
         if total != snap["stats"][key]:
             fail(f"{out}: the PyTorch segments give {total} for stats.{key}, the snapshot says {snap['stats'][key]}")
 
@@ -157,6 +175,39 @@ def corrupted(snap):
     last = bad["segments"][0]["blocks"][-1]
     last["size"] -= 256  # the segment's blocks no longer fill it
     return bad
+
+
+PAGE = 2 << 20
+
+
+def with_shared_pages(snap):
+    """The example as version 2: its eager segment, and its two graphs each
+    in an arena of two pages at addresses of its own, their scratch on one
+    shared physical page (id 1), each output on a page of its own."""
+    v2 = copy.deepcopy(snap)
+    v2["version"] = 2
+    eager = v2["segments"][0]
+    eager["kind"] = "eager"
+    v2["segments"] = [eager]
+    v2["arenas"] = []
+    base = eager["address"] + (64 << 30)
+    for graph, (out, requested, own_id) in enumerate(((4096, 4000, 101), (1024, 500, 102)), start=1):
+        block = {"stream": 3, "param": False}
+        v2["arenas"].append({"id": graph, "graph": graph, "state": "graph", "ranges": [{
+            "address": base + (graph - 1) * (1 << 30), "size": 2 * PAGE,
+            "pages": [{"offset": 0, "physical": 1, "own": False}, {"offset": PAGE, "physical": own_id, "own": True}],
+            "blocks": [dict(block, offset=0, size=PAGE, requested=0, state="graph_free", graphs=[graph], output=False),
+                       dict(block, offset=PAGE, size=out, requested=requested, state="graph_live", graphs=[graph],
+                            output=True),
+                       dict(block, offset=PAGE + out, size=PAGE - out, requested=0, state="graph_free",
+                            graphs=[graph], output=False)]}]})
+    eager_live = sum(b["requested"] for b in eager["blocks"] if b["state"] == "live")
+    v2["physical"] = {"page_size": PAGE, "shared_pages": 1, "own_pages": 2, "plain_bytes": 0, "bytes": 3 * PAGE}
+    v2["stats"].update(reserved_bytes=eager["size"] + 3 * PAGE, graph_reserved_bytes=3 * PAGE,
+                       allocated_bytes=eager_live + 4000 + 500, segment_count=3)
+    for g in v2["graphs"]:
+        g.update(write_bytes=2 * PAGE, shared_write_bytes=PAGE, own_bytes=PAGE)
+    return v2
 
 
 def fixture(snapshot, outdir):
@@ -191,6 +242,25 @@ def fixture(snapshot, outdir):
         json.dump(empty, f)
     check_pictures(empty_path, os.path.join(outdir, "snapshot-empty"))
     check_pickle(empty_path, os.path.join(outdir, "snapshot-empty.pickle"), torch_segments=0)
+
+    # Version 2: two graphs' ranges over one shared physical page; the
+    # pickle has the eager segment's two runs and one segment per range.
+    shared = with_shared_pages(snap)
+    shared_path = os.path.join(outdir, "snapshot-shared-pages.json")
+    with open(shared_path, "w") as f:
+        json.dump(shared, f)
+    check_pictures(shared_path, os.path.join(outdir, "snapshot-shared-pages"))
+    check_pickle(shared_path, os.path.join(outdir, "snapshot-shared-pages.pickle"), torch_segments=3)
+    # An own page given the shared page's id: counted once, the physical
+    # sums are a page short, and the page is both own and shared.
+    twice = copy.deepcopy(shared)
+    twice["arenas"][1]["ranges"][0]["pages"][1]["physical"] = 101
+    twice_path = os.path.join(outdir, "snapshot-own-twice.json")
+    with open(twice_path, "w") as f:
+        json.dump(twice, f)
+    check_pictures(twice_path, os.path.join(outdir, "snapshot-own-twice"),
+                   expect_warnings=("stats.reserved_bytes", "stats.graph_reserved_bytes", "physical.own_pages",
+                                    "mapped more than once"))
 
 
 def demo(program, snapshot):
