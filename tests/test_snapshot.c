@@ -3,9 +3,11 @@
  * stats it carries and against cpool_pool_get_stats of the same moment, in
  * many states: empty, eager blocks on two streams (some parked in the front
  * cache), a parameter block, graphs with scratch and outputs that share
- * scratch, a graph that writes no graph memory, after release and trim,
- * while another thread allocates, and while other threads capture and
- * release graphs (the list of graphs is always stats.graph_count long).
+ * scratch, two graphs whose scratch is one physical page at each one's
+ * addresses and whose outputs are on pages of their own (the snapshot's
+ * sums in physical bytes), a graph that writes no graph memory, after
+ * release and trim, while another thread allocates, and while other
+ * threads capture and release graphs (the list of graphs is always stats.graph_count long).
  * cpool_graph_get_stats agrees with the snapshot's graphs. Bad input (NULL,
  * dead handles, an unwritable path) is refused and changes nothing. */
 #include "check.h"
