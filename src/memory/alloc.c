@@ -459,6 +459,15 @@ static cpool_status grow_in_place(cpool__allocator *a, size_t bytes, uint64_t st
 static cpool_status reserve_in_place(cpool__allocator *a, size_t bytes);
 
 /* A new plain segment for the request. */
+/* What max_reserved is held against: this allocator's memory and the rest
+ * of the pool's. */
+static uint64_t bound_reserved(const cpool__allocator *a) {
+    uint64_t held = a->reserved;
+    for (int i = 0; i < 2; i++)
+        if (a->also_reserved[i]) held += *a->also_reserved[i];
+    return held;
+}
+
 static cpool_status grow_plain(cpool__allocator *a, size_t bytes, uint64_t stream, cpool__use use, void **out) {
     size_t rounded = cpool__block_size(bytes);
     bool large = rounded > CPOOL__SMALL_MAX;
@@ -467,12 +476,12 @@ static cpool_status grow_plain(cpool__allocator *a, size_t bytes, uint64_t strea
      * others get their own, rounded to 2 MiB. */
     size_t seg_size = round_up(rounded, CPOOL__SEGMENT_GRANULE);
     if (large && rounded < ((size_t)10 << 20) &&
-        (!a->max_reserved || a->reserved + ((size_t)20 << 20) <= a->max_reserved))
+        (!a->max_reserved || bound_reserved(a) + ((size_t)20 << 20) <= a->max_reserved))
         seg_size = (size_t)20 << 20;
-    if (a->max_reserved && a->reserved + seg_size > a->max_reserved)
+    if (a->max_reserved && bound_reserved(a) + seg_size > a->max_reserved)
         return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY,
                            "a %zu-byte segment would take the pool past max_reserved_bytes (%llu reserved of %llu)",
-                           seg_size, (unsigned long long)a->reserved, (unsigned long long)a->max_reserved);
+                           seg_size, (unsigned long long)bound_reserved(a), (unsigned long long)a->max_reserved);
     cpool__block *b = NULL;
     cpool_status st = segment_new(a, seg_size, use, large, &b);
     if (st != CPOOL_OK) return st;
@@ -667,10 +676,10 @@ static void span_drop(cpool__allocator *a, cpool__block *hole) {
  * a hole. */
 static cpool_status map_in_hole(cpool__allocator *a, cpool__block *h, uintptr_t at, size_t bytes, bool graph,
                                 cpool__block **out) {
-    if (a->max_reserved && a->reserved + bytes > a->max_reserved)
+    if (a->max_reserved && bound_reserved(a) + bytes > a->max_reserved)
         return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY,
                            "%zu more bytes would take the pool past max_reserved_bytes (%llu reserved of %llu)",
-                           bytes, (unsigned long long)a->reserved, (unsigned long long)a->max_reserved);
+                           bytes, (unsigned long long)bound_reserved(a), (unsigned long long)a->max_reserved);
     /* Records first: nothing to undo once the pages are mapped. */
     cpool__block *left = at > h->addr ? block_new(a) : NULL;
     cpool__block *right = at + bytes < h->addr + h->size ? block_new(a) : NULL;

@@ -117,6 +117,9 @@ typedef struct cpool__allocator {
     /* The first span of each class (small 0, large 1): CPOOL__SPAN_*_FIRST
      * unless the owner sets less after init (a graph's arena). */
     size_t span_first[2];
+    /* Memory that max_reserved counts besides this allocator's own (the
+     * pool's graph pages); NULL: none. */
+    const uint64_t *also_reserved[2];
     /* Counters reported by cpool_pool_get_stats (the callers' own counters
      * are the front cache's, front.h). reserved counts mapped bytes only,
      * segment_count the mapped runs (a snapshot's segments). */

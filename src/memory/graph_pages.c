@@ -314,13 +314,10 @@ cpool_status cpool__arena_note_small(cpool__arena *ar, void *ptr) {
 }
 
 cpool__arena *cpool__graph_pages_small_freed(cpool__graph_pages *gp, const void *ptr) {
-    for (cpool__arena *ar = gp->arenas; ar; ar = ar->next)
-        for (size_t i = 0; i < ar->small_count; i++)
-            if (ar->small[i] == (uintptr_t)ptr) {
-                ar->small[i] = ar->small[--ar->small_count];
-                return ar;
-            }
-    return NULL;
+    cpool__arena *ar = (cpool__arena *)cpool__graph_pages_small_owner(gp, (uintptr_t)ptr);
+    for (size_t i = 0; ar && i < ar->small_count; i++)
+        if (ar->small[i] == (uintptr_t)ptr) ar->small[i] = ar->small[--ar->small_count];
+    return ar;
 }
 
 uint64_t cpool__arena_small_tag(const cpool__arena *ar) { return ar->small_tag; }
@@ -569,8 +566,9 @@ const cpool__arena *cpool__graph_pages_small_owner(const cpool__graph_pages *gp,
 
 /* One arena's pages: counts its own memory into *own and its mappings of
  * shared pages into maps. */
-static void check_arena(const cpool__graph_pages *gp, const cpool__arena *ar, uint32_t *maps, uint64_t *own) {
-    cpool__allocator_check(&ar->alloc);
+static void check_arena(const cpool__graph_pages *gp, const cpool__arena *ar, uint32_t *maps, uint64_t *own,
+                        bool full) {
+    if (full || ar == gp->small) cpool__allocator_check(&ar->alloc);
     *own += ar->plain_bytes;
     for (size_t s = 0; s < ar->span_count; s++)
         for (size_t i = 0; i < ar->spans[s].pages; i++) {
@@ -588,12 +586,12 @@ static void check_arena(const cpool__graph_pages *gp, const cpool__arena *ar, ui
         }
 }
 
-void cpool__graph_pages_check(const cpool__graph_pages *gp) {
+void cpool__graph_pages_check(const cpool__graph_pages *gp, bool full) {
     uint64_t shared = 0, own = 0;
     uint32_t *maps = gp->shared_count ? calloc(gp->shared_count, sizeof *maps) : NULL;
     size_t arenas = 0;
-    if (gp->small) check_arena(gp, gp->small, maps, &own);
-    for (const cpool__arena *ar = gp->arenas; ar; ar = ar->next, arenas++) check_arena(gp, ar, maps, &own);
+    if (gp->small) check_arena(gp, gp->small, maps, &own, full);
+    for (const cpool__arena *ar = gp->arenas; ar; ar = ar->next, arenas++) check_arena(gp, ar, maps, &own, full);
     for (size_t k = 0; k < gp->shared_count; k++) {
         if (gp->shared[k].page) shared += CPOOL__PAGE;
         CPOOL__INVARIANT("graph pages", !maps || maps[k] == gp->shared[k].maps,

@@ -159,7 +159,9 @@ void cpool__arena_walk(const cpool__arena *ar, const cpool__walker *w);
 /* The arena whose capture handed out the live small block at ptr, or NULL. */
 const cpool__arena *cpool__graph_pages_small_owner(const cpool__graph_pages *gp, uintptr_t ptr);
 
-/* Checks every invariant; aborts with a message on the first broken one. */
-void cpool__graph_pages_check(const cpool__graph_pages *gp);
+/* Checks every invariant; aborts with a message on the first broken one.
+ * Without `full`, the arenas' allocators are taken on trust: a check after
+ * every operation would otherwise cost as much as every arena's blocks. */
+void cpool__graph_pages_check(const cpool__graph_pages *gp, bool full);
 
 #endif /* CPOOL_GRAPH_PAGES_H */

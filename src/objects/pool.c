@@ -102,25 +102,28 @@ struct cpool_pool {
 #define HOLDER_EPOCH_ONE ((uint64_t)1 << 32)
 static uint64_t holder_count(uint64_t holders) { return holders & (HOLDER_EPOCH_ONE - 1); }
 
-/* Under mu. */
-static void check_allocator(cpool_pool *pool) {
+/* Under mu. `full` walks every arena's blocks too (graph_pages.h). */
+static void check_allocator(cpool_pool *pool, bool full) {
     cpool__allocator_check(&pool->alloc);
     cpool__graph_live graph = cpool__graph_pages_live(&pool->pages);
     cpool__front_check(&pool->front, &pool->alloc, graph.requested, graph.blocks);
-    cpool__graph_pages_check(&pool->pages);
+    cpool__graph_pages_check(&pool->pages, full);
 }
 
 #ifdef CPOOL_DEBUG_CHECKS
-#define CHECK_ALLOCATOR(pool) check_allocator(pool)
+#define CHECK_ALLOCATOR(pool) check_allocator(pool, false)
+/* At a capture's end and a trim: every arena. */
+#define CHECK_ALLOCATOR_FULL(pool) check_allocator(pool, true)
 /* After a fast path, which does not hold mu. */
 #define CHECK_ALLOCATOR_LOCKING(pool)     \
     do {                                  \
         cpool__mutex_lock(&(pool)->mu);  \
-        check_allocator(pool);            \
+        check_allocator(pool, false);     \
         cpool__mutex_unlock(&(pool)->mu); \
     } while (0)
 #else
 #define CHECK_ALLOCATOR(pool) ((void)0)
+#define CHECK_ALLOCATOR_FULL(pool) ((void)0)
 #define CHECK_ALLOCATOR_LOCKING(pool) ((void)0)
 #endif
 
@@ -265,6 +268,8 @@ cpool_status cpool__pool_create_registered(cpool_device *dev_handle, const cpool
         pages.unmap = page_unmap;
     }
     cpool__graph_pages_init(&pool->pages, &pages, o.max_reserved_bytes, &pool->alloc.reserved);
+    pool->alloc.also_reserved[0] = &pool->pages.shared_bytes;
+    pool->alloc.also_reserved[1] = &pool->pages.own_bytes;
     cpool__front_init(&pool->front);
     if (o.reserve_bytes) {
         st = cpool__allocator_reserve(&pool->alloc, o.reserve_bytes);
@@ -647,6 +652,8 @@ static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *
     if (st == CPOOL_OK && small) st = cpool__graph_pages_small(&pool->pages, &a);
     if (st == CPOOL_OK) {
         if (!small) a = cpool__arena_allocator(held->arena);
+        cpool__error_mark before; /* a success after a retry leaves the last error as it was */
+        cpool__error_save(&before);
         if (!cpool__allocator_alloc_cached(a, bytes, tag, NULL, CPOOL__USE_SCRATCH, ptr_out)) {
             st = cpool__allocator_alloc_grow(a, bytes, tag, CPOOL__USE_SCRATCH, ptr_out);
             /* The device or the pool's bound is full: eager memory with
@@ -660,6 +667,7 @@ static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *
                     st = cpool__allocator_alloc_grow(a, bytes, tag, CPOOL__USE_SCRATCH, ptr_out);
             }
         }
+        if (st == CPOOL_OK) cpool__error_restore(&before);
         if (st == CPOOL_OK && small && (st = cpool__arena_note_small(held->arena, *ptr_out)) != CPOOL_OK)
             cpool__allocator_free(a, *ptr_out, cpool__stream_id(s), true, tag, NULL);
     }
@@ -747,6 +755,7 @@ static __attribute__((noinline)) cpool_status free_locked(cpool_pool *pool, void
     bool newly_held = cap && cpool__pool_hold_in_capture(cap, pool); /* as capture_alloc */
     cpool__mutex_lock(&pool->mu);
     uint64_t branch = cap ? branch_of(cap, s) : 0;
+    bool graph = cap != NULL;
     cpool__allocator *a = &pool->alloc, *small = NULL;
     cpool__block_info info;
     if (!cpool__allocator_live_block(a, ptr, &info)) {
@@ -755,12 +764,19 @@ static __attribute__((noinline)) cpool_status free_locked(cpool_pool *pool, void
             a = cpool__arena_allocator(ar);
         } else if (cpool__graph_pages_small(&pool->pages, &small) == CPOOL_OK &&
                    cpool__allocator_live_block(small, ptr, &info)) {
-            /* A small block freed in a capture is that graph's alone. */
+            /* A small block freed in a capture is that graph's alone; an
+             * output freed while its graph lives too: its replays still
+             * write it. */
             a = small;
+            const cpool__arena *owner = cpool__graph_pages_small_owner(&pool->pages, (uintptr_t)ptr);
             if (cap && !branch) branch = cpool__graph_tag(cap->id);
+            if (!cap && owner && cpool__arena_graph(owner)) {
+                graph = true;
+                branch = cpool__arena_small_tag(owner);
+            }
         }
     }
-    cpool_status st = cpool__front_free_slow(&pool->front, a, ptr, cpool__stream_id(s), cap != NULL, branch);
+    cpool_status st = cpool__front_free_slow(&pool->front, a, ptr, cpool__stream_id(s), graph, branch);
     if (st == CPOOL_OK && a == small) cpool__graph_pages_small_freed(&pool->pages, ptr);
     CHECK_ALLOCATOR(pool);
     cpool__mutex_unlock(&pool->mu);
@@ -810,7 +826,7 @@ cpool_status cpool__pool_seal_arena(cpool_pool *pool, cpool__arena **arena, uint
     if (st == CPOOL_OK) st = cpool__arena_seal(&pool->pages, *arena, graph_id);
     if (st == CPOOL_OK && graph_id) pool->graph_count++;
     note_peak(pool);
-    CHECK_ALLOCATOR(pool);
+    CHECK_ALLOCATOR_FULL(pool);
     cpool__mutex_unlock(&pool->mu);
     return st;
 }
@@ -942,7 +958,7 @@ cpool_status cpool_pool_trim(cpool_pool *handle) {
     cpool__graph_pages_unfence_all(&pool->pages, upto);
     cpool__graph_pages_trim(&pool->pages, released_by,
                             holder_count(holders) == 0 && atomic_load(&pool->holders) == holders);
-    CHECK_ALLOCATOR(pool);
+    CHECK_ALLOCATOR_FULL(pool);
     cpool__mutex_unlock(&pool->mu);
     return st == CPOOL_OK ? st : cpool__fail_in("cpool_pool_trim", st);
 }
@@ -954,7 +970,7 @@ void cpool__pool_check(const cpool_pool *handle) {
         abort();
     }
     cpool__mutex_lock(&p->mu);
-    check_allocator(p);
+    check_allocator(p, true);
     /* Records a clear at work has yet to take (made before its bump) come
      * first; the count is of those made since the last bump. */
     size_t records = 0, before_bump = 0;
