@@ -629,7 +629,10 @@ static void do_trim(int pi, const char *what) {
     if (no_holders && m->live_count == 0 && (st.reserved_bytes || st.segment_count))
         fail("pool #%u: trim with nothing live and no graph or capture left %llu bytes in %llu segments", m->uid,
              (unsigned long long)st.reserved_bytes, (unsigned long long)st.segment_count);
-    if (no_holders && st.graph_reserved_bytes != m->graph_live_rounded)
+    /* Graph memory is whole pages: what live graph blocks hold, at least,
+     * and nothing once none is live. */
+    if (no_holders && (st.graph_reserved_bytes < m->graph_live_rounded ||
+                       (m->graph_live_rounded == 0 && st.graph_reserved_bytes != 0)))
         fail("pool #%u: trim with no graph or capture left %llu graph-reserved bytes, live graph allocations hold %llu",
              m->uid, (unsigned long long)st.graph_reserved_bytes, (unsigned long long)m->graph_live_rounded);
 }
@@ -646,6 +649,33 @@ static uint64_t json_u64(const json *obj, const char *key) {
     return v && v->kind == JSON_NUMBER && v->is_integer ? v->integer : UINT64_MAX;
 }
 
+/* What a segment's or a range's blocks hold: all of them, the live ones
+ * (sizes, and the sizes asked for), the graph ones, the free ones. */
+typedef struct snapshot_tally {
+    uint64_t size, live_size, requested, graph, free;
+} snapshot_tally;
+
+static void tally_blocks(const json *run, snapshot_tally *t) {
+    const json *blocks = json_get(run, "blocks");
+    uint64_t tiled = 0;
+    for (size_t k = 0; blocks && k < blocks->count; k++) {
+        const json *blk = blocks->items[k], *state = json_get(blk, "state");
+        uint64_t size = json_u64(blk, "size");
+        if (!state || state->kind != JSON_STRING) fail("a snapshot block has no state");
+        bool is_live = !strcmp(state->string, "live") || !strcmp(state->string, "graph_live");
+        if (is_live) {
+            t->requested += json_u64(blk, "requested");
+            t->live_size += size;
+        } else {
+            t->free += size;
+        }
+        if (!strncmp(state->string, "graph_", 6)) t->graph += size;
+        tiled += size;
+    }
+    if (tiled != json_u64(run, "size")) fail("a snapshot segment's or range's blocks do not tile it");
+    t->size += tiled;
+}
+
 /* A snapshot of pool pi, read back: one JSON object whose sums are its own
  * stats (callbacks on other threads may change the pool meanwhile, so not
  * the stats of another moment); and every live graph's accounting. */
@@ -660,24 +690,28 @@ static void check_snapshot(int pi) {
     free(text);
     if (!root) fail("a snapshot is not JSON: %s", error);
     const json *st = json_get(root, "stats"), *segs = json_get(root, "segments");
-    if (!st || !segs || segs->kind != JSON_ARRAY) fail("a snapshot lacks stats or segments");
-    uint64_t reserved = 0, live = 0, graph = 0, cached = 0;
+    const json *arenas = json_get(root, "arenas"), *physical = json_get(root, "physical");
+    if (!st || !segs || segs->kind != JSON_ARRAY || !arenas || arenas->kind != JSON_ARRAY || !physical)
+        fail("a snapshot lacks stats, segments, arenas or physical");
+    /* Sums in physical bytes (docs/SNAPSHOT.md): segments are memory of
+     * their own, eager or the packed region's; arenas add the distinct
+     * pages behind their ranges ("physical"). */
+    snapshot_tally eager = {0}, packed = {0}, ranges = {0};
     for (size_t i = 0; i < segs->count; i++) {
-        const json *blocks = json_get(segs->items[i], "blocks");
-        uint64_t tiled = 0;
-        for (size_t k = 0; blocks && k < blocks->count; k++) {
-            const json *blk = blocks->items[k], *state = json_get(blk, "state");
-            uint64_t size = json_u64(blk, "size");
-            if (!state || state->kind != JSON_STRING) fail("a snapshot block has no state");
-            bool is_live = !strcmp(state->string, "live") || !strcmp(state->string, "graph_live");
-            if (is_live) live += json_u64(blk, "requested");
-            else cached += size;
-            if (!strncmp(state->string, "graph_", 6)) graph += size;
-            tiled += size;
-        }
-        if (tiled != json_u64(segs->items[i], "size")) fail("a snapshot segment's blocks do not tile it");
-        reserved += tiled;
+        const json *kind = json_get(segs->items[i], "kind");
+        bool is_packed = kind && kind->kind == JSON_STRING && !strcmp(kind->string, "packed");
+        tally_blocks(segs->items[i], is_packed ? &packed : &eager);
     }
+    for (size_t i = 0; i < arenas->count; i++) {
+        const json *rs = json_get(arenas->items[i], "ranges");
+        for (size_t k = 0; rs && k < rs->count; k++) tally_blocks(rs->items[k], &ranges);
+    }
+    uint64_t pages = json_u64(physical, "bytes"), graph_memory = packed.size + pages;
+    uint64_t graph_live = packed.live_size + ranges.live_size;
+    uint64_t reserved = eager.size + packed.size + pages;
+    uint64_t live = eager.requested + packed.requested + ranges.requested;
+    uint64_t graph = eager.graph + graph_memory;
+    uint64_t cached = eager.free + (graph_memory > graph_live ? graph_memory - graph_live : 0);
     if (reserved != json_u64(st, "reserved_bytes") || live != json_u64(st, "allocated_bytes") ||
         graph != json_u64(st, "graph_reserved_bytes") || cached != json_u64(st, "cached_bytes"))
         fail("pool #%u: a snapshot's sums (reserved %llu, allocated %llu, graph %llu, cached %llu) are not its stats",
@@ -1903,10 +1937,9 @@ void op_eager_free(rd *r, int s) {
 /* A bounded pool under capture, where the model can tell the status: a
  * fresh pool bound to 3 MiB holds one 2 MiB segment whose blocks were all
  * freed on stream t, idle or held back by a gate; a capture on s then
- * allocates what needs a new 2 MiB segment (or page) unless that one serves
- * it. Idle, the allocation must succeed (from the idle segment, or after
- * giving it back); held back, it must fail, unless never-used memory of the
- * segment serves it. */
+ * allocates at most 2 MiB, which needs a graph page: graph memory never
+ * shares a page with eager memory. Idle, the allocation must succeed once
+ * the idle segment went back; held back, it must fail. */
 void op_bounded_capture(rd *r, int s) {
     uint8_t v = u8(r), tb = u8(r), zb = u8(r);
     int t = pick_stream(tb);
@@ -1947,11 +1980,7 @@ void op_bounded_capture(rd *r, int s) {
     EXPECT_OK(cpool_capture_begin(S[s], p, CPOOL_CAPTURE_GLOBAL));
     model_capture_begin(s, pi, CPOOL_CAPTURE_GLOBAL);
     size_t csize = cap_large ? MIB + 512 + (size_t)(zb >> 1) * 8192 : 1 + (size_t)zb * 16;
-    /* The eager blocks sit in the front cache (it parks blocks up to
-     * 32 MiB), so the rest of their page stays free for any graph: a small
-     * request fits there. A large one (over 1 MiB) does not, and flushing
-     * the front merges that rest with the held blocks. */
-    bool fails = held && cap_large;
+    bool fails = held;
     cpool_pool_stats before = stats_of(pi);
     if (before.reserved_bytes != (2u << 20) || before.segment_count != 1)
         fail("pool #%u: %llu bytes in %llu segments after its first blocks, expected one 2 MiB segment", P[pi].uid,
