@@ -187,6 +187,72 @@ static void scenario_growable(world *w) {
     cpool_stream_destroy(s);
 }
 
+/* Graph pages: two captures into one pool whose scratch shares pages, each
+ * keeping a 1 MiB output made with cpool_alloc right after its scratch (a
+ * page the other graph maps too, so the end makes one of the graph's own)
+ * and a small one (packed); launches, an output freed while its graph
+ * lives, releases, a trim. Whatever fails, the capture's end leaves the
+ * stream usable and the pool consistent. */
+typedef struct pages_ctx {
+    cpool_pool *pool;
+    void *out, *small;
+} pages_ctx;
+
+static cpool_status body_outputs(cpool_stream *s, void *arg) {
+    pages_ctx *c = (pages_ctx *)arg;
+    void *scratch = NULL;
+    cpool_status st = cpool_alloc(c->pool, 3u << 20, s, &scratch);
+    if (st == CPOOL_OK) st = cpool_memset_async(s, scratch, 7, 3u << 20);
+    if (st == CPOOL_OK) st = cpool_alloc(c->pool, 1u << 20, s, &c->out);
+    if (st == CPOOL_OK) st = cpool_memcpy_async(s, c->out, scratch, 1u << 20);
+    if (st == CPOOL_OK) st = cpool_alloc(c->pool, 4096, s, &c->small);
+    if (st == CPOOL_OK) st = cpool_memset_async(s, c->small, 9, 4096);
+    if (scratch && st == CPOOL_OK) st = cpool_free(c->pool, scratch, s);
+    return st;
+}
+
+static void scenario_graph_pages(world *w) {
+    cpool_stream *s = NULL;
+    cpool_pool *pool = NULL;
+    cpool_graph *g[2] = {NULL, NULL};
+    pages_ctx c[2];
+    memset(c, 0, sizeof c);
+    if (!TRY(w, cpool_stream_create(w->dev, &s))) return;
+    if (TRY(w, cpool_pool_create(w->dev, NULL, &pool))) {
+        record_objects(w, pool);
+        for (int i = 0; i < 2; i++) {
+            c[i].pool = pool;
+            if (!TRY(w, cpool_capture(s, pool, CPOOL_CAPTURE_GLOBAL, body_outputs, &c[i], &g[i]))) {
+                /* A failed capture's blocks are the caller's to free. */
+                if (c[i].out) TRY(w, cpool_free(pool, c[i].out, s));
+                if (c[i].small) TRY(w, cpool_free(pool, c[i].small, s));
+                c[i].out = c[i].small = NULL;
+            }
+        }
+        for (int i = 0; i < 2; i++)
+            if (g[i]) TRY(w, cpool_graph_launch(g[i], s));
+        if (c[0].small) TRY(w, cpool_free(pool, c[0].small, s));
+        c[0].small = NULL;
+        for (int i = 1; i >= 0; i--)
+            if (g[i]) TRY(w, cpool_graph_launch(g[i], s));
+        TRY(w, cpool_stream_synchronize(s));
+        cpool__pool_check(pool);
+        for (int i = 0; i < 2; i++) cpool_graph_release(g[i]);
+        TRY(w, cpool_pool_trim(pool));
+        for (int i = 0; i < 2; i++) {
+            if (c[i].out) TRY(w, cpool_free(pool, c[i].out, s));
+            if (c[i].small) TRY(w, cpool_free(pool, c[i].small, s));
+        }
+        TRY(w, cpool_pool_trim(pool));
+        cpool__pool_check(pool);
+        cpool_pool_release(pool);
+    }
+    cpool_capture_state state = CPOOL_CAPTURE_NONE;
+    CHECK_OK(cpool_capture_status(s, &state));
+    CHECK_EQ(state, CPOOL_CAPTURE_NONE);
+    cpool_stream_destroy(s);
+}
+
 /* Growth into a hole inside a segment whose new pages merge with a free
  * block before the request's start (served apart from it): at every
  * failure there, also of the live-block map's growth when the request is
@@ -264,6 +330,9 @@ static void sweep(cpool_device *dev, scenario_fn fn, const char *name) {
 
 static void sweep_pool_life(cpool_device *dev) { sweep(dev, scenario_pool_life, "pool life"); }
 static void sweep_capture_launch(cpool_device *dev) { sweep(dev, scenario_capture_launch, "capture, launch, update, release while running"); }
+static void sweep_graph_pages(cpool_device *dev) {
+    sweep(dev, scenario_graph_pages, "graph pages: shared scratch, outputs' own and packed pages, trim");
+}
 static void sweep_growable(cpool_device *dev) { sweep(dev, scenario_growable, "growable segments: grow, trim inside, regrow"); }
 static void sweep_growable_split(cpool_device *dev) {
     sweep(dev, scenario_growable_split, "growable segments: growth joined to a free block before it");
@@ -357,6 +426,7 @@ static const check_case cases[] = {
     CHECK_CASE(sweep_clear_params_callback),
     CHECK_CASE(sweep_growable),
     CHECK_CASE(sweep_growable_split),
+    CHECK_CASE(sweep_graph_pages),
     CHECK_CASE(update_failure_keeps_outputs),
     CHECK_CASE(report_total),
 };

@@ -649,13 +649,14 @@ static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *
     cpool__mutex_lock(&pool->mu);
     if (!held->arena) st = cpool__graph_pages_open(&pool->pages, cpool__graph_tag(cap->id), &held->arena);
     cpool__allocator *a = NULL;
+    void *p = NULL;
     if (st == CPOOL_OK && small) st = cpool__graph_pages_small(&pool->pages, &a);
     if (st == CPOOL_OK) {
         if (!small) a = cpool__arena_allocator(held->arena);
         cpool__error_mark before; /* a success after a retry leaves the last error as it was */
         cpool__error_save(&before);
-        if (!cpool__allocator_alloc_cached(a, bytes, tag, NULL, CPOOL__USE_SCRATCH, ptr_out)) {
-            st = cpool__allocator_alloc_grow(a, bytes, tag, CPOOL__USE_SCRATCH, ptr_out);
+        if (!cpool__allocator_alloc_cached(a, bytes, tag, NULL, CPOOL__USE_SCRATCH, &p)) {
+            st = cpool__allocator_alloc_grow(a, bytes, tag, CPOOL__USE_SCRATCH, &p);
             /* The device or the pool's bound is full: eager memory with
              * no work left on it goes back first, as for any allocation
              * (alloc_miss; a capturing stream is fenced by its capture). */
@@ -664,12 +665,13 @@ static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *
                 add_fences(pool, s);
                 poll_fences(pool);
                 if (cpool__allocator_trim(&pool->alloc))
-                    st = cpool__allocator_alloc_grow(a, bytes, tag, CPOOL__USE_SCRATCH, ptr_out);
+                    st = cpool__allocator_alloc_grow(a, bytes, tag, CPOOL__USE_SCRATCH, &p);
             }
         }
         if (st == CPOOL_OK) cpool__error_restore(&before);
-        if (st == CPOOL_OK && small && (st = cpool__arena_note_small(held->arena, *ptr_out)) != CPOOL_OK)
-            cpool__allocator_free(a, *ptr_out, cpool__stream_id(s), true, tag, NULL);
+        if (st == CPOOL_OK && small && (st = cpool__arena_note_small(held->arena, p)) != CPOOL_OK)
+            cpool__allocator_free(a, p, cpool__stream_id(s), true, tag, NULL);
+        if (st == CPOOL_OK) *ptr_out = p; /* a refused call leaves it as it was */
     }
     if (st == CPOOL_OK) cpool__front_count_alloc(&pool->front, bytes);
     note_peak(pool);
