@@ -365,7 +365,7 @@ cpool_status cpool_event_elapsed_ms(cpool_event *start, cpool_event *end, float 
  * graph. Each capture allocates in an arena of its own (address ranges
  * reserved for it), whose 2 MiB pages are backed by the pool's shared
  * physical pages: the k-th page of every arena by the same physical page.
- * Requests up to 32 KiB under capture, and outputs made with
+ * Requests up to 4 KiB under capture, and outputs made with
  * cpool_alloc_output, come instead from a packed region of pages of the
  * pool's own, so that small outputs do not cost a page each; blocks a
  * capture frees there serve no other capture until its graph is released
@@ -389,7 +389,7 @@ cpool_status cpool_event_elapsed_ms(cpool_event *start, cpool_event *end, float 
  *    for it. A graph's relaunch rewrites its own outputs, as in CUDA;
  *  - SHOULD allocate outputs with cpool_alloc_output under capture: they
  *    pack together in the packed region, while an output of more than
- *    32 KiB made with cpool_alloc costs the pages it touches (at most one
+ *    4 KiB made with cpool_alloc costs the pages it touches (at most one
  *    more than its size in pages);
  *  - MUST NOT run at the same time (launched on two streams without an order
  *    between them): they use the same physical pages for their scratch.
@@ -521,7 +521,7 @@ void cpool_pool_clear_buffers(cpool_pool *pool);
  * forked into (cpool_event), the memory is graph memory, in the capture's
  * arena (see cpool_pool): the same address on every replay, never handed to
  * work outside graphs. A block still allocated when the capture ends (an
- * output) costs the pages it touches; up to 32 KiB it is packed with other
+ * output) costs the pages it touches; up to 4 KiB it is packed with other
  * small blocks instead.
  * A pool other than the capture's own may be used too: the graph then holds
  * a reference to it as well.
@@ -553,7 +553,7 @@ cpool_status cpool_alloc_output(cpool_pool *pool, size_t bytes, cpool_stream *s,
  * remembered per stream; dependencies through a chain of events count
  * only as far as the library can see them). A graph block freed under
  * capture serves the capture's later allocations (by the rules of branches,
- * see cpool_event); one of 32 KiB or less, in the packed region, serves no
+ * see cpool_event); one of 4 KiB or less, in the packed region, serves no
  * other capture until its graph is released. A graph block freed outside
  * capture (a graph's output) is stream ordered: a later capture that takes
  * its arena reuses it after a cpool_pool_trim has seen its work finish.

@@ -90,7 +90,10 @@ uint64_t cpool__arena_small_tag(const cpool__arena *ar);
  * output; here outputs pack. A capture's freed blocks here carry its
  * graph's tag (alloc.h): no other capture takes them until that graph is
  * released, so scratch here is not shared (it is small by construction). */
-#define CPOOL__PACKED_MAX ((size_t)32 << 10)
+/* Up to 4 KiB: larger, the smallest blocks of a capture served apart from
+ * its other memory cost bench/multistream_memory_bench up to a page more
+ * (8 and 32 KiB measured 16 MiB against 14 at one stream). */
+#define CPOOL__PACKED_MAX ((size_t)4 << 10)
 /* The first spans of an arena's allocator (alloc.h). A block never
  * crosses into the next span: 64 MiB measured 128 MiB against 112 on
  * bench/capture_order_bench, whose largest graph needs about 100. */
