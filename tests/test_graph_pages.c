@@ -875,6 +875,49 @@ static void check_sees_one_changed_byte(cpool_device *dev) {
     CHECK_EQ(output_bytes_wrong(&sc, &sc.out[0], &at), 0);
 }
 
+/* A capture that allocates nothing but frees a small output of an earlier
+ * graph, in a capture that fails and in one that ends: the block is that
+ * capture's graph's alone while the graph lives, and once everything is
+ * released a trim gives every byte back. */
+static cpool_status body_free_only(cpool_stream *s, void *ctx) {
+    void **ptrs = ctx;
+    cpool_status st = cpool_free((cpool_pool *)ptrs[0], ptrs[1], s);
+    return st == CPOOL_OK && ptrs[2] ? CPOOL_ERR_BACKEND : st; /* ptrs[2]: fail the body */
+}
+
+static cpool_status body_small_output(cpool_stream *s, void *ctx) {
+    void **ptrs = ctx;
+    cpool_status st = cpool_alloc((cpool_pool *)ptrs[0], 2, s, &ptrs[1]);
+    if (st == CPOOL_OK) st = cpool_memset_async(s, ptrs[1], 1, 2);
+    return st;
+}
+
+static void freed_in_a_later_capture_then_trimmed(cpool_device *dev) {
+    cpool_stream *s;
+    cpool_pool *pool;
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    for (int fail = 0; fail < 2; fail++) {
+        void *ptrs[3] = {pool, NULL, NULL};
+        cpool_graph *g = NULL, *h = NULL;
+        CHECK_OK(cpool_capture(s, pool, CPOOL_CAPTURE_GLOBAL, body_small_output, ptrs, &g));
+        ptrs[2] = fail ? ptrs : NULL;
+        cpool_status st = cpool_capture(s, pool, CPOOL_CAPTURE_GLOBAL, body_free_only, ptrs, &h);
+        CHECK_EQ(st, fail ? CPOOL_ERR_BACKEND : CPOOL_OK);
+        if (g) CHECK_OK(cpool_graph_launch(g, s));
+        if (h) CHECK_OK(cpool_graph_launch(h, s));
+        CHECK_OK(cpool_stream_synchronize(s));
+        cpool_graph_release(g);
+        cpool_graph_release(h);
+        CHECK_OK(cpool_pool_trim(pool));
+        cpool_pool_stats st2 = stats_of(pool);
+        CHECK_EQ(st2.reserved_bytes, 0);
+        CHECK_EQ(st2.graph_reserved_bytes, 0);
+    }
+    cpool_pool_release(pool);
+    cpool_stream_destroy(s);
+}
+
 static const check_case cases[] = {
     CHECK_CASE(check_sees_one_changed_byte),
     CHECK_CASE(engine_graphs_share_pages),
@@ -883,6 +926,7 @@ static const check_case cases[] = {
     CHECK_CASE(graphed_calls_share_pages),
     CHECK_CASE(thousand_graphs_then_trim),
     CHECK_CASE(two_stream_graphs_share_pages),
+    CHECK_CASE(freed_in_a_later_capture_then_trimmed),
 };
 
 CHECK_MAIN(cases, CHECK_ON_ALL)

@@ -78,7 +78,7 @@ cpool_status cpool_capture_begin(cpool_stream *s_handle, cpool_pool *pool_handle
 static cpool_status seal_arenas(cpool__capture *cap) {
     cpool_status st = CPOOL_OK;
     for (size_t i = 0; i < cap->pool_count && st == CPOOL_OK; i++)
-        st = cpool__pool_seal_arena(cap->pools[i].pool, &cap->pools[i].arena, cap->graph_id);
+        st = cpool__pool_seal_arena(cap->pools[i].pool, &cap->pools[i].arena, cap->id, cap->graph_id);
     return st;
 }
 

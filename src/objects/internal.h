@@ -336,7 +336,8 @@ void cpool__pool_capture_detach(cpool_pool *pool);
  * arenas are the pool's list of its graphs) that hold its outputs become
  * the graph's own (graph_pages.h); it counts in the pool's graph_count
  * until released. CPOOL_ERR_OUT_OF_MEMORY: nothing changed. */
-cpool_status cpool__pool_seal_arena(cpool_pool *pool, struct cpool__arena **arena, uint64_t graph_id);
+cpool_status cpool__pool_seal_arena(cpool_pool *pool, struct cpool__arena **arena, uint64_t capture_id,
+                                    uint64_t graph_id);
 /* The graph or capture holding the arena lets go of it. */
 void cpool__pool_release_arena(cpool_pool *pool, struct cpool__arena *arena);
 /* The pool's internal invariants (allocator and records); aborts with a

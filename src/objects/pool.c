@@ -755,9 +755,11 @@ static __attribute__((noinline)) cpool_status free_locked(cpool_pool *pool, void
         if (st != CPOOL_OK) return cpool__fail_in("cpool_free", st);
     }
     bool newly_held = cap && cpool__pool_hold_in_capture(cap, pool); /* as capture_alloc */
+    cpool__held_pool *held = cap ? held_entry(cap, pool) : NULL;
     cpool__mutex_lock(&pool->mu);
     uint64_t branch = cap ? branch_of(cap, s) : 0;
     bool graph = cap != NULL;
+    cpool_status st = CPOOL_OK;
     cpool__allocator *a = &pool->alloc, *small = NULL;
     cpool__block_info info;
     if (!cpool__allocator_live_block(a, ptr, &info)) {
@@ -766,11 +768,13 @@ static __attribute__((noinline)) cpool_status free_locked(cpool_pool *pool, void
             a = cpool__arena_allocator(ar);
         } else if (cpool__graph_pages_small(&pool->pages, &small) == CPOOL_OK &&
                    cpool__allocator_live_block(small, ptr, &info)) {
-            /* A small block freed in a capture is that graph's alone; an
-             * output freed while its graph lives too: its replays still
+            /* A small block freed in a capture is that graph's alone (its
+             * arena, made now if need be, gives it back at its release);
+             * an output freed while its graph lives too: its replays still
              * write it. */
             a = small;
             const cpool__arena *owner = cpool__graph_pages_small_owner(&pool->pages, (uintptr_t)ptr);
+            if (held && !held->arena) st = cpool__graph_pages_open(&pool->pages, cpool__graph_tag(cap->id), &held->arena);
             if (cap && !branch) branch = cpool__graph_tag(cap->id);
             if (!cap && owner && cpool__arena_graph(owner)) {
                 graph = true;
@@ -778,12 +782,15 @@ static __attribute__((noinline)) cpool_status free_locked(cpool_pool *pool, void
             }
         }
     }
-    cpool_status st = cpool__front_free_slow(&pool->front, a, ptr, cpool__stream_id(s), graph, branch);
+    if (st == CPOOL_OK) st = cpool__front_free_slow(&pool->front, a, ptr, cpool__stream_id(s), graph, branch);
     if (st == CPOOL_OK && a == small) cpool__graph_pages_small_freed(&pool->pages, ptr);
     CHECK_ALLOCATOR(pool);
     cpool__mutex_unlock(&pool->mu);
     if (st != CPOOL_OK) {
-        if (newly_held) unhold_last(cap, pool);
+        if (newly_held) {
+            if (held->arena) cpool__pool_release_arena(pool, held->arena);
+            unhold_last(cap, pool);
+        }
         return cpool__fail_in("cpool_free", st);
     }
     if (!cap && cpool__learning_now()) cpool__learn_free(cpool__learning, ptr);
@@ -821,10 +828,10 @@ cpool_status cpool_free(cpool_pool *pool_handle, void *ptr, cpool_stream *stream
 
 /* ---- graphs' arenas --------------------------------------------------- */
 
-cpool_status cpool__pool_seal_arena(cpool_pool *pool, cpool__arena **arena, uint64_t graph_id) {
+cpool_status cpool__pool_seal_arena(cpool_pool *pool, cpool__arena **arena, uint64_t capture_id, uint64_t graph_id) {
     cpool__mutex_lock(&pool->mu);
     cpool_status st = CPOOL_OK;
-    if (!*arena) st = cpool__graph_pages_open(&pool->pages, 0, arena); /* it allocated nothing here */
+    if (!*arena) st = cpool__graph_pages_open(&pool->pages, cpool__graph_tag(capture_id), arena); /* it allocated nothing here */
     if (st == CPOOL_OK) st = cpool__arena_seal(&pool->pages, *arena, graph_id);
     if (st == CPOOL_OK && graph_id) pool->graph_count++;
     note_peak(pool);
@@ -1027,7 +1034,7 @@ void cpool__pool_release_capture(cpool__capture *cap) {
         if (cap->pools[i].arena) {
             /* Its blocks are plain blocks now, for the caller to free: off
              * the shared pages if memory allows. */
-            cpool__pool_seal_arena(pool, &cap->pools[i].arena, 0);
+            cpool__pool_seal_arena(pool, &cap->pools[i].arena, cap->id, 0);
             cpool__pool_release_arena(pool, cap->pools[i].arena);
         }
         cpool__pool_capture_detach(pool);
