@@ -34,13 +34,13 @@ struct cpool__arena {
     size_t span_count, span_cap;
     size_t numbered; /* pages numbered so far: the next span's first */
     bool in_use;     /* a capture or a graph holds it */
-    bool own_pages;  /* the pool's small blocks: every page its own memory */
-    /* The small blocks its capture handed out that are still live (the
-     * graph's small outputs, in the small region), and the tag its frees
+    bool own_pages;  /* the packed region: every page its own memory */
+    /* The packed blocks its capture handed out that are still live (the
+     * graph's packed outputs), and the tag its frees
      * there carry. */
-    uintptr_t *small;
-    size_t small_count, small_cap;
-    uint64_t small_tag;
+    uintptr_t *packed;
+    size_t packed_count, packed_cap;
+    uint64_t packed_tag;
     uint64_t released; /* when its last holder let go (graph_pages' release clock) */
     uint64_t graph;  /* the graph that holds it, once sealed */
     uint64_t plain_bytes; /* plain segments (no address space to share) */
@@ -189,7 +189,7 @@ static cpool_status own_page(cpool__graph_pages *gp, arena_span *sp, size_t i) {
 }
 
 /* Backs [addr, addr + bytes) with the shared pages of their numbers (the
- * small region: with memory of its own). */
+ * packed region: with memory of its own). */
 static cpool_status arena_map(void *ctx, void *addr, size_t bytes) {
     cpool__arena *ar = ctx;
     cpool__graph_pages *gp = ar->gp;
@@ -245,12 +245,12 @@ void cpool__graph_pages_init(cpool__graph_pages *gp, const cpool__page_source *s
 static void arena_destroy(cpool__arena *ar) {
     cpool__allocator_destroy(&ar->alloc);
     free(ar->spans);
-    free(ar->small);
+    free(ar->packed);
     free(ar);
 }
 
-/* An idle arena: nothing live in it, its own or in the small region. */
-static bool idle(const cpool__arena *ar) { return !ar->in_use && !ar->alloc.map_count && !ar->small_count; }
+/* An idle arena: nothing live in it, its own or in the packed region. */
+static bool idle(const cpool__arena *ar) { return !ar->in_use && !ar->alloc.map_count && !ar->packed_count; }
 
 static cpool_status arena_new(cpool__graph_pages *gp, cpool__arena **out) {
     cpool__arena *ar = cpool__calloc(1, sizeof *ar);
@@ -274,7 +274,7 @@ static cpool_status arena_new(cpool__graph_pages *gp, cpool__arena **out) {
     return CPOOL_OK;
 }
 
-cpool_status cpool__graph_pages_open(cpool__graph_pages *gp, uint64_t small_tag, cpool__arena **out) {
+cpool_status cpool__graph_pages_open(cpool__graph_pages *gp, uint64_t packed_tag, cpool__arena **out) {
     cpool__arena *ar = gp->arenas;
     while (ar && !idle(ar)) ar = ar->next;
     if (ar) {
@@ -286,41 +286,41 @@ cpool_status cpool__graph_pages_open(cpool__graph_pages *gp, uint64_t small_tag,
         gp->arenas = ar;
         gp->arena_count++;
     }
-    ar->small_tag = small_tag;
+    ar->packed_tag = packed_tag;
     *out = ar;
     return CPOOL_OK;
 }
 
-cpool_status cpool__graph_pages_small(cpool__graph_pages *gp, cpool__allocator **out) {
-    if (!gp->small) {
-        cpool_status st = arena_new(gp, &gp->small);
+cpool_status cpool__graph_pages_packed(cpool__graph_pages *gp, cpool__allocator **out) {
+    if (!gp->packed) {
+        cpool_status st = arena_new(gp, &gp->packed);
         if (st != CPOOL_OK) return st;
-        gp->small->own_pages = true;
+        gp->packed->own_pages = true;
     }
-    *out = &gp->small->alloc;
+    *out = &gp->packed->alloc;
     return CPOOL_OK;
 }
 
-cpool_status cpool__arena_note_small(cpool__arena *ar, void *ptr) {
-    if (ar->small_count == ar->small_cap) {
-        size_t cap = ar->small_cap ? 2 * ar->small_cap : 8;
-        uintptr_t *grown = cpool__realloc(ar->small, cap * sizeof *grown);
+cpool_status cpool__arena_note_packed(cpool__arena *ar, void *ptr) {
+    if (ar->packed_count == ar->packed_cap) {
+        size_t cap = ar->packed_cap ? 2 * ar->packed_cap : 8;
+        uintptr_t *grown = cpool__realloc(ar->packed, cap * sizeof *grown);
         if (!grown) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory noting a graph's block");
-        ar->small = grown;
-        ar->small_cap = cap;
+        ar->packed = grown;
+        ar->packed_cap = cap;
     }
-    ar->small[ar->small_count++] = (uintptr_t)ptr;
+    ar->packed[ar->packed_count++] = (uintptr_t)ptr;
     return CPOOL_OK;
 }
 
-cpool__arena *cpool__graph_pages_small_freed(cpool__graph_pages *gp, const void *ptr) {
-    cpool__arena *ar = (cpool__arena *)cpool__graph_pages_small_owner(gp, (uintptr_t)ptr);
-    for (size_t i = 0; ar && i < ar->small_count; i++)
-        if (ar->small[i] == (uintptr_t)ptr) ar->small[i] = ar->small[--ar->small_count];
+cpool__arena *cpool__graph_pages_packed_freed(cpool__graph_pages *gp, const void *ptr) {
+    cpool__arena *ar = (cpool__arena *)cpool__graph_pages_packed_owner(gp, (uintptr_t)ptr);
+    for (size_t i = 0; ar && i < ar->packed_count; i++)
+        if (ar->packed[i] == (uintptr_t)ptr) ar->packed[i] = ar->packed[--ar->packed_count];
     return ar;
 }
 
-uint64_t cpool__arena_small_tag(const cpool__arena *ar) { return ar->small_tag; }
+uint64_t cpool__arena_packed_tag(const cpool__arena *ar) { return ar->packed_tag; }
 
 cpool__allocator *cpool__arena_allocator(cpool__arena *ar) { return &ar->alloc; }
 uint64_t cpool__arena_id(const cpool__arena *ar) { return ar->id; }
@@ -437,12 +437,12 @@ void cpool__arena_release(cpool__graph_pages *gp, cpool__arena *ar) {
 
 void cpool__graph_pages_unfence_all(cpool__graph_pages *gp, uint64_t upto) {
     for (cpool__arena *ar = gp->arenas; ar; ar = ar->next) cpool__allocator_unfence_all(&ar->alloc, upto);
-    if (gp->small) cpool__allocator_unfence_all(&gp->small->alloc, upto);
+    if (gp->packed) cpool__allocator_unfence_all(&gp->packed->alloc, upto);
 }
 
 cpool__graph_live cpool__graph_pages_live(const cpool__graph_pages *gp) {
     cpool__graph_live live = {0};
-    for (const cpool__arena *ar = gp->small; ar; ar = NULL) {
+    for (const cpool__arena *ar = gp->packed; ar; ar = NULL) {
         live.runs += ar->alloc.segment_count;
         live.bytes += ar->alloc.live_block_bytes;
         live.requested += ar->alloc.allocated;
@@ -471,11 +471,11 @@ cpool__arena *cpool__graph_pages_find(const cpool__graph_pages *gp, const void *
 
 uint64_t cpool__graph_pages_trim(cpool__graph_pages *gp, uint64_t released_by, bool no_holder) {
     uint64_t before = gp->shared_bytes + gp->own_bytes;
-    if (gp->small && no_holder) {
-        /* No graph or capture can run or write there: free small blocks
+    if (gp->packed && no_holder) {
+        /* No graph or capture can run or write there: free packed blocks
          * have no owner left. */
-        cpool__allocator_reclaim_graph(&gp->small->alloc);
-        cpool__allocator_trim(&gp->small->alloc);
+        cpool__allocator_reclaim_graph(&gp->packed->alloc);
+        cpool__allocator_trim(&gp->packed->alloc);
     }
     for (cpool__arena **at = &gp->arenas; *at;) {
         cpool__arena *ar = *at;
@@ -492,7 +492,7 @@ uint64_t cpool__graph_pages_trim(cpool__graph_pages *gp, uint64_t released_by, b
 }
 
 void cpool__graph_pages_destroy(cpool__graph_pages *gp) {
-    if (gp->small) arena_destroy(gp->small);
+    if (gp->packed) arena_destroy(gp->packed);
     while (gp->arenas) {
         cpool__arena *ar = gp->arenas;
         gp->arenas = ar->next;
@@ -510,10 +510,10 @@ void cpool__arena_get_stats(const cpool__arena *ar, cpool__arena_stats *out) {
     *out = (cpool__arena_stats){.live_bytes = ar->alloc.live_block_bytes, .live_blocks = ar->alloc.map_count,
                                 .mapped_bytes = ar->plain_bytes, .own_bytes = ar->plain_bytes,
                                 .runs = ar->alloc.segment_count};
-    /* Its small outputs, in the pool's small region. */
-    for (size_t i = 0; i < ar->small_count; i++) {
+    /* Its outputs in the pool's packed region. */
+    for (size_t i = 0; i < ar->packed_count; i++) {
         cpool__block_info info;
-        if (!cpool__allocator_live_block(&ar->gp->small->alloc, (void *)ar->small[i], &info)) continue;
+        if (!cpool__allocator_live_block(&ar->gp->packed->alloc, (void *)ar->packed[i], &info)) continue;
         out->live_bytes += info.size;
         out->live_blocks++;
     }
@@ -555,10 +555,10 @@ const cpool__arena *cpool__graph_pages_each(const cpool__graph_pages *gp, const 
 
 void cpool__arena_walk(const cpool__arena *ar, const cpool__walker *w) { cpool__allocator_walk(&ar->alloc, w); }
 
-const cpool__arena *cpool__graph_pages_small_owner(const cpool__graph_pages *gp, uintptr_t ptr) {
+const cpool__arena *cpool__graph_pages_packed_owner(const cpool__graph_pages *gp, uintptr_t ptr) {
     for (const cpool__arena *ar = gp->arenas; ar; ar = ar->next)
-        for (size_t i = 0; i < ar->small_count; i++)
-            if (ar->small[i] == ptr) return ar;
+        for (size_t i = 0; i < ar->packed_count; i++)
+            if (ar->packed[i] == ptr) return ar;
     return NULL;
 }
 
@@ -568,7 +568,7 @@ const cpool__arena *cpool__graph_pages_small_owner(const cpool__graph_pages *gp,
  * shared pages into maps. */
 static void check_arena(const cpool__graph_pages *gp, const cpool__arena *ar, uint32_t *maps, uint64_t *own,
                         bool full) {
-    if (full || ar == gp->small) cpool__allocator_check(&ar->alloc);
+    if (full || ar == gp->packed) cpool__allocator_check(&ar->alloc);
     *own += ar->plain_bytes;
     for (size_t s = 0; s < ar->span_count; s++)
         for (size_t i = 0; i < ar->spans[s].pages; i++) {
@@ -579,7 +579,7 @@ static void check_arena(const cpool__graph_pages *gp, const cpool__arena *ar, ui
                 *own += CPOOL__PAGE;
                 continue;
             }
-            CPOOL__INVARIANT("graph pages", !ar->own_pages, "a page of the small region maps shared memory");
+            CPOOL__INVARIANT("graph pages", !ar->own_pages, "a page of the packed region maps shared memory");
             CPOOL__INVARIANT("graph pages", sp->first + i < gp->shared_count && gp->shared[sp->first + i].page,
                              "a mapped page has no shared page behind it");
             if (maps) maps[sp->first + i]++;
@@ -590,7 +590,7 @@ void cpool__graph_pages_check(const cpool__graph_pages *gp, bool full) {
     uint64_t shared = 0, own = 0;
     uint32_t *maps = gp->shared_count ? calloc(gp->shared_count, sizeof *maps) : NULL;
     size_t arenas = 0;
-    if (gp->small) check_arena(gp, gp->small, maps, &own, full);
+    if (gp->packed) check_arena(gp, gp->packed, maps, &own, full);
     for (const cpool__arena *ar = gp->arenas; ar; ar = ar->next, arenas++) check_arena(gp, ar, maps, &own, full);
     for (size_t k = 0; k < gp->shared_count; k++) {
         if (gp->shared[k].page) shared += CPOOL__PAGE;

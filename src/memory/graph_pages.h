@@ -62,7 +62,7 @@ typedef struct cpool__graph_pages {
     cpool__shared_page *shared;
     size_t shared_count, shared_cap;
     cpool__arena *arenas; /* every arena, newest first */
-    cpool__arena *small;  /* the small region (NULL until needed) */
+    cpool__arena *packed; /* the packed region (NULL until needed) */
     size_t arena_count;
     /* Physical bytes: the shared set, and pages arenas own. */
     uint64_t shared_bytes, own_bytes;
@@ -78,11 +78,11 @@ void cpool__graph_pages_init(cpool__graph_pages *gp, const cpool__page_source *s
 /* Gives every page and range back (no work may use them). */
 void cpool__graph_pages_destroy(cpool__graph_pages *gp);
 
-/* An arena for a capture whose small blocks carry `small_tag`
+/* An arena for a capture whose packed blocks carry `packed_tag`
  * (cpool__graph_tag): an idle one, else a new one (nothing is mapped until
  * it allocates). */
-cpool_status cpool__graph_pages_open(cpool__graph_pages *gp, uint64_t small_tag, cpool__arena **out);
-uint64_t cpool__arena_small_tag(const cpool__arena *ar);
+cpool_status cpool__graph_pages_open(cpool__graph_pages *gp, uint64_t packed_tag, cpool__arena **out);
+uint64_t cpool__arena_packed_tag(const cpool__arena *ar);
 
 /* The packed region: requests up to CPOOL__PACKED_MAX under capture, and
  * those made as outputs (cpool_alloc_output), at addresses of their own in
@@ -99,13 +99,13 @@ uint64_t cpool__arena_small_tag(const cpool__arena *ar);
  * bench/capture_order_bench, whose largest graph needs about 100. */
 #define CPOOL__ARENA_SPAN_SMALL ((size_t)16 << 20)
 #define CPOOL__ARENA_SPAN_LARGE ((size_t)256 << 20)
-cpool_status cpool__graph_pages_small(cpool__graph_pages *gp, cpool__allocator **out);
-/* Notes a small block the arena's capture was handed (a graph output if it
+cpool_status cpool__graph_pages_packed(cpool__graph_pages *gp, cpool__allocator **out);
+/* Notes a packed block the arena's capture was handed (a graph output if it
  * is still live when the capture ends). */
-cpool_status cpool__arena_note_small(cpool__arena *ar, void *ptr);
-/* A small block was freed: the arena that noted it forgets it (returned,
+cpool_status cpool__arena_note_packed(cpool__arena *ar, void *ptr);
+/* A packed block was freed: the arena that noted it forgets it (returned,
  * or NULL). */
-cpool__arena *cpool__graph_pages_small_freed(cpool__graph_pages *gp, const void *ptr);
+cpool__arena *cpool__graph_pages_packed_freed(cpool__graph_pages *gp, const void *ptr);
 /* The allocator that serves the arena's capture. */
 cpool__allocator *cpool__arena_allocator(cpool__arena *ar);
 uint64_t cpool__arena_id(const cpool__arena *ar);
@@ -132,7 +132,7 @@ typedef struct cpool__graph_live {
 cpool__graph_live cpool__graph_pages_live(const cpool__graph_pages *gp);
 /* Gives back the idle arenas released when the release clock read at most
  * `released_by` (their work is over: the device was quiesced since), and
- * with `no_holder` (no graph or capture held the pool meanwhile) the small
+ * with `no_holder` (no graph or capture held the pool meanwhile) the packed
  * region's free pages; returns the physical bytes given back. */
 uint64_t cpool__graph_pages_trim(cpool__graph_pages *gp, uint64_t released_by, bool no_holder);
 
@@ -159,10 +159,10 @@ bool cpool__arena_in_use(const cpool__arena *ar);
  * in turn. */
 const cpool__arena *cpool__graph_pages_each(const cpool__graph_pages *gp, const cpool__arena *after);
 /* An arena's mapped runs and their blocks (cpool__allocator_walk); the
- * small region is gp->small. */
+ * packed region is gp->packed. */
 void cpool__arena_walk(const cpool__arena *ar, const cpool__walker *w);
-/* The arena whose capture handed out the live small block at ptr, or NULL. */
-const cpool__arena *cpool__graph_pages_small_owner(const cpool__graph_pages *gp, uintptr_t ptr);
+/* The arena whose capture handed out the live packed block at ptr, or NULL. */
+const cpool__arena *cpool__graph_pages_packed_owner(const cpool__graph_pages *gp, uintptr_t ptr);
 
 /* Checks every invariant; aborts with a message on the first broken one.
  * Without `full`, the arenas' allocators are taken on trust: a check after

@@ -644,15 +644,15 @@ static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *
      * requests come from the packed region, where the capture's freed
      * blocks are its graph's alone (graph_pages.h). */
     size_t entry;
-    bool small = cpool__capture_next_is_output(cap, cpool__stream_id(s), &entry) || output || bytes <= CPOOL__PACKED_MAX;
-    if (small) tag = branch ? branch : cpool__graph_tag(cap->id);
+    bool packed = cpool__capture_next_is_output(cap, cpool__stream_id(s), &entry) || output || bytes <= CPOOL__PACKED_MAX;
+    if (packed) tag = branch ? branch : cpool__graph_tag(cap->id);
     cpool__mutex_lock(&pool->mu);
     if (!held->arena) st = cpool__graph_pages_open(&pool->pages, cpool__graph_tag(cap->id), &held->arena);
     cpool__allocator *a = NULL;
     void *p = NULL;
-    if (st == CPOOL_OK && small) st = cpool__graph_pages_small(&pool->pages, &a);
+    if (st == CPOOL_OK && packed) st = cpool__graph_pages_packed(&pool->pages, &a);
     if (st == CPOOL_OK) {
-        if (!small) a = cpool__arena_allocator(held->arena);
+        if (!packed) a = cpool__arena_allocator(held->arena);
         cpool__error_mark before; /* a success after a retry leaves the last error as it was */
         cpool__error_save(&before);
         if (!cpool__allocator_alloc_cached(a, bytes, tag, NULL, CPOOL__USE_SCRATCH, &p)) {
@@ -669,7 +669,7 @@ static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *
             }
         }
         if (st == CPOOL_OK) cpool__error_restore(&before);
-        if (st == CPOOL_OK && small && (st = cpool__arena_note_small(held->arena, p)) != CPOOL_OK)
+        if (st == CPOOL_OK && packed && (st = cpool__arena_note_packed(held->arena, p)) != CPOOL_OK)
             cpool__allocator_free(a, p, cpool__stream_id(s), true, tag, NULL);
         if (st == CPOOL_OK) *ptr_out = p; /* a refused call leaves it as it was */
     }
@@ -760,30 +760,30 @@ static __attribute__((noinline)) cpool_status free_locked(cpool_pool *pool, void
     uint64_t branch = cap ? branch_of(cap, s) : 0;
     bool graph = cap != NULL;
     cpool_status st = CPOOL_OK;
-    cpool__allocator *a = &pool->alloc, *small = NULL;
+    cpool__allocator *a = &pool->alloc, *packed = NULL;
     cpool__block_info info;
     if (!cpool__allocator_live_block(a, ptr, &info)) {
         cpool__arena *ar = cpool__graph_pages_find(&pool->pages, ptr);
         if (ar) {
             a = cpool__arena_allocator(ar);
-        } else if (cpool__graph_pages_small(&pool->pages, &small) == CPOOL_OK &&
-                   cpool__allocator_live_block(small, ptr, &info)) {
-            /* A small block freed in a capture is that graph's alone (its
+        } else if (cpool__graph_pages_packed(&pool->pages, &packed) == CPOOL_OK &&
+                   cpool__allocator_live_block(packed, ptr, &info)) {
+            /* A packed block freed in a capture is that graph's alone (its
              * arena, made now if need be, gives it back at its release);
              * an output freed while its graph lives too: its replays still
              * write it. */
-            a = small;
-            const cpool__arena *owner = cpool__graph_pages_small_owner(&pool->pages, (uintptr_t)ptr);
+            a = packed;
+            const cpool__arena *owner = cpool__graph_pages_packed_owner(&pool->pages, (uintptr_t)ptr);
             if (held && !held->arena) st = cpool__graph_pages_open(&pool->pages, cpool__graph_tag(cap->id), &held->arena);
             if (cap && !branch) branch = cpool__graph_tag(cap->id);
             if (!cap && owner && cpool__arena_graph(owner)) {
                 graph = true;
-                branch = cpool__arena_small_tag(owner);
+                branch = cpool__arena_packed_tag(owner);
             }
         }
     }
     if (st == CPOOL_OK) st = cpool__front_free_slow(&pool->front, a, ptr, cpool__stream_id(s), graph, branch);
-    if (st == CPOOL_OK && a == small) cpool__graph_pages_small_freed(&pool->pages, ptr);
+    if (st == CPOOL_OK && a == packed) cpool__graph_pages_packed_freed(&pool->pages, ptr);
     CHECK_ALLOCATOR(pool);
     cpool__mutex_unlock(&pool->mu);
     if (st != CPOOL_OK) {
@@ -843,10 +843,10 @@ cpool_status cpool__pool_seal_arena(cpool_pool *pool, cpool__arena **arena, uint
 void cpool__pool_release_arena(cpool_pool *pool, cpool__arena *arena) {
     cpool__mutex_lock(&pool->mu);
     if (cpool__arena_graph(arena)) pool->graph_count--;
-    /* The small blocks its capture freed are free for any capture now. */
-    cpool__allocator *small;
-    if (pool->pages.small && cpool__graph_pages_small(&pool->pages, &small) == CPOOL_OK)
-        cpool__allocator_retag_branch(small, cpool__arena_small_tag(arena), UINT64_MAX, 0);
+    /* The packed blocks its capture freed are free for any capture now. */
+    cpool__allocator *packed;
+    if (pool->pages.packed && cpool__graph_pages_packed(&pool->pages, &packed) == CPOOL_OK)
+        cpool__allocator_retag_branch(packed, cpool__arena_packed_tag(arena), UINT64_MAX, 0);
     cpool__arena_release(&pool->pages, arena);
     cpool__mutex_unlock(&pool->mu);
 }
@@ -1051,11 +1051,11 @@ void cpool__pool_join_branch(cpool__capture *cap, uint64_t from, uint64_t upto, 
         cpool__mutex_lock(&pool->mu);
         cpool__allocator_retag_branch(&pool->alloc, from, upto, to);
         if (cap->pools[i].arena) cpool__allocator_retag_branch(cpool__arena_allocator(cap->pools[i].arena), from, upto, to);
-        /* In the small region the capture's end hands a branch's blocks to
+        /* In the packed region the capture's end hands a branch's blocks to
          * its graph, not to every capture. */
-        cpool__allocator *small;
-        if (pool->pages.small && cpool__graph_pages_small(&pool->pages, &small) == CPOOL_OK)
-            cpool__allocator_retag_branch(small, from, upto, to ? to : cpool__graph_tag(cap->id));
+        cpool__allocator *packed;
+        if (pool->pages.packed && cpool__graph_pages_packed(&pool->pages, &packed) == CPOOL_OK)
+            cpool__allocator_retag_branch(packed, from, upto, to ? to : cpool__graph_tag(cap->id));
         CHECK_ALLOCATOR(pool);
         cpool__mutex_unlock(&pool->mu);
     }

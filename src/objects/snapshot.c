@@ -123,7 +123,7 @@ static const cpool__front_view *front_block(const snapshot *sn, uintptr_t addr) 
 static const cpool__arena *block_arena(const snapshot *sn, const cpool__block_view *b) {
     if (!b->graph) return NULL;
     if (!sn->kind) return sn->arena;
-    if (!strcmp(sn->kind, "packed") && b->live) return cpool__graph_pages_small_owner(sn->v->pages, b->addr);
+    if (!strcmp(sn->kind, "packed") && b->live) return cpool__graph_pages_packed_owner(sn->v->pages, b->addr);
     return NULL;
 }
 
@@ -263,9 +263,9 @@ static cpool_status build(void *ctx, const cpool__pool_view *v) {
     sn->first_segment = true;
     sn->kind = "eager";
     cpool__allocator_walk(v->alloc, &(cpool__walker){sn, on_segment, on_block});
-    if (v->pages->small) {
+    if (v->pages->packed) {
         sn->kind = "packed";
-        cpool__arena_walk(v->pages->small, &(cpool__walker){sn, on_segment, on_block});
+        cpool__arena_walk(v->pages->packed, &(cpool__walker){sn, on_segment, on_block});
     }
     cpool__text_put(t, sn->first_segment ? "]" : "]}]");
     put_arenas(sn);
