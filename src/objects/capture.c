@@ -59,6 +59,7 @@ static cpool_status capture_begin(const char *fn, cpool_stream *s, cpool_pool *p
         cap.plan_bits = plan->bits;
         cap.graph_id = plan->graph_id;
     }
+    if (!cap.plan && pool) cpool__pool_predict_outputs(pool, &cap);
     if (pool) cpool__pool_hold_in_capture(&cap, pool); /* fits inline */
     cap.has_bound_pool = pool != NULL;
     st = cpool__stream_begin_capture(s, mode, &cap);
@@ -102,6 +103,7 @@ static cpool_status capture_finish(cpool_stream *s, bool instantiate, cpool_grap
         if (st != CPOOL_OK) s->dev->be->graph_destroy(impl);
     }
     if (st == CPOOL_OK) {
+        if (cap.has_bound_pool) cpool__pool_learn_outputs(cap.pools[0].pool, &cap.log);
         cpool__capture_forget(&cap); /* its references are the graph's now */
     } else {
         *graph_out = NULL;

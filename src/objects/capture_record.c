@@ -36,6 +36,9 @@ void cpool__capture_init(cpool__capture *cap, cpool_capture_mode mode) {
     cap->plan = NULL;
     cap->plan_streams = NULL;
     cap->plan_bits = cap->alloc_index = 0;
+    cap->predicted = false;
+    cap->plan_sizes = NULL;
+    cap->log = (cpool__learn){0};
     cap->invalidated = false;
 }
 
@@ -93,6 +96,12 @@ void cpool__capture_plan_taken(cpool__capture *cap, uint64_t stream_id, size_t e
 void cpool__capture_forget(cpool__capture *cap) {
     if (cap->pools != cap->inline_pools) free(cap->pools);
     if (cap->forks != cap->inline_forks) free(cap->forks);
+    if (cap->predicted) {
+        free((void *)cap->plan);
+        free((void *)cap->plan_streams);
+        free((void *)cap->plan_sizes);
+    }
+    cpool__learn_forget(&cap->log);
 }
 
 cpool_status cpool__capture_reserve_fork(cpool__capture *cap) {
@@ -108,7 +117,7 @@ void cpool__capture_add_fork(cpool__capture *cap, struct cpool_stream *s, uint64
 _Thread_local cpool__learn *cpool__learning;
 atomic_int cpool__learners;
 
-void cpool__learn_alloc(cpool__learn *l, void *ptr, uint64_t stream_id) {
+void cpool__learn_alloc(cpool__learn *l, void *ptr, uint64_t stream_id, size_t bytes) {
     if (l->failed) return;
     if (l->count == l->cap) {
         size_t cap = l->cap ? 2 * l->cap : 16;
@@ -116,19 +125,23 @@ void cpool__learn_alloc(cpool__learn *l, void *ptr, uint64_t stream_id) {
         if (ptrs) l->ptrs = ptrs;
         uint64_t *streams = ptrs ? cpool__realloc(l->streams, cap * sizeof *streams) : NULL;
         if (streams) l->streams = streams;
-        if (!ptrs || !streams) {
+        size_t *sizes = streams ? cpool__realloc(l->sizes, cap * sizeof *sizes) : NULL;
+        if (sizes) l->sizes = sizes;
+        if (!ptrs || !streams || !sizes) {
             l->failed = true;
             return;
         }
         l->cap = cap;
     }
     l->streams[l->count] = stream_id;
+    l->sizes[l->count] = bytes;
     l->ptrs[l->count++] = ptr;
 }
 
 void cpool__learn_forget(cpool__learn *l) {
     free(l->ptrs);
     free(l->streams);
+    free(l->sizes);
     *l = (cpool__learn){0};
 }
 

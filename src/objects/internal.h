@@ -109,6 +109,17 @@ typedef struct cpool__fork {
     size_t plan_next; /* a graphed call's plan: where its next allocation is looked up */
 } cpool__fork;
 
+/* What a graphed call's last eager run allocated, or a capture, in order,
+ * on any stream, with the stream and NULL for what it freed again: the
+ * rest outlived the body (its outputs). */
+typedef struct cpool__learn {
+    void **ptrs;
+    uint64_t *streams;
+    size_t *sizes; /* the sizes asked for */
+    size_t count, cap;
+    bool failed; /* out of host memory: nothing learned */
+} cpool__learn;
+
 /* A capture record. Once published in its origin stream's capture_storage
  * it is changed only under that stream's capture lock (one of a few
  * striped locks, stream.c; cpool__stream_lock_capture), since streams
@@ -137,28 +148,29 @@ typedef struct cpool__capture {
     /* cpool_launch_host work was captured: a replay may run a callback that
      * releases the graph while its launch call is still under way. */
     bool host_work;
-    /* A graphed call's plan: entry i is the eager run's i-th allocation,
-     * on stream plan_streams[i], with bit i set when it outlived the body:
-     * an output, packed with the pool's others (graph_pages.h). Each
-     * stream of the capture takes its own entries in order: `alloc_index`
-     * is the origin's place, a fork's is in its cpool__fork. */
+    /* A plan of outputs: entry i is an earlier run's i-th allocation, on
+     * stream plan_streams[i], with bit i set when it outlived the run: an
+     * output, packed with the pool's others (graph_pages.h). A graphed
+     * call's comes from its last eager run; else the bound pool's last
+     * capture predicts it (`predicted`: the capture owns the arrays, and
+     * packs a request only where it is at most CPOOL__PREDICTED_MAX and
+     * 16 times the size that output had, plan_sizes[i]: graphs per batch
+     * size grow by less, and a scratch block taken for an output would
+     * cost its size). Each stream takes its
+     * own entries in order: `alloc_index` is the origin's place, a fork's
+     * is in its cpool__fork. */
     const uint64_t *plan;
     const uint64_t *plan_streams;
     size_t plan_bits, alloc_index;
+    bool predicted;
+    const size_t *plan_sizes;
+    /* Its own allocations, for the plan its bound pool keeps for the next. */
+    cpool__learn log;
     uint64_t graph_id; /* the id its graph takes (an update: the graph's own) */
     cpool__held_pool inline_pools[CPOOL__CAPTURE_INLINE_POOLS];
     cpool__fork inline_forks[CPOOL__CAPTURE_INLINE_FORKS];
 } cpool__capture;
 
-/* What a graphed call's last eager run allocated, in order, on any stream
- * from the calling thread, with the stream and NULL for what it freed
- * again: the rest outlived the body. */
-typedef struct cpool__learn {
-    void **ptrs;
-    uint64_t *streams;
-    size_t count, cap;
-    bool failed; /* out of host memory: nothing learned */
-} cpool__learn;
 /* The learning under way on this thread (a graphed call's last eager run),
  * or NULL; and how many threads learn now, so that the allocation fast path
  * reads one plain global, not the thread's storage, when none does. */
@@ -168,7 +180,7 @@ static inline cpool__learn *cpool__learning_now(void) {
     return __builtin_expect(atomic_load_explicit(&cpool__learners, memory_order_relaxed) != 0, 0) ? cpool__learning
                                                                                                   : NULL;
 }
-void cpool__learn_alloc(cpool__learn *l, void *ptr, uint64_t stream_id);
+void cpool__learn_alloc(cpool__learn *l, void *ptr, uint64_t stream_id, size_t bytes);
 void cpool__learn_free(cpool__learn *l, void *ptr);
 void cpool__learn_forget(cpool__learn *l);
 
@@ -384,5 +396,19 @@ const cpool__registrar *cpool__pool_registrar(const cpool_pool *pool, const char
 /* Makes a parameter block of `bytes` for the pool's whole life into *out,
  * kept in the pool's list and ended with the pool. */
 cpool_status cpool__pool_add_param(cpool_pool *pool, size_t bytes, cpool_param **out);
+
+/* Graphs captured one after another into a pool tend to allocate in the
+ * same order (a graph per batch size): the pool keeps which allocations of
+ * its last capture outlived it, and the next capture bound to it packs
+ * those places' blocks as outputs. Requests above CPOOL__PREDICTED_MAX are
+ * never taken for outputs on a guess: packed memory is not shared, and a
+ * wrong guess would cost its size. */
+#define CPOOL__PREDICTED_MAX ((size_t)16 << 20)
+/* The capture that ended well with `log` (its own allocations) was bound
+ * to pool: its outputs are the plan for the next. */
+void cpool__pool_learn_outputs(cpool_pool *pool, const cpool__learn *log);
+/* A copy of the pool's plan into cap (predicted); nothing when there is
+ * none or no memory for it. */
+void cpool__pool_predict_outputs(cpool_pool *pool, cpool__capture *cap);
 
 #endif /* CPOOL_INTERNAL_H */

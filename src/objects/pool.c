@@ -91,6 +91,12 @@ struct cpool_pool {
     cpool__graph_pages pages; /* graph memory */
     uint64_t reserved_peak;   /* of the allocator's and the graph pages' memory together */
     uint64_t graph_count;     /* arenas that graphs hold: one per graph holding the pool */
+    /* Which allocations of the last capture bound here outlived it
+     * (cpool__pool_learn_outputs): bit i for its i-th, on stream
+     * predicted_streams[i]. */
+    uint64_t *predicted, *predicted_streams;
+    size_t *predicted_sizes;
+    size_t predicted_bits;
 
     cpool__deferred deferred_clear;
     cpool__deferred deferred_destroy;
@@ -332,6 +338,9 @@ static void pool_destroy(cpool_pool *pool) {
     }
     cpool__fences_destroy(&pool->fences, &pool->dev->order);
     cpool__graph_pages_destroy(&pool->pages);
+    free(pool->predicted);
+    free(pool->predicted_streams);
+    free(pool->predicted_sizes);
     cpool__allocator_destroy(&pool->alloc);
     if (pool->registrar.release) pool->registrar.release(pool->registrar.ctx);
     cpool__mutex_destroy(&pool->mu);
@@ -599,7 +608,7 @@ static __attribute__((noinline)) cpool_status alloc_locked(cpool_pool *pool, siz
     CHECK_ALLOCATOR(pool);
     cpool__mutex_unlock(&pool->mu);
     if (st != CPOOL_OK) return cpool__fail_in(fn, st);
-    if (cpool__learning_now()) cpool__learn_alloc(cpool__learning, *ptr_out, cpool__stream_id(s));
+    if (cpool__learning_now()) cpool__learn_alloc(cpool__learning, *ptr_out, cpool__stream_id(s), bytes);
     return st;
 }
 
@@ -644,7 +653,9 @@ static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *
      * requests come from the packed region, where the capture's freed
      * blocks are its graph's alone (graph_pages.h). */
     size_t entry;
-    bool packed = cpool__capture_next_is_output(cap, cpool__stream_id(s), &entry) || output || bytes <= CPOOL__PACKED_MAX;
+    bool planned = cpool__capture_next_is_output(cap, cpool__stream_id(s), &entry) &&
+                   (!cap->predicted || (bytes <= CPOOL__PREDICTED_MAX && bytes / 16 <= cap->plan_sizes[entry]));
+    bool packed = planned || output || bytes <= CPOOL__PACKED_MAX;
     if (packed) tag = branch ? branch : cpool__graph_tag(cap->id);
     cpool__mutex_lock(&pool->mu);
     if (!held->arena) st = cpool__graph_pages_open(&pool->pages, cpool__graph_tag(cap->id), &held->arena);
@@ -683,6 +694,7 @@ static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *
     }
     if (st != CPOOL_OK) return cpool__fail_in(fn, st);
     cpool__capture_plan_taken(cap, cpool__stream_id(s), entry);
+    cpool__learn_alloc(&cap->log, *ptr_out, cpool__stream_id(s), bytes);
     return st;
 }
 
@@ -729,7 +741,7 @@ static inline __attribute__((always_inline)) cpool_status pool_alloc(cpool_pool 
     if (!cpool__front_alloc(&pool->front, bytes, cpool__stream_id(s), ptr_out))
         return alloc_locked(pool, bytes, s, ptr_out, fn);
     CHECK_ALLOCATOR_LOCKING(pool);
-    if (cpool__learning_now()) cpool__learn_alloc(cpool__learning, *ptr_out, cpool__stream_id(s));
+    if (cpool__learning_now()) cpool__learn_alloc(cpool__learning, *ptr_out, cpool__stream_id(s), bytes);
     return CPOOL_OK;
 }
 
@@ -793,7 +805,10 @@ static __attribute__((noinline)) cpool_status free_locked(cpool_pool *pool, void
         }
         return cpool__fail_in("cpool_free", st);
     }
-    if (!cap && cpool__learning_now()) cpool__learn_free(cpool__learning, ptr);
+    if (cap)
+        cpool__learn_free(&cap->log, ptr);
+    else if (cpool__learning_now())
+        cpool__learn_free(cpool__learning, ptr);
     return st;
 }
 
@@ -854,6 +869,56 @@ void cpool__pool_release_arena(cpool_pool *pool, cpool__arena *arena) {
 void cpool__pool_arena_stats(cpool_pool *pool, const cpool__arena *arena, cpool__arena_stats *out) {
     cpool__mutex_lock(&pool->mu);
     cpool__arena_get_stats(arena, out);
+    cpool__mutex_unlock(&pool->mu);
+}
+
+void cpool__pool_learn_outputs(cpool_pool *pool, const cpool__learn *log) {
+    size_t n = log->count;
+    if (log->failed || !n) return;
+    uint64_t *bits = cpool__calloc(n / 64 + 1, sizeof *bits);
+    uint64_t *streams = cpool__malloc(n * sizeof *streams);
+    size_t *sizes = cpool__malloc(n * sizeof *sizes);
+    if (!bits || !streams || !sizes) {
+        free(bits);
+        free(streams);
+        free(sizes);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (log->ptrs[i]) bits[i / 64] |= (uint64_t)1 << (i % 64);
+    memcpy(streams, log->streams, n * sizeof *streams);
+    memcpy(sizes, log->sizes, n * sizeof *sizes);
+    cpool__mutex_lock(&pool->mu);
+    free(pool->predicted);
+    free(pool->predicted_streams);
+    free(pool->predicted_sizes);
+    pool->predicted = bits;
+    pool->predicted_streams = streams;
+    pool->predicted_sizes = sizes;
+    pool->predicted_bits = n;
+    cpool__mutex_unlock(&pool->mu);
+}
+
+void cpool__pool_predict_outputs(cpool_pool *pool, cpool__capture *cap) {
+    cpool__mutex_lock(&pool->mu);
+    size_t n = pool->predicted_bits;
+    uint64_t *bits = n ? cpool__malloc((n / 64 + 1) * sizeof *bits) : NULL;
+    uint64_t *streams = n ? cpool__malloc(n * sizeof *streams) : NULL;
+    size_t *sizes = n ? cpool__malloc(n * sizeof *sizes) : NULL;
+    if (bits && streams && sizes) {
+        memcpy(bits, pool->predicted, (n / 64 + 1) * sizeof *bits);
+        memcpy(streams, pool->predicted_streams, n * sizeof *streams);
+        memcpy(sizes, pool->predicted_sizes, n * sizeof *sizes);
+        cap->plan = bits;
+        cap->plan_streams = streams;
+        cap->plan_sizes = sizes;
+        cap->plan_bits = n;
+        cap->predicted = true;
+    } else {
+        free(bits);
+        free(streams);
+        free(sizes);
+    }
     cpool__mutex_unlock(&pool->mu);
 }
 
