@@ -1,12 +1,14 @@
 /*
  * Graph memory shared by pages (see graph_pages.h for the contract).
  *
- * An arena numbers its pages in the order of its address ranges (spans):
- * page i of a span whose first page is number f is page f + i, backed by
- * the shared page of that number unless the arena owns the page's memory
- * (`own`). Two pages of one arena never share memory, so the allocator's
- * rules inside one capture are enough; two arenas' pages of the same
- * number do, which is the sharing. Where the platform reserves no address
+ * An arena's mapped page is backed by the shared page of its number
+ * (`number`), unless the arena owns the page's memory (`own`). A page takes
+ * the lowest number the arena does not use yet, so captures that map in the
+ * same order map the same shared pages; at the end of a capture the pages
+ * left shared move to the lowest numbers (outputs mapped first would
+ * otherwise push the scratch to higher ones). Two pages of one arena never
+ * share a number, so the allocator's rules inside one capture are enough;
+ * two arenas' pages of the same number share memory, which is the point. Where the platform reserves no address
  * space (plain segments), an arena takes plain segments of its own and
  * shares nothing.
  */
@@ -20,8 +22,8 @@
 typedef struct arena_span {
     uintptr_t base;
     size_t pages;
-    size_t first;  /* the number of its first page in the arena */
-    void **own;    /* per page: the arena's own memory, or NULL (shared) */
+    void **own;      /* per page: the arena's own memory, or NULL (shared) */
+    size_t *number;  /* per mapped page without its own memory: its shared page's */
     uint8_t *mapped;
 } arena_span;
 
@@ -32,7 +34,8 @@ struct cpool__arena {
     cpool__allocator alloc;
     arena_span *spans;
     size_t span_count, span_cap;
-    size_t numbered; /* pages numbered so far: the next span's first */
+    uint8_t *taken;  /* by number: whether one of its pages maps that shared page */
+    size_t taken_cap;
     bool in_use;     /* a capture or a graph holds it */
     bool own_pages;  /* the packed region: every page its own memory */
     /* The packed blocks its capture handed out that are still live (the
@@ -123,20 +126,18 @@ static cpool_status arena_reserve(void *ctx, size_t bytes, void **base) {
     }
     size_t pages = bytes / CPOOL__PAGE;
     void **own = cpool__calloc(pages, sizeof *own);
-    uint8_t *mapped = own ? cpool__calloc(pages, 1) : NULL;
-    if (!mapped) {
-        free(own);
-        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a graph's address ranges");
-    }
-    cpool_status st = gp->source.reserve(gp->source.ctx, bytes, base);
+    size_t *number = own ? cpool__calloc(pages, sizeof *number) : NULL;
+    uint8_t *mapped = number ? cpool__calloc(pages, 1) : NULL;
+    cpool_status st = mapped ? gp->source.reserve(gp->source.ctx, bytes, base)
+                             : cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a graph's address ranges");
     if (st != CPOOL_OK) {
         free(own);
+        free(number);
         free(mapped);
         return st;
     }
     ar->spans[ar->span_count++] =
-        (arena_span){.base = (uintptr_t)*base, .pages = pages, .first = ar->numbered, .own = own, .mapped = mapped};
-    ar->numbered += pages;
+        (arena_span){.base = (uintptr_t)*base, .pages = pages, .own = own, .number = number, .mapped = mapped};
     return CPOOL_OK;
 }
 
@@ -144,9 +145,27 @@ static void arena_unreserve(void *ctx, void *base, size_t bytes) {
     cpool__arena *ar = ctx;
     arena_span *sp = span_of(ar, (uintptr_t)base);
     free(sp->own);
+    free(sp->number);
     free(sp->mapped);
     *sp = ar->spans[--ar->span_count];
     ar->gp->source.unreserve(ar->gp->source.ctx, base, bytes);
+}
+
+/* The lowest number none of the arena's pages maps; false when there is no
+ * room to note it. */
+static bool free_number(cpool__arena *ar, size_t *out) {
+    size_t d = 0;
+    while (d < ar->taken_cap && ar->taken[d]) d++;
+    if (d == ar->taken_cap) {
+        size_t cap = ar->taken_cap ? 2 * ar->taken_cap : 64;
+        uint8_t *grown = cpool__realloc(ar->taken, cap);
+        if (!grown) return false;
+        memset(grown + ar->taken_cap, 0, cap - ar->taken_cap);
+        ar->taken = grown;
+        ar->taken_cap = cap;
+    }
+    *out = d;
+    return true;
 }
 
 /* Takes down page i of span sp (mapped). */
@@ -159,9 +178,9 @@ static void unmap_page(cpool__arena *ar, arena_span *sp, size_t i) {
         sp->own[i] = NULL;
         gp->own_bytes -= CPOOL__PAGE;
     } else {
-        cpool__shared_page *shared = &gp->shared[sp->first + i];
-        gp->source.unmap(gp->source.ctx, addr, shared->page);
-        unmapped_shared(gp, sp->first + i);
+        gp->source.unmap(gp->source.ctx, addr, gp->shared[sp->number[i]].page);
+        ar->taken[sp->number[i]] = 0;
+        unmapped_shared(gp, sp->number[i]);
     }
     sp->mapped[i] = 0;
 }
@@ -198,16 +217,24 @@ static cpool_status arena_map(void *ctx, void *addr, size_t bytes) {
     for (size_t i = at; i < at + n; i++) {
         void *page;
         cpool_status st = CPOOL_OK;
+        size_t d = 0;
         if (ar->own_pages) {
             st = own_page(gp, sp, i);
+        } else if (!free_number(ar, &d)) {
+            st = cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory numbering a graph's pages");
         } else {
-            st = shared_page(gp, sp->first + i, &page);
+            st = shared_page(gp, d, &page);
             if (st == CPOOL_OK) st = gp->source.map(gp->source.ctx, (void *)(sp->base + i * CPOOL__PAGE), page);
-            if (st == CPOOL_OK) gp->shared[sp->first + i].maps++;
+            if (st == CPOOL_OK) {
+                gp->shared[d].maps++;
+                ar->taken[d] = 1;
+                sp->number[i] = d;
+            } else if (d < gp->shared_count) {
+                release_unmapped(gp, d, d + 1); /* made for this page alone */
+            }
         }
         if (st != CPOOL_OK) {
             while (i-- > at) unmap_page(ar, sp, i);
-            if (!ar->own_pages) release_unmapped(gp, sp->first + at, sp->first + at + n);
             return st;
         }
         sp->mapped[i] = 1;
@@ -245,6 +272,7 @@ void cpool__graph_pages_init(cpool__graph_pages *gp, const cpool__page_source *s
 static void arena_destroy(cpool__arena *ar) {
     cpool__allocator_destroy(&ar->alloc);
     free(ar->spans);
+    free(ar->taken);
     free(ar->packed);
     free(ar);
 }
@@ -370,6 +398,38 @@ cpool_status cpool__arena_seal(cpool__graph_pages *gp, cpool__arena *ar, uint64_
     return st;
 }
 
+/* Moves the arena's shared pages, in address order, to the lowest numbers
+ * it does not use: its outputs' pages, mapped first and now its own, left
+ * their numbers free, and other graphs start their scratch at the lowest.
+ * The graph has not run, so a page may change behind its address. A page
+ * moves only to a number no page of the arena maps, so nothing aliases
+ * even if a move fails midway (the page then stays where it was). */
+static void compact_numbers(cpool__graph_pages *gp, cpool__arena *ar) {
+    for (size_t s = 0; s < ar->span_count; s++) {
+        arena_span *sp = &ar->spans[s];
+        for (size_t i = 0; i < sp->pages; i++) {
+            size_t d, old = sp->number[i];
+            if (!sp->mapped[i] || sp->own[i] || !free_number(ar, &d) || d >= old) continue;
+            void *addr = (void *)(sp->base + i * CPOOL__PAGE), *page;
+            if (shared_page(gp, d, &page) != CPOOL_OK) return;
+            gp->source.unmap(gp->source.ctx, addr, gp->shared[old].page);
+            if (gp->source.map(gp->source.ctx, addr, page) != CPOOL_OK) {
+                release_unmapped(gp, d, d + 1);
+                if (gp->source.map(gp->source.ctx, addr, gp->shared[old].page) == CPOOL_OK) return;
+                sp->mapped[i] = 0; /* a page the allocator still counts: its block is unbacked */
+                ar->taken[old] = 0;
+                unmapped_shared(gp, old);
+                return;
+            }
+            gp->shared[d].maps++;
+            ar->taken[d] = 1;
+            ar->taken[old] = 0;
+            sp->number[i] = d;
+            unmapped_shared(gp, old);
+        }
+    }
+}
+
 /* The pages of live blocks that still map shared memory get their own. */
 static cpool_status seal_pages(cpool__graph_pages *gp, cpool__arena *ar) {
     if (!ar->span_count) return CPOOL_OK; /* plain segments: nothing shared */
@@ -383,10 +443,11 @@ static cpool_status seal_pages(cpool__graph_pages *gp, cpool__arena *ar) {
     for (size_t k = 0; k < l.count; k++) {
         arena_span *sp = span_of(ar, l.addr[k]);
         size_t i = (l.addr[k] - sp->base) / CPOOL__PAGE;
-        cpool__shared_page *shared = &gp->shared[sp->first + i];
         if (sp->own[i]) continue;
+        cpool__shared_page *shared = &gp->shared[sp->number[i]];
         if (shared->maps == 1) {
             sp->own[i] = shared->page;
+            ar->taken[sp->number[i]] = 0;
             *shared = (cpool__shared_page){0};
             gp->shared_bytes -= CPOOL__PAGE;
             gp->own_bytes += CPOOL__PAGE;
@@ -405,20 +466,22 @@ static cpool_status seal_pages(cpool__graph_pages *gp, cpool__arena *ar) {
     for (size_t k = 0; st == CPOOL_OK && k < n; k++) {
         arena_span *sp = span_of(ar, l.addr[k]);
         size_t i = (l.addr[k] - sp->base) / CPOOL__PAGE;
-        cpool__shared_page *shared = &gp->shared[sp->first + i];
-        gp->source.unmap(gp->source.ctx, (void *)l.addr[k], shared->page);
+        size_t d = sp->number[i];
+        gp->source.unmap(gp->source.ctx, (void *)l.addr[k], gp->shared[d].page);
         st = gp->source.map(gp->source.ctx, (void *)l.addr[k], fresh[k]);
         if (st != CPOOL_OK) {
             /* The shared page goes back where it was; the pages swapped
              * so far stay the arena's own. */
-            if (gp->source.map(gp->source.ctx, (void *)l.addr[k], shared->page) != CPOOL_OK) {
+            if (gp->source.map(gp->source.ctx, (void *)l.addr[k], gp->shared[d].page) != CPOOL_OK) {
                 sp->mapped[i] = 0;
-                unmapped_shared(gp, sp->first + i);
+                ar->taken[d] = 0;
+                unmapped_shared(gp, d);
             }
             break;
         }
         sp->own[i] = fresh[k];
-        unmapped_shared(gp, sp->first + i);
+        ar->taken[d] = 0;
+        unmapped_shared(gp, d);
         fresh[k] = NULL;
         gp->own_bytes += CPOOL__PAGE;
     }
@@ -426,6 +489,7 @@ static cpool_status seal_pages(cpool__graph_pages *gp, cpool__arena *ar) {
         if (fresh[k]) gp->source.release(gp->source.ctx, fresh[k]);
     free(fresh);
     free(l.addr);
+    if (st == CPOOL_OK) compact_numbers(gp, ar);
     return st;
 }
 
@@ -536,8 +600,8 @@ void cpool__arena_walk_pages(const cpool__arena *ar, const cpool__page_walker *w
             if (!sp->mapped[i]) continue;
             /* Own pages are numbered after every shared one: by arena and
              * place, unique in the pool. */
-            uint64_t id = sp->own[i] ? gp->shared_cap + ar->id * ((uint64_t)1 << 32) + sp->first + i + 1
-                                     : sp->first + i + 1;
+            uint64_t id = sp->own[i] ? gp->shared_cap + ar->id * ((uint64_t)1 << 32) + (s << 20) + i + 1
+                                     : sp->number[i] + 1;
             w->page(w->ctx, sp->base + i * CPOOL__PAGE, id, sp->own[i] != NULL);
         }
     }
@@ -570,6 +634,7 @@ static void check_arena(const cpool__graph_pages *gp, const cpool__arena *ar, ui
                         bool full) {
     if (full || ar == gp->packed) cpool__allocator_check(&ar->alloc);
     *own += ar->plain_bytes;
+    uint8_t *seen = ar->taken_cap ? calloc(ar->taken_cap, 1) : NULL;
     for (size_t s = 0; s < ar->span_count; s++)
         for (size_t i = 0; i < ar->spans[s].pages; i++) {
             const arena_span *sp = &ar->spans[s];
@@ -580,10 +645,17 @@ static void check_arena(const cpool__graph_pages *gp, const cpool__arena *ar, ui
                 continue;
             }
             CPOOL__INVARIANT("graph pages", !ar->own_pages, "a page of the packed region maps shared memory");
-            CPOOL__INVARIANT("graph pages", sp->first + i < gp->shared_count && gp->shared[sp->first + i].page,
+            size_t d = sp->number[i];
+            CPOOL__INVARIANT("graph pages", d < gp->shared_count && gp->shared[d].page,
                              "a mapped page has no shared page behind it");
-            if (maps) maps[sp->first + i]++;
+            CPOOL__INVARIANT("graph pages", d < ar->taken_cap && ar->taken[d], "page number %zu is not noted taken", d);
+            CPOOL__INVARIANT("graph pages", !seen || !seen[d], "two pages of one arena map shared page %zu", d);
+            if (seen) seen[d] = 1;
+            if (maps) maps[d]++;
         }
+    for (size_t d = 0; seen && d < ar->taken_cap; d++)
+        CPOOL__INVARIANT("graph pages", seen[d] == ar->taken[d], "number %zu noted taken by no page", d);
+    free(seen);
 }
 
 void cpool__graph_pages_check(const cpool__graph_pages *gp, bool full) {
