@@ -36,6 +36,7 @@ struct cpool__arena {
     size_t span_count, span_cap;
     uint8_t *taken;  /* by number: whether one of its pages maps that shared page */
     size_t taken_cap;
+    size_t low_free; /* no number below is free (where free_number starts looking) */
     bool in_use;     /* a capture or a graph holds it */
     bool own_pages;  /* the packed region: every page its own memory */
     /* The packed blocks its capture handed out that are still live (the
@@ -151,11 +152,18 @@ static void arena_unreserve(void *ctx, void *base, size_t bytes) {
     ar->gp->source.unreserve(ar->gp->source.ctx, base, bytes);
 }
 
+/* No page of the arena maps shared page d any more. */
+static void untake(cpool__arena *ar, size_t d) {
+    ar->taken[d] = 0;
+    if (d < ar->low_free) ar->low_free = d;
+}
+
 /* The lowest number none of the arena's pages maps; false when there is no
  * room to note it. */
 static bool free_number(cpool__arena *ar, size_t *out) {
-    size_t d = 0;
+    size_t d = ar->low_free;
     while (d < ar->taken_cap && ar->taken[d]) d++;
+    ar->low_free = d;
     if (d == ar->taken_cap) {
         size_t cap = ar->taken_cap ? 2 * ar->taken_cap : 64;
         uint8_t *grown = cpool__realloc(ar->taken, cap);
@@ -179,7 +187,7 @@ static void unmap_page(cpool__arena *ar, arena_span *sp, size_t i) {
         gp->own_bytes -= CPOOL__PAGE;
     } else {
         gp->source.unmap(gp->source.ctx, addr, gp->shared[sp->number[i]].page);
-        ar->taken[sp->number[i]] = 0;
+        untake(ar, sp->number[i]);
         unmapped_shared(gp, sp->number[i]);
     }
     sp->mapped[i] = 0;
@@ -417,13 +425,13 @@ static void compact_numbers(cpool__graph_pages *gp, cpool__arena *ar) {
                 release_unmapped(gp, d, d + 1);
                 if (gp->source.map(gp->source.ctx, addr, gp->shared[old].page) == CPOOL_OK) return;
                 sp->mapped[i] = 0; /* a page the allocator still counts: its block is unbacked */
-                ar->taken[old] = 0;
+                untake(ar, old);
                 unmapped_shared(gp, old);
                 return;
             }
             gp->shared[d].maps++;
             ar->taken[d] = 1;
-            ar->taken[old] = 0;
+            untake(ar, old);
             sp->number[i] = d;
             unmapped_shared(gp, old);
         }
@@ -447,7 +455,7 @@ static cpool_status seal_pages(cpool__graph_pages *gp, cpool__arena *ar) {
         cpool__shared_page *shared = &gp->shared[sp->number[i]];
         if (shared->maps == 1) {
             sp->own[i] = shared->page;
-            ar->taken[sp->number[i]] = 0;
+            untake(ar, sp->number[i]);
             *shared = (cpool__shared_page){0};
             gp->shared_bytes -= CPOOL__PAGE;
             gp->own_bytes += CPOOL__PAGE;
@@ -474,13 +482,13 @@ static cpool_status seal_pages(cpool__graph_pages *gp, cpool__arena *ar) {
              * so far stay the arena's own. */
             if (gp->source.map(gp->source.ctx, (void *)l.addr[k], gp->shared[d].page) != CPOOL_OK) {
                 sp->mapped[i] = 0;
-                ar->taken[d] = 0;
+                untake(ar, d);
                 unmapped_shared(gp, d);
             }
             break;
         }
         sp->own[i] = fresh[k];
-        ar->taken[d] = 0;
+        untake(ar, d);
         unmapped_shared(gp, d);
         fresh[k] = NULL;
         gp->own_bytes += CPOOL__PAGE;
