@@ -388,9 +388,12 @@ cpool_status cpool_event_elapsed_ms(cpool_event *start, cpool_event *end, float 
  *    another graph's output while it is allocated, and no launch is refused
  *    for it. A graph's relaunch rewrites its own outputs, as in CUDA;
  *  - SHOULD allocate outputs with cpool_alloc_output under capture: they
- *    pack together in the packed region, while an output of more than
- *    4 KiB made with cpool_alloc costs the pages it touches (at most one
- *    more than its size in pages);
+ *    pack together in the packed region. One made with cpool_alloc packs
+ *    too where the pool's last capture kept an output at the same place in
+ *    its order of allocations (graphs per batch size allocate alike; up to
+ *    16 MiB and 16 times that output's size), or where it is at most
+ *    4 KiB; else it costs the pages it touches (at most one more than its
+ *    size in pages);
  *  - MUST NOT run at the same time (launched on two streams without an order
  *    between them): they use the same physical pages for their scratch.
  * Where the pool has plain segments (plain_segments, an NCCL pool, or no
@@ -521,8 +524,9 @@ void cpool_pool_clear_buffers(cpool_pool *pool);
  * forked into (cpool_event), the memory is graph memory, in the capture's
  * arena (see cpool_pool): the same address on every replay, never handed to
  * work outside graphs. A block still allocated when the capture ends (an
- * output) costs the pages it touches; up to 4 KiB it is packed with other
- * small blocks instead.
+ * output) costs the pages it touches, unless it is packed with the pool's
+ * other outputs: up to 4 KiB, or where the pool's last capture kept an
+ * output at the same place (see cpool_pool).
  * A pool other than the capture's own may be used too: the graph then holds
  * a reference to it as well.
  * When the device (or max_reserved_bytes) leaves no room for a new segment,
