@@ -1,6 +1,6 @@
-/* Graphs captured into one pool share its memory by pages (API.md, third
- * wave, "Graph memory is shared by pages, not by addresses"), as a user sees
- * it through the public API:
+/* Graphs captured into one pool share its memory by pages (capturepool.h,
+ * cpool_pool, "Graphs that share a pool"), as a user sees it through the
+ * public API:
  *  - whatever the order of capture and of replay, and however the outputs
  *    were allocated (cpool_alloc under capture included, before or after the
  *    scratch), a replay never overwrites a live output of another graph and
@@ -25,7 +25,7 @@
 /* Memory is backed in 2 MiB pages (docs/GUIDE.md), so the least a pool can
  * hold is its lower bound rounded up to whole pages. */
 #define PAGE_BYTES (2 * MiB)
-/* How far above that graph memory may go ("a small margin", API.md): 2%,
+/* How far above that graph memory may go ("a small margin"): 2%,
  * and 1% where every output is 4 KiB. */
 #define MARGIN 0.02
 #define SMALL_OUTPUTS_MARGIN 0.01

@@ -1,6 +1,5 @@
-/* Outputs of graphs that share a pool (API.md "Outputs of graphs that share a
- * pool", "Graph memory is shared by pages, not by addresses"; capturepool.h,
- * cpool_pool).
+/* Outputs of graphs that share a pool (capturepool.h, cpool_pool, "Graphs
+ * that share a pool").
  *
  * Each capture allocates at addresses of its own, on physical pages shared
  * with the pool's other graphs, except the pages that hold its outputs (and

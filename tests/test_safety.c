@@ -1,4 +1,4 @@
-/* Safety promises of the second wave (API.md, "Second wave"):
+/* Safety promises of the second wave (capturepool.h and docs/GUIDE.md):
  * 1. a stream being destroyed still counts: a last release, a trim and a clear
  *    wait for its pending work; its freed block goes to no other stream early;
  * 2. a free under capture keeps the block's stream order for later captures;
