@@ -771,10 +771,14 @@ static __attribute__((noinline)) cpool_status free_locked(cpool_pool *pool, void
     cpool__mutex_lock(&pool->mu);
     uint64_t branch = cap ? branch_of(cap, s) : 0;
     bool graph = cap != NULL;
-    cpool_status st = CPOOL_OK;
+    /* An eager block first, as the pool has most; only a pointer the eager
+     * allocator does not hold is looked for in graph memory. */
+    cpool__error_mark before;
+    cpool__error_save(&before);
     cpool__allocator *a = &pool->alloc, *packed = NULL;
+    cpool_status st = cpool__front_free_slow(&pool->front, a, ptr, cpool__stream_id(s), graph, branch);
     cpool__block_info info;
-    if (!cpool__allocator_live_block(a, ptr, &info)) {
+    if (st == CPOOL_ERR_INVALID_ARGUMENT && !cpool__allocator_live_block(a, ptr, &info)) {
         cpool__arena *ar = cpool__graph_pages_find(&pool->pages, ptr);
         if (ar) {
             a = cpool__arena_allocator(ar);
@@ -786,15 +790,20 @@ static __attribute__((noinline)) cpool_status free_locked(cpool_pool *pool, void
              * write it. */
             a = packed;
             const cpool__arena *owner = cpool__graph_pages_packed_owner(&pool->pages, (uintptr_t)ptr);
-            if (held && !held->arena) st = cpool__graph_pages_open(&pool->pages, cpool__graph_tag(cap->id), &held->arena);
             if (cap && !branch) branch = cpool__graph_tag(cap->id);
             if (!cap && owner && cpool__arena_graph(owner)) {
                 graph = true;
                 branch = cpool__arena_packed_tag(owner);
             }
         }
+        if (a != &pool->alloc) {
+            cpool__error_restore(&before);
+            st = a == packed && held && !held->arena
+                     ? cpool__graph_pages_open(&pool->pages, cpool__graph_tag(cap->id), &held->arena)
+                     : CPOOL_OK;
+            if (st == CPOOL_OK) st = cpool__front_free_slow(&pool->front, a, ptr, cpool__stream_id(s), graph, branch);
+        }
     }
-    if (st == CPOOL_OK) st = cpool__front_free_slow(&pool->front, a, ptr, cpool__stream_id(s), graph, branch);
     if (st == CPOOL_OK && a == packed) cpool__graph_pages_packed_freed(&pool->pages, ptr);
     CHECK_ALLOCATOR(pool);
     cpool__mutex_unlock(&pool->mu);
