@@ -615,12 +615,6 @@ void cpool__arena_walk_pages(const cpool__arena *ar, const cpool__page_walker *w
     }
 }
 
-const cpool__arena *cpool__graph_pages_next(const cpool__graph_pages *gp, const cpool__arena *after) {
-    const cpool__arena *ar = after ? after->next : gp->arenas;
-    while (ar && idle(ar)) ar = ar->next;
-    return ar;
-}
-
 const cpool__arena *cpool__graph_pages_each(const cpool__graph_pages *gp, const cpool__arena *after) {
     return after ? after->next : gp->arenas;
 }

@@ -152,8 +152,6 @@ typedef struct cpool__page_walker {
     void (*page)(void *ctx, uintptr_t addr, uint64_t physical_id, bool own);
 } cpool__page_walker;
 void cpool__arena_walk_pages(const cpool__arena *ar, const cpool__page_walker *w);
-/* The arenas in use by a capture or a graph (not idle), in turn. */
-const cpool__arena *cpool__graph_pages_next(const cpool__graph_pages *gp, const cpool__arena *after);
 bool cpool__arena_in_use(const cpool__arena *ar);
 /* Every arena, idle ones included (their pages count in the shared set),
  * in turn. */

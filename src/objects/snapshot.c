@@ -271,7 +271,7 @@ static cpool_status build(void *ctx, const cpool__pool_view *v) {
     put_arenas(sn);
     CPOOL__TEXT_LIT(t, ",\n\"graphs\":[");
     bool first = true;
-    for (const cpool__arena *ar = cpool__graph_pages_next(v->pages, NULL); ar; ar = cpool__graph_pages_next(v->pages, ar)) {
+    for (const cpool__arena *ar = cpool__graph_pages_each(v->pages, NULL); ar; ar = cpool__graph_pages_each(v->pages, ar)) {
         if (!cpool__arena_graph(ar)) continue; /* a capture's, not a graph's yet */
         cpool__arena_stats as;
         cpool__arena_get_stats(ar, &as);
