@@ -121,6 +121,8 @@ typedef enum cpool_status { /* values are part of the ABI: never renumbered */
                                           own, which no other graph's replay writes (see cpool_pool) */
     CPOOL_ERR_IO = 13,                 /* a file could not be opened or written (cpool_last_error says
                                           which and why) */
+    CPOOL_ERR_SUSPENDED = 14,          /* the pool is suspended: its memory is given back until
+                                          cpool_pool_resume */
 } cpool_status;
 
 /* A short static description of `s` ("invalid argument", ...); never NULL,
@@ -585,6 +587,12 @@ typedef struct cpool_pool_stats {
     uint64_t graph_count;         /* live graphs holding the pool, from the end of their capture
                                      until their release lets go of it; a snapshot's "graphs"
                                      lists these */
+    /* Appended with suspend and resume. */
+    uint64_t host_kept_bytes;     /* bytes of live blocks kept in host memory while the pool is
+                                     suspended with CPOOL_SUSPEND_KEEP_CONTENTS (else 0) */
+    uint64_t host_reserved_bytes; /* host memory the pool holds for them: while suspended, and
+                                     after a resume the buffer kept for the next suspend, which
+                                     cpool_pool_trim gives back */
 } cpool_pool_stats;
 
 /* Fills *out with the pool's counters, exact at the time of the call; fills
@@ -629,6 +637,57 @@ cpool_status cpool_pool_write_snapshot(const cpool_pool *pool, const char *path)
  * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (also inside a stream
  * callback, where it would wait for itself), CPOOL_ERR_BACKEND. */
 cpool_status cpool_pool_trim(cpool_pool *pool);
+
+/* Suspend and resume: give a pool's memory back to the device and take it
+ * again later, at the same addresses, so that graphs holding the pool
+ * replay without being captured again (an engine that shares its GPU puts
+ * its weights in one pool, suspended with KEEP_CONTENTS, and its graphs and
+ * caches in another, suspended with DISCARD). */
+typedef enum cpool_suspend_mode {
+    CPOOL_SUSPEND_KEEP_CONTENTS = 0, /* live blocks' bytes go to host memory and come back at resume */
+    CPOOL_SUSPEND_DISCARD = 1,       /* live blocks keep their addresses, not their bytes */
+} cpool_suspend_mode;
+
+/* Waits for the device to finish every launch of every graph that holds
+ * the pool and the stream work on its blocks (as a last release does),
+ * then gives every page of the pool back to the device: cached, graph and
+ * live memory alike; reserved_bytes and graph_reserved_bytes read 0 until
+ * the resume. With CPOOL_SUSPEND_KEEP_CONTENTS the bytes of live blocks
+ * (allocations outside capture not yet freed, and graph outputs) are first
+ * copied to host memory (pinned on CUDA); free, cached and scratch memory
+ * is given back without a copy. Addresses stay reserved. Recorded objects
+ * (cpool_pool_record) are the caller's and are left as they are.
+ * While suspended, cpool_alloc and cpool_alloc_output on the pool, a
+ * capture that would hold it (cpool_capture_begin with it bound, or
+ * cpool_capture), and cpool_graph_launch and cpool_graph_upload of a graph
+ * holding it return CPOOL_ERR_SUSPENDED and change nothing, as do
+ * cpool_memcpy_async and cpool_memset_async on its memory; cpool_free,
+ * record, clear_buffers, stats, snapshots, trims and releases work (a
+ * trim gives back nothing then: the pool holds no device memory).
+ * Suspending a suspended pool returns CPOOL_OK and changes nothing.
+ * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL or dead pool, a mode
+ * outside the enum, a capture using the pool, or inside a stream callback,
+ * where it would wait for itself), CPOOL_ERR_UNSUPPORTED (a pool whose
+ * memory cannot keep its addresses: plain segments, see
+ * cpool_pool_grows_in_place, or an NCCL pool), CPOOL_ERR_OUT_OF_MEMORY
+ * (no host memory for the copy: nothing changed), CPOOL_ERR_BACKEND. */
+cpool_status cpool_pool_suspend(cpool_pool *pool, cpool_suspend_mode mode);
+
+/* Maps memory at the pool's addresses again, restores the bytes kept by
+ * a KEEP_CONTENTS suspend, and returns CPOOL_OK; every graph holding the
+ * pool then launches as before and, from the same inputs, writes the same
+ * bytes (after a DISCARD suspend, live blocks hold unspecified bytes until
+ * written). Resuming a pool that is not suspended returns CPOOL_OK and
+ * changes nothing. The host buffer of the copy is kept for the next
+ * suspend (host_reserved_bytes); cpool_pool_trim gives it back.
+ * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL or dead pool, or
+ * inside a stream callback), CPOOL_ERR_OUT_OF_MEMORY (the device memory
+ * cannot be had: the pool stays suspended, nothing leaked, and a later
+ * resume may succeed), CPOOL_ERR_BACKEND. */
+cpool_status cpool_pool_resume(cpool_pool *pool);
+
+/* Whether the pool is suspended (false for NULL or a dead pool). */
+bool cpool_pool_is_suspended(const cpool_pool *pool);
 
 /* Waits until every teardown handed to the library's thread (see
  * cpool_pool_release and cpool_graph_release) has finished. Inside a stream

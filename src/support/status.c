@@ -25,7 +25,8 @@
     X(CPOOL_ERR_UNSUPPORTED, "not supported on this backend")                                      \
     X(CPOOL_ERR_NOT_READY, "the work before the event has not finished")                          \
     X(CPOOL_ERR_OUTPUT_LIVE, "the replay would overwrite a live output of another graph")         \
-    X(CPOOL_ERR_IO, "a file could not be written")
+    X(CPOOL_ERR_IO, "a file could not be written")                                                  \
+    X(CPOOL_ERR_SUSPENDED, "the pool is suspended: its memory is given back until it resumes")
 
 const char *cpool_status_string(cpool_status s) {
     switch (s) {
