@@ -79,6 +79,29 @@ void cpool__order_remove(cpool__order *o, cpool__order_stream *s) {
     s->capture_fence = NULL;
 }
 
+/* Under the order's lock: a fence of the work s has enqueued so far, in
+ * *out (a reference): a new event at its end, or, while it captures, the
+ * event recorded when its capture began. On failure *out is NULL and the
+ * status says why: CPOOL_ERR_UNSUPPORTED when the stream captures (its
+ * capture may be just beginning or ending on another thread) without a
+ * fence. */
+static cpool_status stream_fence(cpool__order *o, cpool__order_stream *s, cpool__shared_event **out) {
+    cpool_status st = CPOOL_ERR_UNSUPPORTED;
+    *out = NULL;
+    if (!cpool__order_capture(s)) {
+        st = cpool__shared_event_new(o->be, o->dev, out);
+        if (st == CPOOL_OK) st = o->be->event_record((*out)->event, s->impl);
+        if (st == CPOOL_OK) return st;
+        cpool__shared_event_release(*out);
+        *out = NULL;
+        if (st != CPOOL_ERR_UNSUPPORTED) return st;
+    }
+    if (!s->capture_fence) return st;
+    *out = s->capture_fence;
+    atomic_fetch_add(&(*out)->refs, 1);
+    return CPOOL_OK;
+}
+
 static cpool_status order_quiesce(cpool__order *o) {
     const cpool__backend *be = o->be;
     cpool_status result = CPOOL_OK;
@@ -91,35 +114,20 @@ static cpool_status order_quiesce(cpool__order *o) {
     size_t n = 0;
     for (cpool__order_stream *s = o->streams; s; s = s->next) {
         cpool__shared_event *f = NULL;
-        bool capturing = cpool__order_capture(s) != NULL;
-        if (!capturing) {
-            cpool_status st = cpool__shared_event_new(be, o->dev, &f);
-            if (st == CPOOL_OK) st = be->event_record(f->event, s->impl);
-            if (st != CPOOL_OK) {
-                cpool__shared_event_release(f);
-                f = NULL;
+        cpool_status st = stream_fence(o, s, &f);
+        if (st != CPOOL_OK && st != CPOOL_ERR_UNSUPPORTED) {
+            /* No event to be had: wait for the stream in place, unless
+             * that would break a capture. */
+            cpool_capture_state state = CPOOL_CAPTURE_ACTIVE;
+            if (be->capture_status(s->impl, &state) == CPOOL_OK && state == CPOOL_CAPTURE_NONE) {
+                st = be->stream_synchronize(s->impl);
+                if (st != CPOOL_OK && result == CPOOL_OK) result = st;
             }
-            /* UNSUPPORTED: the stream captures after all (its capture is
-             * just beginning or ending on another thread). */
-            capturing = st == CPOOL_ERR_UNSUPPORTED;
-            if (st != CPOOL_OK && !capturing) {
-                /* No event to be had: wait for the stream in place, unless
-                 * that would break a capture. */
-                cpool_capture_state state = CPOOL_CAPTURE_ACTIVE;
-                if (be->capture_status(s->impl, &state) == CPOOL_OK && state == CPOOL_CAPTURE_NONE) {
-                    st = be->stream_synchronize(s->impl);
-                    if (st != CPOOL_OK && result == CPOOL_OK) result = st;
-                }
-            }
-        }
-        if (capturing && s->capture_fence) {
-            f = s->capture_fence;
-            atomic_fetch_add(&f->refs, 1);
         }
         if (f && fences) {
             fences[n++] = f;
         } else if (f) { /* no room to wait later: wait now */
-            cpool_status st = be->event_synchronize(f->event);
+            st = be->event_synchronize(f->event);
             if (st != CPOOL_OK && result == CPOOL_OK) result = st;
             cpool__shared_event_release(f);
         }
@@ -141,6 +149,45 @@ cpool_status cpool__order_quiesce(cpool__order *o) {
     cpool_status st = order_quiesce(o);
     if (st == CPOOL_OK) cpool__error_restore(&before);
     return st;
+}
+
+/* ---- marks of the device's work -------------------------------------------- */
+
+struct cpool__order_mark {
+    size_t count; /* events not seen complete yet, first */
+    cpool__shared_event *events[];
+};
+
+cpool__order_mark *cpool__order_mark_now(cpool__order *o) {
+    cpool__error_mark before;
+    cpool__error_save(&before);
+    cpool__mutex_lock(&o->mu);
+    size_t count = 0;
+    for (cpool__order_stream *s = o->streams; s; s = s->next) count++;
+    cpool__order_mark *m = cpool__malloc(sizeof *m + count * sizeof m->events[0]);
+    bool whole = m != NULL;
+    if (m) m->count = 0;
+    for (cpool__order_stream *s = o->streams; s && whole; s = s->next) {
+        whole = stream_fence(o, s, &m->events[m->count]) == CPOOL_OK;
+        if (whole) m->count++;
+    }
+    cpool__mutex_unlock(&o->mu);
+    cpool__error_restore(&before);
+    if (whole) return m;
+    cpool__order_mark_release(m);
+    return NULL;
+}
+
+bool cpool__order_mark_done(cpool__order_mark *m) {
+    while (m->count && m->events[m->count - 1]->be->event_done(m->events[m->count - 1]->event))
+        cpool__shared_event_release(m->events[--m->count]);
+    return m->count == 0;
+}
+
+void cpool__order_mark_release(cpool__order_mark *m) {
+    if (!m) return;
+    while (m->count) cpool__shared_event_release(m->events[--m->count]);
+    free(m);
 }
 
 typedef enum fence_result {

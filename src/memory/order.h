@@ -76,6 +76,20 @@ void cpool__order_remove(cpool__order *o, cpool__order_stream *s);
  * the first backend error; a successful one leaves the last error text. */
 cpool_status cpool__order_quiesce(cpool__order *o);
 
+/* A mark of the device's work: what every listed stream has enqueued so
+ * far (for a capturing stream: what it enqueued before its capture began;
+ * what came after is captured, not run). A stream destroyed later was
+ * waited for before it left the list, and its events still complete. */
+typedef struct cpool__order_mark cpool__order_mark;
+/* Records an event on every listed stream (a capturing one gives its
+ * capture fence instead). Never waits. NULL when no mark could be had;
+ * the last error stays as it was either way. */
+cpool__order_mark *cpool__order_mark_now(cpool__order *o);
+/* Whether the marked work has finished; the events seen complete go at
+ * once. Never waits. */
+bool cpool__order_mark_done(cpool__order_mark *m);
+void cpool__order_mark_release(cpool__order_mark *m);
+
 /* Records the capture fence (made or renewed as needed), begins the backend
  * capture and publishes the record install(arg) returns as the stream's
  * capture, all under the order's lock: atomically for other threads'
