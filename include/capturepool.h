@@ -373,7 +373,10 @@ cpool_status cpool_event_elapsed_ms(cpool_event *start, cpool_event *end, float 
  * capture frees there serve no other capture until its graph is released
  * (small scratch is not shared). A released graph's arena stays idle and
  * the next capture takes it as it is (addresses and mappings: nothing to
- * map again); cpool_pool_trim gives idle arenas back.
+ * map again) once the device work enqueued before the release (the
+ * graph's last launches) is over; until then a capture takes a new arena,
+ * and it never waits for that work. cpool_pool_trim gives idle arenas
+ * back.
  *
  * Graphs that share a pool. Their scratch shares the pool's physical pages
  * whatever the order of their capture: graphs that each need 256 MiB of

@@ -913,6 +913,196 @@ static void freed_in_a_later_capture_then_trimmed(cpool_device *dev) {
     cpool_stream_destroy(s);
 }
 
+/* A graph released while its launch still runs leaves its arena idle; a
+ * capture that took it at once could move its pages (its output's page to
+ * memory of its own, shared pages to lower numbers) while the launch still
+ * writes them, and the launch would write the new graph's page. The launch
+ * here waits at a gate, then fills its scratch; the new graph's output,
+ * filled eagerly meanwhile, must keep its bytes. The capture must not wait
+ * for the launch either (cpool_graph_release does not, nor may a capture:
+ * other streams may wait on the capturing thread). */
+typedef struct gated_fill {
+    cpool_pool *pool;
+    int gate;   /* opened (1) by the test */
+    int passed; /* set once a launch got through the gate */
+    size_t bytes;
+} gated_fill;
+
+static void cb_wait_gate(void *arg) {
+    gated_fill *f = arg;
+    (void)wait_for_int(&f->gate, 1, 5000);
+    astore(&f->passed, 1);
+}
+
+static cpool_status body_gated_fill(cpool_stream *s, void *ctx) {
+    gated_fill *f = ctx;
+    void *scratch = NULL;
+    cpool_status st = cpool_alloc(f->pool, f->bytes, s, &scratch);
+    if (st == CPOOL_OK) st = cpool_launch_host(s, cb_wait_gate, f);
+    if (st == CPOOL_OK) st = cpool_memset_async(s, scratch, 0x01, f->bytes);
+    if (scratch && st == CPOOL_OK) st = cpool_free(f->pool, scratch, s);
+    return st;
+}
+
+/* ptrs[0] the pool; ptrs[1] gets a 1 MiB output, allocated first. */
+static cpool_status body_output_first(cpool_stream *s, void *ctx) {
+    void **ptrs = ctx;
+    return cpool_alloc((cpool_pool *)ptrs[0], 1 * MiB, s, &ptrs[1]);
+}
+
+static void released_graph_still_running_keeps_its_pages(cpool_device *dev) {
+    cpool_stream *s, *t;
+    cpool_pool *pool;
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    REQUIRE_OK(cpool_stream_create(dev, &t));
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    gated_fill keep = {pool, 1, 0, 6 * MiB}, fill = {pool, 1, 0, 6 * MiB};
+    cpool_graph *g0 = NULL, *g1 = NULL, *g2 = NULL;
+    /* g0 keeps the first shared pages mapped by a second arena. */
+    REQUIRE_OK(cpool_capture(s, pool, CPOOL_CAPTURE_GLOBAL, body_gated_fill, &keep, &g0));
+    REQUIRE_OK(cpool_capture(s, pool, CPOOL_CAPTURE_GLOBAL, body_gated_fill, &fill, &g1));
+    astore(&fill.gate, 0);
+    CHECK_OK(cpool_graph_launch(g1, s)); /* held at the gate */
+    cpool_graph_release(g1);
+    void *ptrs[2] = {pool, NULL};
+    CHECK_OK(cpool_capture(t, pool, CPOOL_CAPTURE_GLOBAL, body_output_first, ptrs, &g2));
+    if (ptrs[1]) {
+        CHECK_OK(cpool_memset_async(t, ptrs[1], 0x33, 1 * MiB));
+        CHECK_OK(cpool_stream_synchronize(t));
+    }
+    CHECK_EQ(aload(&fill.passed), 0); /* nothing waited for the launch */
+    astore(&fill.gate, 1);
+    CHECK_OK(cpool_stream_synchronize(s));
+    CHECK_EQ(aload(&fill.passed), 1);
+    if (ptrs[1]) {
+        CHECK_BYTES(t, ptrs[1], 1 * MiB, 0x33);
+        CHECK_OK(cpool_free(pool, ptrs[1], t));
+    }
+    cpool_graph_release(g0);
+    cpool_graph_release(g2);
+    cpool_pool_release(pool);
+    cpool_stream_destroy(t);
+    cpool_stream_destroy(s);
+}
+
+static void *open_gate_later(void *gate) {
+    sleep_ms(20);
+    astore(gate, 1);
+    return NULL;
+}
+
+/* As above, with the old launch on a stream destroyed before the next
+ * capture (its destroy waits for the launch), and on two streams at once:
+ * a graph's launches on every stream count, and a released graph whose
+ * launches are over leaves its arena to the next capture again, so
+ * arenas do not pile up however often a graph is released while it runs.
+ * Each round's output then reuses the page of the round before: graph
+ * memory stays as it was after the first rounds. */
+static void released_arenas_serve_again_once_their_work_is_over(cpool_device *dev) {
+    cpool_stream *s, *t;
+    cpool_pool *pool;
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    REQUIRE_OK(cpool_stream_create(dev, &t));
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    uint64_t settled = 0;
+    enum { ROUNDS = 24 };
+    for (int round = 0; round < ROUNDS; round++) {
+        gated_fill fill = {pool, 1, 0, 6 * MiB};
+        cpool_graph *g = NULL, *h = NULL;
+        cpool_stream *u = NULL;
+        REQUIRE_OK(cpool_capture(s, pool, CPOOL_CAPTURE_GLOBAL, body_gated_fill, &fill, &g));
+        astore(&fill.gate, 0);
+        if (round % 3 == 2) {
+            /* On a stream of its own, destroyed before the next capture
+             * once the gate opens (a thread opens it later). */
+            REQUIRE_OK(cpool_stream_create(dev, &u));
+            CHECK_OK(cpool_graph_launch(g, u));
+            cpool_graph_release(g);
+            pthread_t th;
+            REQUIRE(pthread_create(&th, NULL, open_gate_later, &fill.gate) == 0);
+            cpool_stream_destroy(u);
+            pthread_join(th, NULL);
+            CHECK_EQ(aload(&fill.passed), 1);
+        } else {
+            CHECK_OK(cpool_graph_launch(g, s));
+            if (round % 3 == 1) CHECK_OK(cpool_graph_launch(g, t)); /* the gate holds s; t runs after it opens */
+            cpool_graph_release(g);
+        }
+        void *ptrs[2] = {pool, NULL};
+        CHECK_OK(cpool_capture(t, pool, CPOOL_CAPTURE_GLOBAL, body_output_first, ptrs, &h));
+        if (ptrs[1]) CHECK_OK(cpool_memset_async(t, ptrs[1], 0x33, 1 * MiB));
+        astore(&fill.gate, 1);
+        CHECK_OK(cpool_stream_synchronize(s));
+        CHECK_OK(cpool_stream_synchronize(t));
+        if (ptrs[1]) {
+            CHECK_BYTES(t, ptrs[1], 1 * MiB, 0x33);
+            CHECK_OK(cpool_free(pool, ptrs[1], t));
+        }
+        cpool_graph_release(h);
+        uint64_t now = stats_of(pool).graph_reserved_bytes;
+        if (round == 5) settled = now;
+        if (round > 5) CHECK_EQ(now, settled);
+    }
+    printf("  rounds: graph_reserved_bytes %.2f MiB after %d rounds\n", (double)settled / MiB, ROUNDS);
+    CHECK_OK(cpool_pool_trim(pool));
+    CHECK_EQ(stats_of(pool).graph_reserved_bytes, 0);
+    cpool_pool_release(pool);
+    cpool_stream_destroy(t);
+    cpool_stream_destroy(s);
+}
+
+/* An output of a released graph, read by eager work that is still running
+ * when the output is freed: its arena turns idle at that free, and the next
+ * capture must not move the page under the read. The read here waits at a
+ * gate, then copies the output; the copy must see the bytes the output had
+ * before its free. */
+static void cb_wait_plain_gate(void *arg) { (void)wait_for_int(arg, 1, 5000); }
+
+static void freed_output_still_read_keeps_its_page(cpool_device *dev) {
+    cpool_stream *s, *t;
+    cpool_pool *pool;
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    REQUIRE_OK(cpool_stream_create(dev, &t));
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    gated_fill keep = {pool, 1, 0, 6 * MiB};
+    cpool_graph *g0 = NULL, *g1 = NULL, *g2 = NULL;
+    /* g0 keeps the first shared pages mapped by a second arena. */
+    REQUIRE_OK(cpool_capture(s, pool, CPOOL_CAPTURE_GLOBAL, body_gated_fill, &keep, &g0));
+    void *out1[2] = {pool, NULL}, *out2[2] = {pool, NULL};
+    REQUIRE_OK(cpool_capture(s, pool, CPOOL_CAPTURE_GLOBAL, body_output_first, out1, &g1));
+    REQUIRE(out1[1] != NULL);
+    CHECK_OK(cpool_memset_async(s, out1[1], 0x44, 1 * MiB));
+    CHECK_OK(cpool_stream_synchronize(s));
+    cpool_graph_release(g1); /* its output lives on */
+    unsigned char *host = malloc(1 * MiB);
+    REQUIRE(host != NULL);
+    memset(host, 0, 1 * MiB);
+    int gate = 0;
+    CHECK_OK(cpool_launch_host(s, cb_wait_plain_gate, &gate));
+    CHECK_OK(cpool_memcpy_async(s, host, out1[1], 1 * MiB));
+    CHECK_OK(cpool_free(pool, out1[1], s)); /* after its last use, in stream order */
+    CHECK_OK(cpool_capture(t, pool, CPOOL_CAPTURE_GLOBAL, body_output_first, out2, &g2));
+    if (out2[1]) {
+        CHECK_OK(cpool_memset_async(t, out2[1], 0x33, 1 * MiB));
+        CHECK_OK(cpool_stream_synchronize(t));
+    }
+    astore(&gate, 1);
+    CHECK_OK(cpool_stream_synchronize(s));
+    size_t wrong = 0;
+    for (size_t i = 0; i < 1 * MiB; i++) wrong += host[i] != 0x44;
+    CHECK_EQ(wrong, 0);
+    if (out2[1]) {
+        CHECK_BYTES(t, out2[1], 1 * MiB, 0x33);
+        CHECK_OK(cpool_free(pool, out2[1], t));
+    }
+    free(host);
+    cpool_graph_release(g0);
+    cpool_graph_release(g2);
+    cpool_pool_release(pool);
+    cpool_stream_destroy(t);
+    cpool_stream_destroy(s);
+}
+
 static const check_case cases[] = {
     CHECK_CASE(check_sees_one_changed_byte),
     CHECK_CASE(engine_graphs_share_pages),
@@ -922,6 +1112,9 @@ static const check_case cases[] = {
     CHECK_CASE(thousand_graphs_then_trim),
     CHECK_CASE(two_stream_graphs_share_pages),
     CHECK_CASE(freed_in_a_later_capture_then_trimmed),
+    CHECK_CASE(released_graph_still_running_keeps_its_pages),
+    CHECK_CASE(released_arenas_serve_again_once_their_work_is_over),
+    CHECK_CASE(freed_output_still_read_keeps_its_page),
 };
 
 CHECK_MAIN(cases, CHECK_ON_ALL)

@@ -45,7 +45,13 @@ struct cpool__arena {
     uintptr_t *packed;
     size_t packed_count, packed_cap;
     uint64_t packed_tag;
-    uint64_t released; /* when its last holder let go (graph_pages' release clock) */
+    uint64_t released; /* when its last holder let go, or a free left it idle (graph_pages' release clock) */
+    /* Idle with memory: the device's work when it became idle, which may
+     * still use its pages (NULL: seen over); with `work_unknown` none could
+     * be marked, and only a trim takes the arena back. */
+    cpool__order_mark *work;
+    bool work_unknown;
+    uint64_t work_frees; /* the free clock at the mark: every free in the arena came before */
     uint64_t graph;  /* the graph that holds it, once sealed */
     uint64_t plain_bytes; /* plain segments (no address space to share) */
 };
@@ -273,11 +279,13 @@ static void arena_shrink(void *ctx, void *base, size_t bytes) {
 /* ---- arenas ----------------------------------------------------------------- */
 
 void cpool__graph_pages_init(cpool__graph_pages *gp, const cpool__page_source *source, uint64_t max_reserved,
-                             const uint64_t *other_reserved) {
-    *gp = (cpool__graph_pages){.source = *source, .max_reserved = max_reserved, .other_reserved = other_reserved};
+                             const uint64_t *other_reserved, cpool__order *order) {
+    *gp = (cpool__graph_pages){
+        .source = *source, .max_reserved = max_reserved, .other_reserved = other_reserved, .order = order};
 }
 
 static void arena_destroy(cpool__arena *ar) {
+    cpool__order_mark_release(ar->work);
     cpool__allocator_destroy(&ar->alloc);
     free(ar->spans);
     free(ar->taken);
@@ -287,6 +295,32 @@ static void arena_destroy(cpool__arena *ar) {
 
 /* An idle arena: nothing live in it, its own or in the packed region. */
 static bool idle(const cpool__arena *ar) { return !ar->in_use && !ar->alloc.map_count && !ar->packed_count; }
+
+/* Memory that work may use: mapped runs, or plain segments. */
+static bool holds_memory(const cpool__arena *ar) { return ar->alloc.segment_count != 0; }
+
+/* The arena just became idle: work enqueued while it was held (its graph's
+ * launches, eager work on its outputs before their frees) may still use
+ * its memory, and a capture that took it could move its pages meanwhile. */
+static void mark_work(cpool__graph_pages *gp, cpool__arena *ar) {
+    cpool__order_mark_release(ar->work);
+    ar->work = holds_memory(ar) ? cpool__order_mark_now(gp->order) : NULL;
+    ar->work_unknown = holds_memory(ar) && !ar->work;
+    ar->work_frees = cpool__allocator_clock();
+}
+
+/* An idle arena a capture may take: its marked work is over (queried, never
+ * waited for), or it holds no memory for that work to use. The work before
+ * its blocks' frees being over too, they are free for any stream. */
+static bool reusable(cpool__arena *ar) {
+    if (!idle(ar)) return false;
+    if (holds_memory(ar) && (ar->work_unknown || (ar->work && !cpool__order_mark_done(ar->work)))) return false;
+    if (ar->work) cpool__allocator_unfence_all(&ar->alloc, ar->work_frees);
+    cpool__order_mark_release(ar->work);
+    ar->work = NULL;
+    ar->work_unknown = false;
+    return true;
+}
 
 static cpool_status arena_new(cpool__graph_pages *gp, cpool__arena **out) {
     cpool__arena *ar = cpool__calloc(1, sizeof *ar);
@@ -312,7 +346,7 @@ static cpool_status arena_new(cpool__graph_pages *gp, cpool__arena **out) {
 
 cpool_status cpool__graph_pages_open(cpool__graph_pages *gp, uint64_t packed_tag, cpool__arena **out) {
     cpool__arena *ar = gp->arenas;
-    while (ar && !idle(ar)) ar = ar->next;
+    while (ar && !reusable(ar)) ar = ar->next;
     if (ar) {
         ar->in_use = true;
     } else {
@@ -505,6 +539,13 @@ void cpool__arena_release(cpool__graph_pages *gp, cpool__arena *ar) {
     ar->in_use = false;
     ar->released = ++gp->release_clock;
     ar->graph = 0;
+    if (idle(ar)) mark_work(gp, ar);
+}
+
+void cpool__arena_freed(cpool__graph_pages *gp, cpool__arena *ar) {
+    if (!idle(ar)) return; /* held, or still live blocks: its last free marks */
+    ar->released = ++gp->release_clock;
+    mark_work(gp, ar);
 }
 
 void cpool__graph_pages_unfence_all(cpool__graph_pages *gp, uint64_t upto) {
@@ -635,6 +676,10 @@ const cpool__arena *cpool__graph_pages_packed_owner(const cpool__graph_pages *gp
 static void check_arena(const cpool__graph_pages *gp, const cpool__arena *ar, uint32_t *maps, uint64_t *own,
                         bool full) {
     if (full || ar == gp->packed) cpool__allocator_check(&ar->alloc);
+    CPOOL__INVARIANT("graph pages", (!ar->work && !ar->work_unknown) || idle(ar),
+                     "arena %llu is held but keeps a mark of earlier work", (unsigned long long)ar->id);
+    CPOOL__INVARIANT("graph pages", !idle(ar) || !holds_memory(ar) || ar->work || ar->work_unknown,
+                     "arena %llu is idle with memory but marked no work", (unsigned long long)ar->id);
     *own += ar->plain_bytes;
     uint8_t *seen = ar->taken_cap ? calloc(ar->taken_cap, 1) : NULL;
     for (size_t s = 0; s < ar->span_count; s++)

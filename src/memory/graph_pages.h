@@ -18,6 +18,17 @@
  *   addresses and mappings included; with outputs still allocated it stays
  *   until they are freed. A trim (the device quiesced) gives idle arenas
  *   and the shared pages no arena maps back.
+ * - A graph's last release does not wait for its last launch, nor a free
+ *   for the work before it: when an arena with memory becomes idle, it
+ *   marks the device's work so far (order.h: an event on every stream, as
+ *   a launch notes nothing of where it ran), and a capture takes it only
+ *   once that work is over (a query, never a wait: other streams may wait
+ *   on the capturing thread); else the capture takes a new arena. A
+ *   capture moves its arena's pages (its allocator maps and unmaps them,
+ *   its seal swaps and renumbers them), which that work may still write; a
+ *   new arena has addresses of its own, and a shared page behind them goes
+ *   back only once no arena maps it. Once the mark is over, the arena's
+ *   blocks freed outside capture are free for any stream too.
  *
  * Everything here runs under the pool's lock; the page source calls the
  * platform (backend.h) for the pool.
@@ -30,6 +41,7 @@
 #include <stdint.h>
 
 #include "alloc.h"
+#include "order.h"
 
 /* Where physical pages and address space come from (the pool's backend).
  * create makes one CPOOL__PAGE of physical memory that map may place at
@@ -70,17 +82,18 @@ typedef struct cpool__graph_pages {
     uint64_t max_reserved;
     const uint64_t *other_reserved;
     uint64_t next_arena_id;
-    uint64_t release_clock; /* counts the arenas' releases */
+    uint64_t release_clock; /* counts the arenas' releases and their turns idle */
+    cpool__order *order;    /* the device's streams, for marks of their work */
 } cpool__graph_pages;
 
 void cpool__graph_pages_init(cpool__graph_pages *gp, const cpool__page_source *source, uint64_t max_reserved,
-                             const uint64_t *other_reserved);
+                             const uint64_t *other_reserved, cpool__order *order);
 /* Gives every page and range back (no work may use them). */
 void cpool__graph_pages_destroy(cpool__graph_pages *gp);
 
 /* An arena for a capture whose packed blocks carry `packed_tag`
- * (cpool__graph_tag): an idle one, else a new one (nothing is mapped until
- * it allocates). */
+ * (cpool__graph_tag): an idle one whose marked work is over (or that holds
+ * no memory), else a new one (nothing is mapped until it allocates). */
 cpool_status cpool__graph_pages_open(cpool__graph_pages *gp, uint64_t packed_tag, cpool__arena **out);
 uint64_t cpool__arena_packed_tag(const cpool__arena *ar);
 
@@ -115,8 +128,13 @@ uint64_t cpool__arena_id(const cpool__arena *ar);
 cpool_status cpool__arena_seal(cpool__graph_pages *gp, cpool__arena *ar, uint64_t graph_id);
 /* The graph that holds the arena (0: a capture's, or idle). */
 uint64_t cpool__arena_graph(const cpool__arena *ar);
-/* Its capture or graph lets go of it. */
+/* Its capture or graph lets go of it (an idle one marks the device's
+ * work: never waits). */
 void cpool__arena_release(cpool__graph_pages *gp, cpool__arena *ar);
+/* A block of the arena's, or a packed block its capture handed out, was
+ * freed: an arena that became idle marks the device's work, as at a
+ * release. */
+void cpool__arena_freed(cpool__graph_pages *gp, cpool__arena *ar);
 /* The arena whose addresses hold ptr, or NULL. */
 cpool__arena *cpool__graph_pages_find(const cpool__graph_pages *gp, const void *ptr);
 /* Blocks of every arena freed outside capture with sequence <= upto
@@ -130,8 +148,9 @@ typedef struct cpool__graph_live {
     uint64_t runs; /* runs of mapped pages */
 } cpool__graph_live;
 cpool__graph_live cpool__graph_pages_live(const cpool__graph_pages *gp);
-/* Gives back the idle arenas released when the release clock read at most
- * `released_by` (their work is over: the device was quiesced since), and
+/* Gives back the idle arenas released (or made idle by a free) when the
+ * release clock read at most `released_by` (their work is over: the device
+ * was quiesced since), whatever their marks say, and
  * with `no_holder` (no graph or capture held the pool meanwhile) the packed
  * region's free pages; returns the physical bytes given back. */
 uint64_t cpool__graph_pages_trim(cpool__graph_pages *gp, uint64_t released_by, bool no_holder);

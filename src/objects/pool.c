@@ -273,7 +273,7 @@ cpool_status cpool__pool_create_registered(cpool_device *dev_handle, const cpool
         pages.map = page_map;
         pages.unmap = page_unmap;
     }
-    cpool__graph_pages_init(&pool->pages, &pages, o.max_reserved_bytes, &pool->alloc.reserved);
+    cpool__graph_pages_init(&pool->pages, &pages, o.max_reserved_bytes, &pool->alloc.reserved, &pool->dev->order);
     pool->alloc.also_reserved[0] = &pool->pages.shared_bytes;
     pool->alloc.also_reserved[1] = &pool->pages.own_bytes;
     cpool__front_init(&pool->front);
@@ -776,10 +776,11 @@ static __attribute__((noinline)) cpool_status free_locked(cpool_pool *pool, void
     cpool__error_mark before;
     cpool__error_save(&before);
     cpool__allocator *a = &pool->alloc, *packed = NULL;
+    cpool__arena *ar = NULL;
     cpool_status st = cpool__front_free_slow(&pool->front, a, ptr, cpool__stream_id(s), graph, branch);
     cpool__block_info info;
     if (st == CPOOL_ERR_INVALID_ARGUMENT && !cpool__allocator_live_block(a, ptr, &info)) {
-        cpool__arena *ar = cpool__graph_pages_find(&pool->pages, ptr);
+        ar = cpool__graph_pages_find(&pool->pages, ptr);
         if (ar) {
             a = cpool__arena_allocator(ar);
         } else if (cpool__graph_pages_packed(&pool->pages, &packed) == CPOOL_OK &&
@@ -804,7 +805,9 @@ static __attribute__((noinline)) cpool_status free_locked(cpool_pool *pool, void
             if (st == CPOOL_OK) st = cpool__front_free_slow(&pool->front, a, ptr, cpool__stream_id(s), graph, branch);
         }
     }
-    if (st == CPOOL_OK && a == packed) cpool__graph_pages_packed_freed(&pool->pages, ptr);
+    if (st == CPOOL_OK && a == packed) ar = cpool__graph_pages_packed_freed(&pool->pages, ptr);
+    /* Its arena's last live block: idle now, once the work before this free is over. */
+    if (st == CPOOL_OK && ar) cpool__arena_freed(&pool->pages, ar);
     CHECK_ALLOCATOR(pool);
     cpool__mutex_unlock(&pool->mu);
     if (st != CPOOL_OK) {
