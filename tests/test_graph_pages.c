@@ -991,9 +991,11 @@ static void *open_gate_later(void *gate) {
     return NULL;
 }
 
-/* As above, with the old launch on a stream destroyed before the next
- * capture (its destroy waits for the launch), and on two streams at once:
- * a graph's launches on every stream count, and a released graph whose
+/* As above, with the old launch on two streams at once, on a stream
+ * destroyed before the next capture (its destroy waits for the launch), and
+ * on a stream that captures when the graph is released (the launch came
+ * before that capture began): a graph's launches on every stream count,
+ * and a released graph whose
  * launches are over leaves its arena to the next capture again, so
  * arenas do not pile up however often a graph is released while it runs.
  * Each round's output then reuses the page of the round before: graph
@@ -1004,15 +1006,18 @@ static void released_arenas_serve_again_once_their_work_is_over(cpool_device *de
     REQUIRE_OK(cpool_stream_create(dev, &s));
     REQUIRE_OK(cpool_stream_create(dev, &t));
     REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    cpool_event *after_s;
+    REQUIRE_OK(cpool_event_create(dev, &after_s));
     uint64_t settled = 0;
-    enum { ROUNDS = 24 };
+    enum { ROUNDS = 26 };
     for (int round = 0; round < ROUNDS; round++) {
         gated_fill fill = {pool, 1, 0, 6 * MiB};
         cpool_graph *g = NULL, *h = NULL;
         cpool_stream *u = NULL;
         REQUIRE_OK(cpool_capture(s, pool, CPOOL_CAPTURE_GLOBAL, body_gated_fill, &fill, &g));
         astore(&fill.gate, 0);
-        if (round % 3 == 2) {
+        cpool_graph *empty = NULL;
+        if (round % 4 == 2) {
             /* On a stream of its own, destroyed before the next capture
              * once the gate opens (a thread opens it later). */
             REQUIRE_OK(cpool_stream_create(dev, &u));
@@ -1025,12 +1030,22 @@ static void released_arenas_serve_again_once_their_work_is_over(cpool_device *de
             CHECK_EQ(aload(&fill.passed), 1);
         } else {
             CHECK_OK(cpool_graph_launch(g, s));
-            if (round % 3 == 1) CHECK_OK(cpool_graph_launch(g, t)); /* the gate holds s; t runs after it opens */
+            if (round % 4 == 1) {
+                /* Once more on t, after the launch on s (replays one at a time). */
+                CHECK_OK(cpool_event_record(after_s, s));
+                CHECK_OK(cpool_stream_wait_event(t, after_s));
+                CHECK_OK(cpool_graph_launch(g, t));
+            }
+            if (round % 4 == 3) CHECK_OK(cpool_capture_begin(s, NULL, CPOOL_CAPTURE_RELAXED));
             cpool_graph_release(g);
         }
         void *ptrs[2] = {pool, NULL};
         CHECK_OK(cpool_capture(t, pool, CPOOL_CAPTURE_GLOBAL, body_output_first, ptrs, &h));
         if (ptrs[1]) CHECK_OK(cpool_memset_async(t, ptrs[1], 0x33, 1 * MiB));
+        if (round % 4 == 3) {
+            CHECK_OK(cpool_capture_end(s, &empty));
+            cpool_graph_release(empty);
+        }
         astore(&fill.gate, 1);
         CHECK_OK(cpool_stream_synchronize(s));
         CHECK_OK(cpool_stream_synchronize(t));
@@ -1046,6 +1061,7 @@ static void released_arenas_serve_again_once_their_work_is_over(cpool_device *de
     printf("  rounds: graph_reserved_bytes %.2f MiB after %d rounds\n", (double)settled / MiB, ROUNDS);
     CHECK_OK(cpool_pool_trim(pool));
     CHECK_EQ(stats_of(pool).graph_reserved_bytes, 0);
+    cpool_event_destroy(after_s);
     cpool_pool_release(pool);
     cpool_stream_destroy(t);
     cpool_stream_destroy(s);
