@@ -67,6 +67,8 @@ static void put_stats(cpool__text *t, const cpool_pool_stats *s) {
     KEY_U64(t, ",\"segment_count\":", s->segment_count);
     KEY_U64(t, ",\"cached_bytes\":", s->cached_bytes);
     KEY_U64(t, ",\"graph_count\":", s->graph_count);
+    KEY_U64(t, ",\"host_kept_bytes\":", s->host_kept_bytes);
+    KEY_U64(t, ",\"host_reserved_bytes\":", s->host_reserved_bytes);
     CPOOL__TEXT_LIT(t, "}");
 }
 
