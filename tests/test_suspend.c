@@ -1112,6 +1112,68 @@ static void free_and_trim_while_suspended_then_resume(cpool_device *dev) {
     CHECK_EQ(stats_of(fx.pool).host_reserved_bytes, 0);
 }
 
+/* A parameter block lives in its pool's memory: while the pool is
+ * suspended a set is refused like any copy there (it would write memory
+ * the device no longer has), and with KEEP_CONTENTS its value comes back. */
+static void param_set_refused_while_suspended(cpool_device *dev) {
+    static stream_pool fx;
+    REQUIRE(fixture_open(dev, NULL, &fx));
+    cpool_param *param = NULL;
+    REQUIRE_OK(cpool_param_create(fx.pool, 64, &param));
+    int v = 7, got = 0;
+    REQUIRE_OK(cpool_param_set(param, &v, sizeof v, fx.s));
+    CHECK_OK(cpool_stream_synchronize(fx.s));
+    REQUIRE_OK(cpool_pool_suspend(fx.pool, CPOOL_SUSPEND_KEEP_CONTENTS));
+    /* Its block, whose size is the request rounded to the allocator's grain. */
+    CHECK_GE(stats_of(fx.pool).host_kept_bytes, 64);
+    CHECK_LE(stats_of(fx.pool).host_kept_bytes, 512);
+    int other = 9;
+    CHECK_REFUSED(cpool_param_set(param, &other, sizeof other, fx.s), CPOOL_ERR_SUSPENDED, "cpool_param_set");
+    CHECK_STATUS(cpool_memcpy_async(fx.s, &got, cpool_param_device_ptr(param), sizeof got), CPOOL_ERR_SUSPENDED);
+    CHECK_OK(cpool_stream_synchronize(fx.s));
+    CHECK_PTR_EQ(cpool_param_device_ptr(param), cpool_param_device_ptr(param));
+    REQUIRE_OK(cpool_pool_resume(fx.pool));
+    CHECK_OK(read_back(fx.s, &got, cpool_param_device_ptr(param), sizeof got));
+    CHECK_EQ(got, 7);
+    CHECK_OK(cpool_param_set(param, &other, sizeof other, fx.s));
+    CHECK_OK(read_back(fx.s, &got, cpool_param_device_ptr(param), sizeof got));
+    CHECK_EQ(got, 9);
+}
+
+/* A graph captured into another pool that allocated from the suspended one
+ * holds it too: its launch and upload are refused; an update of a graph
+ * holding the pool (a capture that would hold it) is refused and leaves
+ * the graph as it was. */
+static void graphs_holding_a_suspended_pool_are_refused(cpool_device *dev) {
+    static world w;
+    REQUIRE(world_open(dev, &w, false));
+    cpool_stream *s2 = NULL;
+    REQUIRE_OK(cpool_stream_create(dev, &s2));
+    cpool_pool *other = NULL;
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &other));
+    alloc_from af = {w.pool, CPOOL_OK, NULL};
+    cpool_graph *both = NULL;
+    REQUIRE_OK(cpool_capture(s2, other, CPOOL_CAPTURE_GLOBAL, body_alloc_from, &af, &both));
+    LAUNCH_OK(both, s2);
+    REQUIRE_OK(cpool_pool_suspend(w.pool, CPOOL_SUSPEND_KEEP_CONTENTS));
+    uint64_t replays = cpool_graph_replays(both);
+    CHECK_REFUSED(cpool_graph_launch(both, s2), CPOOL_ERR_SUSPENDED, "cpool_graph_launch");
+    CHECK_REFUSED(cpool_graph_upload(both, s2), CPOOL_ERR_SUSPENDED, "cpool_graph_upload");
+    CHECK_EQ(cpool_graph_replays(both), replays);
+    CHECK(!cpool_pool_is_suspended(other));
+    graph_ctx again = w.gc;
+    CHECK_REFUSED(cpool_graph_update(w.g, w.s, body_graph, &again), CPOOL_ERR_SUSPENDED, "cpool_graph_update");
+    check_not_capturing(w.s);
+    CHECK_OK(cpool_pool_resume(w.pool));
+    LAUNCH_OK(both, s2);
+    CHECK_GRAPHS_REPLAY(&w); /* the old work: the update changed nothing */
+    cpool_graph_release(both);
+    if (af.p) CHECK_OK(cpool_free(w.pool, af.p, s2));
+    CHECK_OK(cpool_stream_synchronize(s2));
+    cpool_pool_release(other);
+    cpool_stream_destroy(s2);
+}
+
 /* ---- 6. lifetimes while suspended ---------------------------------------------------------- */
 
 /* The last release of a suspended pool (by the caller, then by its
@@ -1424,6 +1486,8 @@ static const check_case cases[] = {
     CHECK_CASE(bad_arguments_are_refused),
     CHECK_CASE(plain_segments_are_unsupported),
     CHECK_CASE(snapshot_of_a_suspended_pool),
+    CHECK_CASE(param_set_refused_while_suspended),
+    CHECK_CASE(graphs_holding_a_suspended_pool_are_refused),
     CHECK_CASE(free_and_trim_while_suspended_then_resume),
     CHECK_CASE(last_release_while_suspended),
     CHECK_CASE(suspend_and_resume_race_with_the_pools_users),
