@@ -502,6 +502,105 @@ static void graph_first_launched_after_resume(cpool_device *dev) {
     CHECK_OK(cpool_stream_synchronize(fx.s));
 }
 
+/* The suspend waits for a launch still running and for stream work on the
+ * pool's blocks: what they write after a slow step is kept, not lost. */
+typedef struct slow_ctx {
+    cpool_pool *pool;
+    sleep_set slow;
+    int done;
+    void *out;
+} slow_ctx;
+
+static cpool_status body_slow(cpool_stream *s, void *arg) {
+    slow_ctx *c = (slow_ctx *)arg;
+    cpool_status st = cpool_launch_host(s, cb_sleep_set, &c->slow);
+    if (st == CPOOL_OK) st = cpool_alloc_output(c->pool, 64 * KiB, s, &c->out);
+    if (st == CPOOL_OK) st = cpool_memset_async(s, c->out, 0x6b, 64 * KiB);
+    return st;
+}
+
+static void suspend_waits_for_running_work(cpool_device *dev) {
+    static stream_pool fx;
+    REQUIRE(fixture_open(dev, NULL, &fx));
+    static slow_ctx c;
+    memset(&c, 0, sizeof c);
+    c.pool = fx.pool;
+    c.slow = (sleep_set){.ms = 100, .flag = &c.done, .value = 1};
+    cpool_graph *g = NULL;
+    REQUIRE_OK(cpool_capture(fx.s, fx.pool, CPOOL_CAPTURE_GLOBAL, body_slow, &c, &g));
+    CHECK_EQ(aload(&c.done), 0);
+    CHECK_OK(cpool_graph_launch(g, fx.s));
+    REQUIRE_OK(cpool_pool_suspend(fx.pool, CPOOL_SUSPEND_KEEP_CONTENTS));
+    CHECK_EQ(aload(&c.done), 1);
+    REQUIRE_OK(cpool_pool_resume(fx.pool));
+    CHECK_BYTES(fx.s, c.out, 64 * KiB, 0x6b);
+
+    /* Eager stream work behind a slow step, on another stream. */
+    cpool_stream *s2 = NULL;
+    REQUIRE_OK(cpool_stream_create(dev, &s2));
+    void *p = NULL;
+    REQUIRE_OK(cpool_alloc(fx.pool, 3 * MiB, s2, &p));
+    static int late;
+    astore(&late, 0);
+    static sleep_set slow2;
+    slow2 = (sleep_set){.ms = 100, .flag = &late, .value = 1};
+    CHECK_OK(cpool_launch_host(s2, cb_sleep_set, &slow2));
+    CHECK_OK(cpool_memset_async(s2, p, 0x7c, 3 * MiB));
+    REQUIRE_OK(cpool_pool_suspend(fx.pool, CPOOL_SUSPEND_KEEP_CONTENTS));
+    CHECK_EQ(aload(&late), 1);
+    REQUIRE_OK(cpool_pool_resume(fx.pool));
+    CHECK_BYTES(fx.s, p, 3 * MiB, 0x7c);
+    CHECK_OK(cpool_free(fx.pool, p, s2));
+    CHECK_OK(cpool_stream_synchronize(s2));
+    cpool_stream_destroy(s2);
+    cpool_graph_release(g);
+    CHECK_OK(cpool_free(fx.pool, c.out, fx.s));
+    CHECK_OK(cpool_stream_synchronize(fx.s));
+}
+
+/* The host buffer kept after a resume serves the next suspend where it is
+ * large enough and is replaced where the live bytes grew. */
+static void host_buffer_follows_the_live_bytes(cpool_device *dev) {
+    static stream_pool fx;
+    REQUIRE(fixture_open(dev, NULL, &fx));
+    void *p[3] = {NULL, NULL, NULL};
+    static const size_t sizes[3] = {8192, 6 * MiB + 512, 512};
+    REQUIRE_OK(cpool_alloc(fx.pool, sizes[0], fx.s, &p[0]));
+    REQUIRE(WRITE_PATTERN(fx.s, p[0], sizes[0], 60));
+    REQUIRE_OK(cpool_pool_suspend(fx.pool, CPOOL_SUSPEND_KEEP_CONTENTS));
+    CHECK_EQ(stats_of(fx.pool).host_kept_bytes, sizes[0]);
+    REQUIRE_OK(cpool_pool_resume(fx.pool));
+    uint64_t small_buffer = stats_of(fx.pool).host_reserved_bytes;
+    CHECK_GE(small_buffer, sizes[0]);
+    /* More live bytes: a larger buffer. */
+    REQUIRE_OK(cpool_alloc(fx.pool, sizes[1], fx.s, &p[1]));
+    REQUIRE(WRITE_PATTERN(fx.s, p[1], sizes[1], 61));
+    REQUIRE_OK(cpool_pool_suspend(fx.pool, CPOOL_SUSPEND_KEEP_CONTENTS));
+    CHECK_EQ(stats_of(fx.pool).host_kept_bytes, sizes[0] + sizes[1]);
+    CHECK_GE(stats_of(fx.pool).host_reserved_bytes, sizes[0] + sizes[1]);
+    REQUIRE_OK(cpool_pool_resume(fx.pool));
+    CHECK_PATTERN(fx.s, p[0], sizes[0], 60);
+    CHECK_PATTERN(fx.s, p[1], sizes[1], 61);
+    uint64_t large_buffer = stats_of(fx.pool).host_reserved_bytes;
+    /* Fewer: the large buffer serves, and the bytes are the new ones. */
+    CHECK_OK(cpool_free(fx.pool, p[1], fx.s));
+    p[1] = NULL;
+    REQUIRE_OK(cpool_alloc(fx.pool, sizes[2], fx.s, &p[2]));
+    REQUIRE(WRITE_PATTERN(fx.s, p[2], sizes[2], 62));
+    REQUIRE(WRITE_PATTERN(fx.s, p[0], sizes[0], 63));
+    REQUIRE_OK(cpool_pool_suspend(fx.pool, CPOOL_SUSPEND_KEEP_CONTENTS));
+    CHECK_EQ(stats_of(fx.pool).host_kept_bytes, sizes[0] + sizes[2]);
+    CHECK_EQ(stats_of(fx.pool).host_reserved_bytes, large_buffer);
+    REQUIRE_OK(cpool_pool_resume(fx.pool));
+    CHECK_PATTERN(fx.s, p[0], sizes[0], 63);
+    CHECK_PATTERN(fx.s, p[2], sizes[2], 62);
+    CHECK_OK(cpool_pool_trim(fx.pool));
+    CHECK_EQ(stats_of(fx.pool).host_reserved_bytes, 0);
+    for (int i = 0; i < 3; i++)
+        if (p[i]) CHECK_OK(cpool_free(fx.pool, p[i], fx.s));
+    CHECK_OK(cpool_stream_synchronize(fx.s));
+}
+
 /* ---- 2. only live bytes travel ------------------------------------------------------------- */
 
 /* Cached eager memory, free memory between live blocks and graph scratch
@@ -1477,6 +1576,8 @@ static void frees_and_clears_race_with_suspend(cpool_device *dev) {
 static const check_case cases[] = {
     CHECK_CASE(keep_contents_brings_every_live_byte_back),
     CHECK_CASE(graph_first_launched_after_resume),
+    CHECK_CASE(suspend_waits_for_running_work),
+    CHECK_CASE(host_buffer_follows_the_live_bytes),
     CHECK_CASE(only_live_bytes_are_kept),
     CHECK_CASE(discard_keeps_addresses_not_bytes),
     CHECK_CASE(while_suspended_only_memory_calls_are_refused),
