@@ -1329,6 +1329,64 @@ static void last_release_while_suspended(cpool_device *dev) {
     cpool_stream_destroy(s);
 }
 
+/* A copy onto the pool's memory made while a suspend is under way (the
+ * suspend waits for slow work on another stream) is either refused or
+ * ordered before the suspend: then the suspend waits for it and keeps its
+ * bytes. It never runs on memory already given back. */
+typedef struct suspend_thread {
+    cpool_pool *pool;
+    cpool_status st;
+} suspend_thread;
+
+static void *suspend_on_a_thread(void *arg) {
+    suspend_thread *t = (suspend_thread *)arg;
+    t->st = cpool_pool_suspend(t->pool, CPOOL_SUSPEND_KEEP_CONTENTS);
+    return NULL;
+}
+
+static void copy_during_a_suspend_is_refused_or_waited_for(cpool_device *dev) {
+    static stream_pool fx;
+    REQUIRE(fixture_open(dev, NULL, &fx));
+    cpool_stream *slow = NULL, *s2 = NULL;
+    REQUIRE_OK(cpool_stream_create(dev, &slow));
+    REQUIRE_OK(cpool_stream_create(dev, &s2));
+    void *p = NULL;
+    REQUIRE_OK(cpool_alloc(fx.pool, 3 * MiB, fx.s, &p));
+    REQUIRE(WRITE_PATTERN(fx.s, p, 3 * MiB, 70));
+    /* The suspend waits for the device's streams: this one for 300 ms. */
+    static int slow_done, late_done;
+    astore(&slow_done, 0);
+    astore(&late_done, 0);
+    static sleep_set slow_work, late_work;
+    slow_work = (sleep_set){.ms = 300, .flag = &slow_done, .value = 1};
+    late_work = (sleep_set){.ms = 500, .flag = &late_done, .value = 1};
+    REQUIRE_OK(cpool_launch_host(slow, cb_sleep_set, &slow_work));
+    static suspend_thread t;
+    t.pool = fx.pool;
+    t.st = CPOOL_ERR_BACKEND;
+    pthread_t thread;
+    REQUIRE(pthread_create(&thread, NULL, suspend_on_a_thread, &t) == 0);
+    sleep_ms(100); /* the suspend is waiting for `slow` now */
+    /* Work behind a step that ends after the suspend's wait, then a fill. */
+    CHECK_OK(cpool_launch_host(s2, cb_sleep_set, &late_work));
+    cpool_status st = cpool_memset_async(s2, p, 0x5a, 3 * MiB);
+    pthread_join(thread, NULL);
+    CHECK_OK(t.st);
+    CHECK_EQ(aload(&slow_done), 1);
+    if (st == CPOOL_OK) CHECK_EQ(aload(&late_done), 1); /* ordered before the suspend: waited for */
+    else CHECK_STATUS(st, CPOOL_ERR_SUSPENDED);
+    CHECK_OK(cpool_stream_synchronize(s2));
+    CHECK_OK(cpool_pool_resume(fx.pool));
+    if (st == CPOOL_OK)
+        CHECK_BYTES(fx.s, p, 3 * MiB, 0x5a);
+    else
+        CHECK_PATTERN(fx.s, p, 3 * MiB, 70);
+    CHECK_OK(cpool_free(fx.pool, p, fx.s));
+    CHECK_OK(cpool_stream_synchronize(fx.s));
+    cpool_stream_destroy(s2);
+    cpool_stream_destroy(slow);
+}
+
 /* ---- 7. races
  * ---------------------------------------------------------------------------
  */
@@ -1593,6 +1651,9 @@ static const check_case cases[] = {
     CHECK_CASE(last_release_while_suspended),
     CHECK_CASE(suspend_and_resume_race_with_the_pools_users),
     CHECK_CASE(frees_and_clears_race_with_suspend),
+    /* Last: where the library runs the copy on memory given back, the
+     * process ends there, after every other case has reported. */
+    CHECK_CASE(copy_during_a_suspend_is_refused_or_waited_for),
 };
 
 CHECK_MAIN(cases, CHECK_ON_ALL)
