@@ -898,7 +898,8 @@ void *cpool_param_device_ptr(const cpool_param *p);
  * `value` again on every replay).
  * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL argument, bytes == 0 or
  * larger than the block, a stream of another device or one that captures;
- * nothing is enqueued), CPOOL_ERR_OUT_OF_MEMORY, CPOOL_ERR_BACKEND. */
+ * nothing is enqueued), CPOOL_ERR_SUSPENDED (its pool is suspended: nothing
+ * is enqueued), CPOOL_ERR_OUT_OF_MEMORY, CPOOL_ERR_BACKEND. */
 cpool_status cpool_param_set(cpool_param *p, const void *value, size_t bytes, cpool_stream *s);
 
 /* Runs body(s, ctx) eagerly `warmup_runs` times on `s` (so that lazy

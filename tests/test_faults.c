@@ -414,6 +414,127 @@ static void update_failure_keeps_outputs(cpool_device *dev) {
     swept_points += count;
 }
 
+/* A suspend or a resume that fails at any acquisition (the host copy of
+ * the live bytes, the pages mapped again, their bookkeeping) changes
+ * nothing: a failed suspend leaves the pool as it was, a failed resume
+ * leaves it suspended with its stats, and a later resume brings every byte
+ * back; the graph then replays as before. Both modes, every point. */
+typedef struct suspend_ctx {
+    cpool_pool *pool;
+    void *out;
+} suspend_ctx;
+static cpool_status suspend_body(cpool_stream *s, void *arg) {
+    suspend_ctx *c = (suspend_ctx *)arg;
+    void *scratch = NULL;
+    cpool_status st = cpool_alloc(c->pool, 3u << 20, s, &scratch);
+    if (st == CPOOL_OK) st = cpool_memset_async(s, scratch, 0x5e, 3u << 20);
+    if (st == CPOOL_OK) st = cpool_alloc(c->pool, 1u << 20, s, &c->out);
+    if (st == CPOOL_OK) st = cpool_memcpy_async(s, c->out, scratch, 1u << 20);
+    if (scratch && st == CPOOL_OK) st = cpool_free(c->pool, scratch, s);
+    return st;
+}
+
+/* Whether the failure is a missing resource, named by its function. */
+static void check_fault_status(cpool_status st, const char *fn) {
+    CHECK(st == CPOOL_ERR_OUT_OF_MEMORY || st == CPOOL_ERR_BACKEND);
+    size_t n = strlen(fn);
+    if (strncmp(cpool_last_error(), fn, n) != 0 || strncmp(cpool_last_error() + n, ": ", 2) != 0)
+        check_report_(__FILE__, __LINE__, "%s failed, but its error does not start with its name: \"%s\"", fn,
+                      cpool_last_error());
+}
+
+#define CHECK_ALL_STATS_EQ(a, b)                                    \
+    do {                                                            \
+        CHECK_STATS_EQ(a, b);                                       \
+        CHECK_EQ((a).host_kept_bytes, (b).host_kept_bytes);         \
+        CHECK_EQ((a).host_reserved_bytes, (b).host_reserved_bytes); \
+    } while (0)
+
+static void suspend_resume_failures_change_nothing(cpool_device *dev) {
+    static const cpool_suspend_mode modes[2] = {CPOOL_SUSPEND_KEEP_CONTENTS, CPOOL_SUSPEND_DISCARD};
+    for (int m = 0; m < 2; m++) {
+        uint64_t count = 0;
+        int failed_suspends = 0, failed_resumes = 0;
+        for (uint64_t n = 0;; n++) {
+            cpool_stream *s = NULL;
+            cpool_pool *pool = NULL;
+            cpool_graph *g = NULL;
+            drop_log log;
+            tracked obj;
+            drop_log_init(&log);
+            tracked_init(&obj, &log, 0, NULL);
+            REQUIRE_OK(cpool_stream_create(dev, &s));
+            REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+            CHECK_OK(cpool_pool_record(pool, &obj, tracked_drop, NULL));
+            void *a = NULL, *b = NULL;
+            REQUIRE_OK(cpool_alloc(pool, (3u << 20) + 512, s, &a));
+            REQUIRE_OK(cpool_alloc(pool, 4096, s, &b));
+            CHECK_OK(cpool_memset_async(s, a, 0x31, (3u << 20) + 512));
+            CHECK_OK(cpool_memset_async(s, b, 0x32, 4096));
+            suspend_ctx c = {pool, NULL};
+            REQUIRE_OK(cpool_capture(s, pool, CPOOL_CAPTURE_GLOBAL, suspend_body, &c, &g));
+            CHECK_OK(cpool_graph_launch(g, s));
+            CHECK_OK(cpool_stream_synchronize(s));
+            cpool_pool_stats before = stats_of(pool);
+
+            cpool__fault_arm(n);
+            cpool_status suspended = cpool_pool_suspend(pool, modes[m]);
+            cpool_pool_stats during = before;
+            if (suspended == CPOOL_OK) {
+                memset(&during, 0, sizeof during);
+                during.struct_size = sizeof during;
+                cpool_status stats_st = cpool_pool_get_stats(pool, &during);
+                CHECK_OK(stats_st);
+            }
+            cpool_status resumed = suspended == CPOOL_OK ? cpool_pool_resume(pool) : CPOOL_OK;
+            uint64_t used = cpool__fault_count();
+            cpool__fault_arm(0);
+            if (n == 0) {
+                CHECK_OK(suspended);
+                CHECK_OK(resumed);
+                count = used;
+            }
+            if (suspended != CPOOL_OK) {
+                failed_suspends++;
+                check_fault_status(suspended, "cpool_pool_suspend");
+                CHECK(!cpool_pool_is_suspended(pool));
+                CHECK_ALL_STATS_EQ(stats_of(pool), before);
+            } else if (resumed != CPOOL_OK) {
+                failed_resumes++;
+                check_fault_status(resumed, "cpool_pool_resume");
+                CHECK(cpool_pool_is_suspended(pool));
+                CHECK_ALL_STATS_EQ(stats_of(pool), during);
+                CHECK_EQ(during.reserved_bytes, 0);
+                CHECK_OK(cpool_pool_resume(pool));
+            }
+            cpool__pool_check(pool);
+            CHECK(!cpool_pool_is_suspended(pool));
+            if (modes[m] == CPOOL_SUSPEND_KEEP_CONTENTS || suspended != CPOOL_OK) {
+                CHECK_BYTES(s, a, (3u << 20) + 512, 0x31);
+                CHECK_BYTES(s, b, 4096, 0x32);
+                CHECK_BYTES(s, c.out, 1u << 20, 0x5e);
+            }
+            CHECK_OK(cpool_memset_async(s, c.out, 0, 1u << 20));
+            CHECK_OK(cpool_graph_launch(g, s));
+            CHECK_BYTES(s, c.out, 1u << 20, 0x5e);
+            CHECK_OK(cpool_free(pool, a, s));
+            CHECK_OK(cpool_free(pool, b, s));
+            CHECK_OK(cpool_free(pool, c.out, s));
+            CHECK_OK(cpool_stream_synchronize(s));
+            cpool_graph_release(g);
+            cpool_pool_release(pool);
+            cpool_stream_destroy(s);
+            cpool_wait_deferred();
+            CHECK_EQ(aload(&obj.drops), 1);
+            if (n >= count) break;
+        }
+        printf("  suspend (%s) and resume: %llu acquisition points swept, %d failed suspends, %d failed resumes\n",
+               m == 0 ? "keep contents" : "discard", (unsigned long long)count, failed_suspends, failed_resumes);
+        CHECK_GT(count, 0);
+        swept_points += count;
+    }
+}
+
 static void report_total(cpool_device *dev) {
     (void)dev;
     printf("  fault injection: %llu points swept in all\n", (unsigned long long)swept_points);
@@ -428,6 +549,7 @@ static const check_case cases[] = {
     CHECK_CASE(sweep_growable_split),
     CHECK_CASE(sweep_graph_pages),
     CHECK_CASE(update_failure_keeps_outputs),
+    CHECK_CASE(suspend_resume_failures_change_nothing),
     CHECK_CASE(report_total),
 };
 CHECK_MAIN(cases, CHECK_ON_HOST)

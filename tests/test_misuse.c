@@ -255,6 +255,7 @@ typedef struct snapshot {
     cpool_pool_stats st, st2;
     size_t buffers, buffers2;
     bool sealed, sealed2;
+    bool suspended, suspended2;
     cpool_capture_state state_s, state_cap;
     uint64_t replays;
     cpool_pool *graph_pool;
@@ -277,6 +278,8 @@ static void snapshot_take(fixture *f, snapshot *x) {
     x->buffers2 = cpool_pool_buffer_count(f->pool2);
     x->sealed = cpool_pool_is_sealed(f->pool);
     x->sealed2 = cpool_pool_is_sealed(f->pool2);
+    x->suspended = cpool_pool_is_suspended(f->pool);
+    x->suspended2 = cpool_pool_is_suspended(f->pool2);
     CHECK_OK(cpool_capture_status(f->s, &x->state_s));
     CHECK_OK(cpool_capture_status(f->s_cap, &x->state_cap));
     x->replays = cpool_graph_replays(f->g);
@@ -301,6 +304,12 @@ static void snapshot_compare(const snapshot *x, const snapshot *y, unsigned may)
     CHECK_EQ(x->buffers2, y->buffers2);
     CHECK_EQ(x->sealed, y->sealed);
     CHECK_EQ(x->sealed2, y->sealed2);
+    CHECK_EQ(x->suspended, y->suspended);
+    CHECK_EQ(x->suspended2, y->suspended2);
+    CHECK_EQ(x->st.host_kept_bytes, y->st.host_kept_bytes);
+    CHECK_EQ(x->st.host_reserved_bytes, y->st.host_reserved_bytes);
+    CHECK_EQ(x->st2.host_kept_bytes, y->st2.host_kept_bytes);
+    CHECK_EQ(x->st2.host_reserved_bytes, y->st2.host_reserved_bytes);
     CHECK_EQ(x->state_s, y->state_s);
     if (may & MAY_INVALIDATE_CAPTURE)
         CHECK_EQ(y->state_cap, CPOOL_CAPTURE_INVALIDATED);
@@ -660,6 +669,28 @@ ROW_FN(get_stats_struct_size_too_small) {
     }
 }
 ROW_FN(trim_null) { (void)f; CHECK_STATUS(cpool_pool_trim(NULL), INV); }
+ROW_FN(suspend_null) {
+    (void)f;
+    CHECK_STATUS(cpool_pool_suspend(NULL, CPOOL_SUSPEND_KEEP_CONTENTS), INV);
+    CHECK_STATUS(cpool_pool_suspend(NULL, CPOOL_SUSPEND_DISCARD), INV);
+}
+ROW_FN(suspend_bad_mode) {
+    CHECK_STATUS(cpool_pool_suspend(f->pool2, (cpool_suspend_mode)2), INV);
+    CHECK_STATUS(cpool_pool_suspend(f->pool2, (cpool_suspend_mode)-1), INV);
+    CHECK(!cpool_pool_is_suspended(f->pool2));
+}
+/* s_cap captures into pool: the suspend is refused and the capture goes on. */
+ROW_FN(suspend_capture_uses_pool) {
+    CHECK_STATUS(cpool_pool_suspend(f->pool, CPOOL_SUSPEND_KEEP_CONTENTS), INV);
+    CHECK_STATUS(cpool_pool_suspend(f->pool, CPOOL_SUSPEND_DISCARD), INV);
+    CHECK(!cpool_pool_is_suspended(f->pool));
+}
+ROW_FN(resume_null) { (void)f; CHECK_STATUS(cpool_pool_resume(NULL), INV); }
+ROW_FN(resume_not_suspended) {
+    CHECK_OK(cpool_pool_resume(f->pool));
+    CHECK_OK(cpool_pool_resume(f->pool2));
+}
+ROW_FN(is_suspended_null) { (void)f; CHECK(!cpool_pool_is_suspended(NULL)); }
 ROW_FN(wait_deferred_nothing_pending) {
     (void)f;
     cpool_wait_deferred();
@@ -1113,6 +1144,9 @@ WRONG_FN(w_pool_write_snapshot) {
     check_no_file();
 }
 WRONG_FN(w_pool_trim) { (void)f; CHECK_STATUS(cpool_pool_trim(h), INV); }
+WRONG_FN(w_pool_suspend) { (void)f; CHECK_STATUS(cpool_pool_suspend(h, CPOOL_SUSPEND_KEEP_CONTENTS), INV); }
+WRONG_FN(w_pool_resume) { (void)f; CHECK_STATUS(cpool_pool_resume(h), INV); }
+WRONG_FN(w_pool_is_suspended) { (void)f; CHECK(!cpool_pool_is_suspended(h)); }
 WRONG_FN(w_nccl_registration_count) { (void)f; CHECK_EQ(cpool_nccl_registration_count(h), 0); }
 
 /* capture */
@@ -1258,6 +1292,9 @@ static const wrong_row wrong_rows[] = {
     {"cpool_pool_get_stats", "pool", T_POOL, w_pool_get_stats},
     {"cpool_pool_write_snapshot", "pool", T_POOL, w_pool_write_snapshot},
     {"cpool_pool_trim", "pool", T_POOL, w_pool_trim},
+    {"cpool_pool_suspend", "pool", T_POOL, w_pool_suspend},
+    {"cpool_pool_resume", "pool", T_POOL, w_pool_resume},
+    {"cpool_pool_is_suspended", "pool", T_POOL, w_pool_is_suspended},
     {"cpool_nccl_registration_count", "pool", T_POOL, w_nccl_registration_count},
 
     {"cpool_capture_begin", "stream", T_STREAM, w_capture_begin_stream},
@@ -1383,6 +1420,12 @@ static const row rows[] = {
     {"cpool_pool_get_stats", "NULL out", NULL, get_stats_null_out, 0},
     {"cpool_pool_get_stats", "struct_size too small", NULL, get_stats_struct_size_too_small, 0},
     {"cpool_pool_trim", "NULL pool", NULL, trim_null, 0},
+    {"cpool_pool_suspend", "NULL pool", NULL, suspend_null, 0},
+    {"cpool_pool_suspend", "mode outside the enum", NULL, suspend_bad_mode, 0},
+    {"cpool_pool_suspend", "a capture uses the pool", NULL, suspend_capture_uses_pool, 0},
+    {"cpool_pool_resume", "NULL pool", NULL, resume_null, 0},
+    {"cpool_pool_resume", "not suspended: changes nothing", NULL, resume_not_suspended, 0},
+    {"cpool_pool_is_suspended", "NULL: false", NULL, is_suspended_null, 0},
     {"cpool_wait_deferred", "nothing pending: returns", NULL, wait_deferred_nothing_pending, 0},
 
     {"cpool_capture_begin", "NULL stream", NULL, capture_begin_null_stream, 0},

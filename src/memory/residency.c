@@ -87,12 +87,14 @@ static cpool_status mapped_runs(const cpool__allocator *a, range_list *out) {
 
 /* The live blocks, merged into runs, with their offsets in the host copy. */
 static cpool_status live_runs(const cpool__allocator *a, const cpool__graph_pages *gp, range_list *out,
-                              uint64_t *total) {
+                              uint64_t *total, uint64_t *live_bytes) {
     cpool__walker w = {.ctx = out, .segment = skip_run, .block = note_live};
     cpool__allocator_walk(a, &w);
     cpool__graph_pages_walk_live(gp, &w);
     if (out->failed) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory listing a pool's live blocks");
-    qsort(out->at, out->count, sizeof *out->at, by_addr);
+    if (out->count) qsort(out->at, out->count, sizeof *out->at, by_addr); /* qsort takes no NULL, even for 0 */
+    *live_bytes = 0;
+    for (size_t i = 0; i < out->count; i++) *live_bytes += out->at[i].bytes;
     size_t n = 0;
     *total = 0;
     for (size_t i = 0; i < out->count; i++) {
@@ -141,31 +143,35 @@ static void unmap_runs(cpool__residency *r, const range_list *runs, size_t count
 cpool_status cpool__residency_suspend(cpool__residency *r, cpool__allocator *a, cpool__graph_pages *gp, bool keep) {
     if (r->suspended) return CPOOL_OK;
     range_list mapped = {0}, live = {0};
-    uint64_t total = 0;
+    uint64_t total = 0, live_bytes = 0;
+    bool new_host = false;
     cpool_status st = mapped_runs(a, &mapped);
-    if (st == CPOOL_OK && keep) st = live_runs(a, gp, &live, &total);
+    if (st == CPOOL_OK && keep) st = live_runs(a, gp, &live, &total, &live_bytes);
     /* The host copy: the one kept since the last resume if it is large
      * enough, else a new one (the old goes first: memory may be short). */
     if (st == CPOOL_OK && total > r->host_bytes) {
         free_host(r);
         st = r->be->host_alloc(r->dev, (size_t)total, &r->host);
         if (st == CPOOL_OK) r->host_bytes = (size_t)total;
+        new_host = st == CPOOL_OK;
     }
     if (st == CPOOL_OK) st = copy_runs(r, live.at, live.count, true);
     if (st != CPOOL_OK) {
+        /* Nothing changed: a host copy made for this suspend goes too. */
+        if (new_host) free_host(r);
         free(mapped.at);
         free(live.at);
         return st;
     }
     unmap_runs(r, &mapped, mapped.count);
     cpool__graph_pages_suspend(gp);
-    qsort(mapped.at, mapped.count, sizeof *mapped.at, by_addr);
+    if (mapped.count) qsort(mapped.at, mapped.count, sizeof *mapped.at, by_addr);
     r->absent = mapped.at;
     r->absent_count = mapped.count;
     free(r->runs);
     r->runs = live.at;
     r->run_count = live.count;
-    r->kept_bytes = total;
+    r->kept_bytes = live_bytes; /* the gaps copied between neighbours are not live bytes */
     r->suspended = true;
     return CPOOL_OK;
 }
