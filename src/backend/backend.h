@@ -105,6 +105,12 @@ typedef struct cpool__backend {
     cpool_status (*mem_map)(cpool__bdevice *dev, void *addr, cpool__bmem *m);
     void (*mem_unmap)(cpool__bdevice *dev, void *addr, cpool__bmem *m);
 
+    /* Host memory for copies of device memory (a suspended pool's bytes):
+     * page-locked where the platform has it, so that copies run at full
+     * speed. */
+    cpool_status (*host_alloc)(cpool__bdevice *dev, size_t bytes, void **out);
+    void (*host_free)(cpool__bdevice *dev, void *p);
+
     /* native == NULL && !wrap: a new stream of the backend's own. */
     cpool_status (*stream_create)(cpool__bdevice *dev, void *native, bool wrap, cpool__bstream **out);
     /* Waits for the stream's work, then ends it (a wrapped one is forgotten). */

@@ -690,6 +690,18 @@ static void cuda_mem_unmap(cpool__bdevice *dev, void *addr, cpool__bmem *m) {
     GUARDED_QUIET(dev, (cudaError_t)vmm.unmap((CUdeviceptr)addr, m->bytes));
 }
 
+/* ---- host copies ---------------------------------------------------------- */
+
+/* Page-locked and portable: copies to and from it run at the bus's speed,
+ * on any device. */
+static cpool_status cuda_host_alloc(cpool__bdevice *dev, size_t bytes, void **out) {
+    cudaError_t err;
+    GUARDED(err, dev, true, FAULT_OR(cudaHostAlloc(out, bytes, cudaHostAllocPortable)));
+    return err == cudaSuccess ? CPOOL_OK : cuda_fail(err, "cudaHostAlloc of page-locked memory for a pool's copy");
+}
+
+static void cuda_host_free(cpool__bdevice *dev, void *p) { GUARDED_QUIET(dev, cudaFreeHost(p)); }
+
 /* ---- streams ------------------------------------------------------------- */
 
 static cpool_status cuda_stream_create(cpool__bdevice *dev, void *native, bool wrap, cpool__bstream **out) {
@@ -1112,6 +1124,8 @@ const cpool__backend cpool__backend_cuda = {
     .mem_release = cuda_mem_release,
     .mem_map = cuda_mem_map,
     .mem_unmap = cuda_mem_unmap,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
     .stream_create = cuda_stream_create,
     .stream_destroy = cuda_stream_destroy,
     .stream_native = cuda_stream_native,

@@ -305,3 +305,18 @@ void cpool__host_mem_unmap(cpool__bdevice *dev, void *addr, cpool__bmem *m) {
     CPOOL_UNUSED(dev);
     unback(addr, m->bytes);
 }
+
+/* ---- host copies ------------------------------------------------------------ */
+
+cpool_status cpool__host_copy_alloc(cpool__bdevice *dev, size_t bytes, void **out) {
+    CPOOL_UNUSED(dev);
+    void *p = cpool__malloc(bytes ? bytes : 1);
+    if (!p) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "%zu bytes of host memory for a pool's copy", bytes);
+    *out = p;
+    return CPOOL_OK;
+}
+
+void cpool__host_copy_free(cpool__bdevice *dev, void *p) {
+    CPOOL_UNUSED(dev);
+    free(p);
+}

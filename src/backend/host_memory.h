@@ -48,4 +48,10 @@ void cpool__host_mem_release(cpool__bdevice *dev, cpool__bmem *m);
 cpool_status cpool__host_mem_map(cpool__bdevice *dev, void *addr, cpool__bmem *m);
 void cpool__host_mem_unmap(cpool__bdevice *dev, void *addr, cpool__bmem *m);
 
+/* Host memory for copies of the device's (a suspended pool's bytes): plain
+ * memory, not counted against the device's, as pinned memory is not on a
+ * GPU. */
+cpool_status cpool__host_copy_alloc(cpool__bdevice *dev, size_t bytes, void **out);
+void cpool__host_copy_free(cpool__bdevice *dev, void *p);
+
 #endif /* CPOOL_HOST_MEMORY_H */

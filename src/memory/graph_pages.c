@@ -52,6 +52,17 @@ struct cpool__arena {
 
 /* ---- the shared set -------------------------------------------------------- */
 
+/* While suspended no physical page exists: the records stay (their
+ * pointers name nothing) so that a resume makes the same pages again, and
+ * what would unmap or free one has nothing to do. */
+static void page_unmap(cpool__graph_pages *gp, void *addr, void *page) {
+    if (!gp->suspended) gp->source.unmap(gp->source.ctx, addr, page);
+}
+
+static void page_release(cpool__graph_pages *gp, void *page) {
+    if (!gp->suspended) gp->source.release(gp->source.ctx, page);
+}
+
 static bool bound_allows(const cpool__graph_pages *gp, uint64_t bytes) {
     return !gp->max_reserved ||
            *gp->other_reserved + gp->shared_bytes + gp->own_bytes + bytes <= gp->max_reserved;
@@ -91,7 +102,7 @@ static void release_unmapped(cpool__graph_pages *gp, size_t from, size_t to) {
     for (size_t k = from; k < to && k < gp->shared_count; k++) {
         cpool__shared_page *sp = &gp->shared[k];
         if (sp->page && !sp->maps) {
-            gp->source.release(gp->source.ctx, sp->page);
+            page_release(gp, sp->page);
             sp->page = NULL;
             gp->shared_bytes -= CPOOL__PAGE;
         }
@@ -181,12 +192,12 @@ static void unmap_page(cpool__arena *ar, arena_span *sp, size_t i) {
     cpool__graph_pages *gp = ar->gp;
     void *addr = (void *)(sp->base + i * CPOOL__PAGE);
     if (sp->own[i]) {
-        gp->source.unmap(gp->source.ctx, addr, sp->own[i]);
-        gp->source.release(gp->source.ctx, sp->own[i]);
+        page_unmap(gp, addr, sp->own[i]);
+        page_release(gp, sp->own[i]);
         sp->own[i] = NULL;
         gp->own_bytes -= CPOOL__PAGE;
     } else {
-        gp->source.unmap(gp->source.ctx, addr, gp->shared[sp->number[i]].page);
+        page_unmap(gp, addr, gp->shared[sp->number[i]].page);
         untake(ar, sp->number[i]);
         unmapped_shared(gp, sp->number[i]);
     }
@@ -220,6 +231,7 @@ static cpool_status own_page(cpool__graph_pages *gp, arena_span *sp, size_t i) {
 static cpool_status arena_map(void *ctx, void *addr, size_t bytes) {
     cpool__arena *ar = ctx;
     cpool__graph_pages *gp = ar->gp;
+    if (gp->suspended) return cpool__fail(CPOOL_ERR_SUSPENDED, "the pool is suspended: no page can be mapped");
     arena_span *sp = span_of(ar, (uintptr_t)addr);
     size_t at = ((uintptr_t)addr - sp->base) / CPOOL__PAGE, n = bytes / CPOOL__PAGE;
     for (size_t i = at; i < at + n; i++) {
@@ -311,7 +323,9 @@ static cpool_status arena_new(cpool__graph_pages *gp, cpool__arena **out) {
 }
 
 cpool_status cpool__graph_pages_open(cpool__graph_pages *gp, uint64_t packed_tag, cpool__arena **out) {
-    cpool__arena *ar = gp->arenas;
+    /* A suspended pool's idle arenas map nothing now: a seal must find
+     * nothing to move, so only a new arena will do. */
+    cpool__arena *ar = gp->suspended ? NULL : gp->arenas;
     while (ar && !idle(ar)) ar = ar->next;
     if (ar) {
         ar->in_use = true;
@@ -571,7 +585,7 @@ void cpool__graph_pages_destroy(cpool__graph_pages *gp) {
         arena_destroy(ar);
     }
     for (size_t k = 0; k < gp->shared_count; k++)
-        if (gp->shared[k].page) gp->source.release(gp->source.ctx, gp->shared[k].page);
+        if (gp->shared[k].page) page_release(gp, gp->shared[k].page);
     free(gp->shared);
     *gp = (cpool__graph_pages){0};
 }
@@ -678,4 +692,114 @@ void cpool__graph_pages_check(const cpool__graph_pages *gp, bool full) {
                      (unsigned long long)shared, (unsigned long long)gp->shared_bytes);
     CPOOL__INVARIANT("graph pages", own == gp->own_bytes, "own pages hold %llu bytes, counted %llu",
                      (unsigned long long)own, (unsigned long long)gp->own_bytes);
+}
+
+/* ---- suspend and resume ----------------------------------------------------- */
+
+/* Every mapped page of every arena, the packed region first, in one order
+ * that the suspend and the resume share. */
+typedef struct page_visit {
+    cpool__arena *ar;
+    size_t span, page;
+} page_visit;
+
+static bool next_page(cpool__graph_pages *gp, page_visit *v) {
+    for (;;) {
+        if (!v->ar) {
+            v->ar = gp->packed ? gp->packed : gp->arenas;
+            v->span = v->page = 0;
+        } else if (++v->page >= v->ar->spans[v->span].pages) {
+            v->page = 0;
+            v->span++;
+        }
+        while (v->ar && v->span >= v->ar->span_count) {
+            v->ar = v->ar == gp->packed ? gp->arenas : v->ar->next;
+            v->span = v->page = 0;
+        }
+        if (!v->ar) return false;
+        if (v->page < v->ar->spans[v->span].pages && v->ar->spans[v->span].mapped[v->page]) return true;
+    }
+}
+
+static void *page_addr(const page_visit *v) {
+    const arena_span *sp = &v->ar->spans[v->span];
+    return (void *)(sp->base + v->page * CPOOL__PAGE);
+}
+
+/* The physical page behind a visited page now. */
+static void **page_memory(cpool__graph_pages *gp, const page_visit *v) {
+    arena_span *sp = &v->ar->spans[v->span];
+    return sp->own[v->page] ? &sp->own[v->page] : &gp->shared[sp->number[v->page]].page;
+}
+
+void cpool__graph_pages_suspend(cpool__graph_pages *gp) {
+    if (gp->suspended) return;
+    for (page_visit v = {0}; next_page(gp, &v);) gp->source.unmap(gp->source.ctx, page_addr(&v), *page_memory(gp, &v));
+    for (page_visit v = {0}; next_page(gp, &v);) {
+        arena_span *sp = &v.ar->spans[v.span];
+        if (sp->own[v.page]) gp->source.release(gp->source.ctx, sp->own[v.page]);
+    }
+    for (size_t k = 0; k < gp->shared_count; k++)
+        if (gp->shared[k].page) gp->source.release(gp->source.ctx, gp->shared[k].page);
+    gp->suspended = true;
+}
+
+cpool_status cpool__graph_pages_resume(cpool__graph_pages *gp) {
+    if (!gp->suspended) return CPOOL_OK;
+    /* New memory for every page first, then every mapping; a failure gives
+     * back what was made and leaves the records as they were. */
+    size_t own = 0, made = 0, mapped = 0;
+    for (page_visit v = {0}; next_page(gp, &v);) own += v.ar->spans[v.span].own[v.page] != NULL;
+    void **fresh_shared = gp->shared_count ? cpool__calloc(gp->shared_count, sizeof *fresh_shared) : NULL;
+    void **fresh_own = own ? cpool__calloc(own, sizeof *fresh_own) : NULL;
+    cpool_status st = (gp->shared_count && !fresh_shared) || (own && !fresh_own)
+                          ? cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory resuming graph pages")
+                          : CPOOL_OK;
+    for (size_t k = 0; st == CPOOL_OK && k < gp->shared_count; k++)
+        if (gp->shared[k].page) st = gp->source.create(gp->source.ctx, &fresh_shared[k]);
+    for (; st == CPOOL_OK && made < own; made++) {
+        st = gp->source.create(gp->source.ctx, &fresh_own[made]);
+        if (st != CPOOL_OK) break;
+    }
+    size_t o = 0;
+    page_visit v = {0};
+    while (st == CPOOL_OK && next_page(gp, &v)) {
+        arena_span *sp = &v.ar->spans[v.span];
+        void *page = sp->own[v.page] ? fresh_own[o++] : fresh_shared[sp->number[v.page]];
+        st = gp->source.map(gp->source.ctx, page_addr(&v), page);
+        if (st == CPOOL_OK) mapped++;
+    }
+    if (st != CPOOL_OK) {
+        o = 0;
+        page_visit u = {0};
+        for (size_t n = 0; n < mapped && next_page(gp, &u); n++) {
+            arena_span *sp = &u.ar->spans[u.span];
+            gp->source.unmap(gp->source.ctx, page_addr(&u),
+                             sp->own[u.page] ? fresh_own[o++] : fresh_shared[sp->number[u.page]]);
+        }
+        for (size_t k = 0; k < made; k++) gp->source.release(gp->source.ctx, fresh_own[k]);
+        for (size_t k = 0; fresh_shared && k < gp->shared_count; k++)
+            if (fresh_shared[k]) gp->source.release(gp->source.ctx, fresh_shared[k]);
+    } else {
+        o = 0;
+        for (page_visit u = {0}; next_page(gp, &u);) {
+            arena_span *sp = &u.ar->spans[u.span];
+            if (sp->own[u.page]) sp->own[u.page] = fresh_own[o++];
+        }
+        for (size_t k = 0; k < gp->shared_count; k++)
+            if (gp->shared[k].page) gp->shared[k].page = fresh_shared[k];
+        gp->suspended = false;
+    }
+    free(fresh_shared);
+    free(fresh_own);
+    return st;
+}
+
+bool cpool__graph_pages_holds(const cpool__graph_pages *gp, uintptr_t addr) {
+    return (gp->packed && span_of(gp->packed, addr)) || cpool__graph_pages_find(gp, (const void *)addr);
+}
+
+void cpool__graph_pages_walk_live(const cpool__graph_pages *gp, const cpool__walker *w) {
+    if (gp->packed) cpool__allocator_walk(&gp->packed->alloc, w);
+    for (const cpool__arena *ar = gp->arenas; ar; ar = ar->next) cpool__allocator_walk(&ar->alloc, w);
 }

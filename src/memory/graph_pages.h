@@ -71,6 +71,7 @@ typedef struct cpool__graph_pages {
     const uint64_t *other_reserved;
     uint64_t next_arena_id;
     uint64_t release_clock; /* counts the arenas' releases */
+    bool suspended;         /* no physical page exists: cpool__graph_pages_suspend */
 } cpool__graph_pages;
 
 void cpool__graph_pages_init(cpool__graph_pages *gp, const cpool__page_source *source, uint64_t max_reserved,
@@ -161,6 +162,23 @@ const cpool__arena *cpool__graph_pages_each(const cpool__graph_pages *gp, const 
 void cpool__arena_walk(const cpool__arena *ar, const cpool__walker *w);
 /* The arena whose capture handed out the live packed block at ptr, or NULL. */
 const cpool__arena *cpool__graph_pages_packed_owner(const cpool__graph_pages *gp, uintptr_t ptr);
+
+/* Suspend: every mapped page of every arena is unmapped and every
+ * physical page given back, while the records of which page maps which
+ * stay; nothing can be mapped until the resume (allocations that would map
+ * fail with CPOOL_ERR_SUSPENDED, captures take no idle arena), and
+ * releases and trims meanwhile change records only. No work may use the
+ * pages. */
+void cpool__graph_pages_suspend(cpool__graph_pages *gp);
+/* Makes new memory for every page the records name and maps it where the
+ * old was (shared pages again shared). On failure nothing changed and the
+ * pages stay suspended. */
+cpool_status cpool__graph_pages_resume(cpool__graph_pages *gp);
+/* Whether addr lies in the address ranges of an arena or the packed region. */
+bool cpool__graph_pages_holds(const cpool__graph_pages *gp, uintptr_t addr);
+/* Every arena's mapped runs and blocks (cpool__allocator_walk), the packed
+ * region's first. */
+void cpool__graph_pages_walk_live(const cpool__graph_pages *gp, const cpool__walker *w);
 
 /* Checks every invariant; aborts with a message on the first broken one.
  * Without `full`, the arenas' allocators are taken on trust: a check after

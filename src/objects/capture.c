@@ -62,7 +62,10 @@ static cpool_status capture_begin(const char *fn, cpool_stream *s, cpool_pool *p
     if (!cap.plan && pool) cpool__pool_predict_outputs(pool, &cap);
     if (pool) cpool__pool_hold_in_capture(&cap, pool); /* fits inline */
     cap.has_bound_pool = pool != NULL;
-    st = cpool__stream_begin_capture(s, mode, &cap);
+    /* After the hold: a suspend from now on sees the capture and refuses. */
+    st = pool && cpool__pool_is_suspended(pool)
+             ? cpool__fail(CPOOL_ERR_SUSPENDED, "the pool is suspended (cpool_pool_resume gives it memory again)")
+             : cpool__stream_begin_capture(s, mode, &cap);
     if (st != CPOOL_OK) cpool__pool_release_capture(&cap);
     return st == CPOOL_OK ? st : cpool__fail_in(fn, st);
 }

@@ -77,8 +77,7 @@ cpool_status cpool__graph_wrap(cpool_device *dev, cpool__bgraph *impl, const cpo
  * device there: a graph's release does not wait for work that may be long. */
 static void release_pools(cpool__held_pool *pools, size_t count, bool on_heap) {
     for (size_t i = 0; i < count; i++) {
-        if (pools[i].arena) cpool__pool_release_arena(pools[i].pool, pools[i].arena);
-        cpool__pool_graph_detach(pools[i].pool);
+        cpool__pool_release_arena(pools[i].pool, pools[i].arena); /* and the graph's hold */
         cpool__pool_release_without_waiting(pools[i].pool);
     }
     if (on_heap) free(pools);
@@ -86,13 +85,16 @@ static void release_pools(cpool__held_pool *pools, size_t count, bool on_heap) {
 
 /* Enters every pool's launch bracket, or none: the graph is stale. */
 static cpool_status launch_enter(cpool_graph *g, const char *fn) {
-    for (size_t i = 0; i < g->pool_count; i++)
-        if (!cpool__pool_launch_enter(g->pools[i].pool, g->pools[i].generation)) {
-            while (i--) cpool__pool_launch_exit(g->pools[i].pool);
-            return cpool__fail(CPOOL_ERR_STALE_GRAPH,
-                               "%s: the graph's pool buffers were cleared after its capture: it can no longer be launched",
+    for (size_t i = 0; i < g->pool_count; i++) {
+        cpool_status st = cpool__pool_launch_enter(g->pools[i].pool, g->pools[i].generation);
+        if (st == CPOOL_OK) continue;
+        while (i--) cpool__pool_launch_exit(g->pools[i].pool);
+        if (st == CPOOL_ERR_SUSPENDED)
+            return cpool__fail(st, "%s: a pool the graph holds is suspended (cpool_pool_resume gives it memory again)",
                                fn);
-        }
+        return cpool__fail(st, "%s: the graph's pool buffers were cleared after its capture: it can no longer be launched",
+                           fn);
+    }
     return CPOOL_OK;
 }
 

@@ -336,11 +336,15 @@ uint64_t cpool__pool_generation(const cpool_pool *pool);
 uint64_t cpool__pool_clear_clock(void);
 /* Launch bracket: enter fails (and holds nothing) when the pool was cleared
  * since `generation`; a clear waits for every entered launch to exit. */
-bool cpool__pool_launch_enter(cpool_pool *pool, uint64_t generation);
+/* CPOOL_OK, inside the pool's launch bracket until cpool__pool_launch_exit;
+ * else CPOOL_ERR_STALE_GRAPH or CPOOL_ERR_SUSPENDED, outside. */
+cpool_status cpool__pool_launch_enter(cpool_pool *pool, uint64_t generation);
+bool cpool__pool_is_suspended(const cpool_pool *pool);
+/* Whether [p, p + bytes) touches memory of a suspended pool of dev. */
+bool cpool__pool_memory_suspended(const cpool_device *dev, const void *p, size_t bytes);
 void cpool__pool_launch_exit(cpool_pool *pool);
 /* Graphs and captures holding the pool: graph-reserved memory stays reserved
  * while either count is above zero. */
-void cpool__pool_graph_detach(cpool_pool *pool);
 void cpool__pool_capture_attach(cpool_pool *pool);
 void cpool__pool_capture_detach(cpool_pool *pool);
 /* A capture's end, making graph `graph_id`: the pages of the capture's
@@ -350,8 +354,10 @@ void cpool__pool_capture_detach(cpool_pool *pool);
  * until released. CPOOL_ERR_OUT_OF_MEMORY: nothing changed. */
 cpool_status cpool__pool_seal_arena(cpool_pool *pool, struct cpool__arena **arena, uint64_t capture_id,
                                     uint64_t graph_id);
-/* The graph or capture holding the arena lets go of it. */
-void cpool__pool_release_arena(cpool_pool *pool, struct cpool__arena *arena);
+/* The graph or capture holding the arena lets go of it; a sealed graph's
+ * arena takes the graph's hold of the pool with it (returns true), so that
+ * the pool counts graphs and holders in one step. */
+bool cpool__pool_release_arena(cpool_pool *pool, struct cpool__arena *arena);
 /* The pool's internal invariants (allocator and records); aborts with a
  * message on the first broken one. For tests and the fuzzer, which link the
  * static library and include this header. */

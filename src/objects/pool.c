@@ -50,6 +50,7 @@
 #include "front.h"
 #include "graph_pages.h"
 #include "internal.h"
+#include "residency.h"
 
 typedef struct record {
     struct record *next;
@@ -102,6 +103,16 @@ struct cpool_pool {
     cpool__deferred deferred_destroy;
 
     cpool__registrar registrar; /* add NULL: none (internal.h) */
+
+    /* Suspend and resume: `suspended` refuses allocations, captures and
+     * launches (set first, cleared last); `residency` (under mu) has the
+     * memory off the device; `suspend_mu` orders one suspend or resume at a
+     * time. A suspended pool is on the list of suspended pools, for the
+     * copies and sets that would touch its memory. */
+    atomic_bool suspended;
+    cpool__mutex suspend_mu;
+    cpool__residency residency;
+    struct cpool_pool *next_suspended;
 };
 
 /* `holders`: the live holders below this, the holders ever taken above. */
@@ -168,14 +179,18 @@ static void span_release(void *ctx, void *base, size_t bytes) {
     pool->dev->be->va_release(pool->dev->impl, base, bytes);
 }
 
+/* While the pool is suspended its pages are off the device: none maps, and
+ * one given back has nothing left to give. */
 static cpool_status pages_map(void *ctx, void *addr, size_t bytes) {
     cpool_pool *pool = ctx;
+    if (pool->residency.suspended)
+        return cpool__fail(CPOOL_ERR_SUSPENDED, "the pool is suspended: no page can be mapped");
     return pool->dev->be->pages_map(pool->dev->impl, addr, bytes);
 }
 
 static void pages_unmap(void *ctx, void *addr, size_t bytes) {
     cpool_pool *pool = ctx;
-    pool->dev->be->pages_unmap(pool->dev->impl, addr, bytes);
+    if (!pool->residency.suspended) pool->dev->be->pages_unmap(pool->dev->impl, addr, bytes);
 }
 
 /* Graph pages: physical memory mapped at each graph's own addresses. */
@@ -247,6 +262,8 @@ cpool_status cpool__pool_create_registered(cpool_device *dev_handle, const cpool
     atomic_init(&pool->user_refs, 1);
     pool->dev = dev;
     cpool__mutex_init(&pool->mu, CPOOL__RANK_POOL);
+    cpool__mutex_init(&pool->suspend_mu, CPOOL__RANK_SUSPEND);
+    cpool__residency_init(&pool->residency, dev->be, dev->impl);
     pthread_cond_init(&pool->dropped_cv, NULL);
     pool->records_tail = &pool->records;
     pool->doomed_tail = &pool->doomed;
@@ -284,6 +301,7 @@ cpool_status cpool__pool_create_registered(cpool_device *dev_handle, const cpool
             cpool__fail_in("cpool_pool_create", st);
             cpool__allocator_destroy(&pool->alloc); /* a range reserved before the pages failed */
             cpool__mutex_destroy(&pool->mu);
+            cpool__mutex_destroy(&pool->suspend_mu);
             pthread_cond_destroy(&pool->dropped_cv);
             cpool__handle_kill(pool);
             cpool__slab_give(&pool_slab, pool);
@@ -326,8 +344,11 @@ static void run_drops(record *r) {
 
 /* The last reference is gone and the handle dead: a drop that calls the
  * library with this pool is refused, so nothing else reaches it. */
+static void forget_suspended(cpool_pool *pool);
+
 static void pool_destroy(cpool_pool *pool) {
     cpool__device_quiesce(pool->dev);
+    forget_suspended(pool);
     run_drops(pool->doomed);
     run_drops(pool->records);
     while (pool->params) {
@@ -342,8 +363,10 @@ static void pool_destroy(cpool_pool *pool) {
     free(pool->predicted_streams);
     free(pool->predicted_sizes);
     cpool__allocator_destroy(&pool->alloc);
+    cpool__residency_destroy(&pool->residency);
     if (pool->registrar.release) pool->registrar.release(pool->registrar.ctx);
     cpool__mutex_destroy(&pool->mu);
+    cpool__mutex_destroy(&pool->suspend_mu);
     pthread_cond_destroy(&pool->dropped_cv);
     cpool_device *dev = pool->dev;
     cpool__slab_give(&pool_slab, pool);
@@ -600,8 +623,10 @@ static __attribute__((noinline)) cpool_status alloc_locked(cpool_pool *pool, siz
                                                            void **ptr_out, const char *fn) {
     cpool_status st = CPOOL_OK;
     cpool__mutex_lock(&pool->mu);
-    if (!cpool__allocator_alloc_cached(&pool->alloc, bytes, cpool__stream_id(s), &s->order.deps, CPOOL__USE_STREAM,
-                                       ptr_out))
+    if (atomic_load(&pool->suspended)) /* suspended after the caller looked */
+        st = cpool__fail(CPOOL_ERR_SUSPENDED, "the pool is suspended");
+    else if (!cpool__allocator_alloc_cached(&pool->alloc, bytes, cpool__stream_id(s), &s->order.deps,
+                                            CPOOL__USE_STREAM, ptr_out))
         st = alloc_slow(pool, bytes, s, CPOOL__USE_STREAM, 0, ptr_out);
     if (st == CPOOL_OK) cpool__front_count_alloc(&pool->front, bytes);
     note_peak(pool);
@@ -658,7 +683,10 @@ static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *
     bool packed = planned || output || bytes <= CPOOL__PACKED_MAX;
     if (packed) tag = branch ? branch : cpool__graph_tag(cap->id);
     cpool__mutex_lock(&pool->mu);
-    if (!held->arena) st = cpool__graph_pages_open(&pool->pages, cpool__graph_tag(cap->id), &held->arena);
+    /* After the hold: a suspend from now on sees the capture and refuses. */
+    if (atomic_load(&pool->suspended)) st = cpool__fail(CPOOL_ERR_SUSPENDED, "the pool is suspended");
+    if (st == CPOOL_OK && !held->arena)
+        st = cpool__graph_pages_open(&pool->pages, cpool__graph_tag(cap->id), &held->arena);
     cpool__allocator *a = NULL;
     void *p = NULL;
     if (st == CPOOL_OK && packed) st = cpool__graph_pages_packed(&pool->pages, &a);
@@ -719,7 +747,8 @@ static __attribute__((noinline, cold)) cpool_status alloc_refused(const cpool_po
         return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "%s: %zu bytes is more than any device holds", fn, bytes);
     if (cpool__stream_device(s) != pool->dev)
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: the stream is on another device", fn);
-    return cpool__fail(CPOOL_ERR_SEALED, "%s: the pool is sealed", fn);
+    if (atomic_load(&pool->sealed)) return cpool__fail(CPOOL_ERR_SEALED, "%s: the pool is sealed", fn);
+    return cpool__fail(CPOOL_ERR_SUSPENDED, "%s: the pool is suspended (cpool_pool_resume gives it memory again)", fn);
 }
 
 /* cpool_alloc and cpool_alloc_output: under capture a block that outlives
@@ -734,7 +763,7 @@ static inline __attribute__((always_inline)) cpool_status pool_alloc(cpool_pool 
     CPOOL__RESOLVE(pool, pool_handle, CPOOL__HANDLE_POOL, fn, "pool");
     CPOOL__RESOLVE(s, stream_handle, CPOOL__HANDLE_STREAM, fn, "stream");
     if (__builtin_expect(!ptr_out || bytes - 1 >= CPOOL__MAX_REQUEST || cpool__stream_device(s) != pool->dev ||
-                             atomic_load(&pool->sealed),
+                             atomic_load(&pool->sealed) || atomic_load(&pool->suspended),
                          0))
         return alloc_refused(pool, bytes, s, ptr_out, fn);
     if (cpool__stream_capture(s)) return alloc_in_capture(pool, bytes, s, ptr_out, output, fn);
@@ -864,15 +893,22 @@ cpool_status cpool__pool_seal_arena(cpool_pool *pool, cpool__arena **arena, uint
     return st;
 }
 
-void cpool__pool_release_arena(cpool_pool *pool, cpool__arena *arena) {
+bool cpool__pool_release_arena(cpool_pool *pool, cpool__arena *arena) {
     cpool__mutex_lock(&pool->mu);
-    if (cpool__arena_graph(arena)) pool->graph_count--;
+    bool graph = cpool__arena_graph(arena) != 0;
+    /* A graph's hold goes with its count, so that under mu the holders
+     * beyond graph_count are captures (cpool_pool_suspend). */
+    if (graph) {
+        pool->graph_count--;
+        atomic_fetch_sub(&pool->holders, 1);
+    }
     /* The packed blocks its capture freed are free for any capture now. */
     cpool__allocator *packed;
     if (pool->pages.packed && cpool__graph_pages_packed(&pool->pages, &packed) == CPOOL_OK)
         cpool__allocator_retag_branch(packed, cpool__arena_packed_tag(arena), UINT64_MAX, 0);
     cpool__arena_release(&pool->pages, arena);
     cpool__mutex_unlock(&pool->mu);
+    return graph;
 }
 
 void cpool__pool_arena_stats(cpool_pool *pool, const cpool__arena *arena, cpool__arena_stats *out) {
@@ -943,7 +979,9 @@ cpool_status cpool__pool_add_param(cpool_pool *pool, size_t bytes, cpool_param *
     cpool__mutex_lock(&pool->mu);
     /* Stream 0: only blocks with no pending stream work. */
     cpool_status st = CPOOL_OK;
-    if (!cpool__allocator_alloc_cached(&pool->alloc, param->bytes, 0, NULL, CPOOL__USE_STREAM, &param->ptr))
+    if (atomic_load(&pool->suspended))
+        st = cpool__fail(CPOOL_ERR_SUSPENDED, "the pool is suspended (cpool_pool_resume gives it memory again)");
+    else if (!cpool__allocator_alloc_cached(&pool->alloc, param->bytes, 0, NULL, CPOOL__USE_STREAM, &param->ptr))
         st = alloc_slow(pool, param->bytes, NULL, CPOOL__USE_STREAM, 0, &param->ptr);
     if (st == CPOOL_OK) {
         cpool__front_count_alloc(&pool->front, param->bytes);
@@ -983,6 +1021,11 @@ static void fill_stats(const cpool_pool *p, const cpool__front_counts *front, cp
     s->segment_count = a->segment_count + live.runs;
     s->cached_bytes = a->reserved - a->live_block_bytes + front->free_bytes + (graph > live.bytes ? graph - live.bytes : 0);
     s->graph_count = p->graph_count;
+    const cpool__residency *r = &p->residency;
+    if (r->suspended) /* the records stay; the memory is off the device */
+        s->reserved_bytes = s->graph_reserved_bytes = s->cached_bytes = s->segment_count = 0;
+    s->host_kept_bytes = r->suspended ? r->kept_bytes : 0;
+    s->host_reserved_bytes = r->host_bytes;
 }
 
 cpool_status cpool_pool_get_stats(const cpool_pool *handle, cpool_pool_stats *out) {
@@ -1017,13 +1060,26 @@ cpool_status cpool__pool_inspect(const cpool_pool *pool, cpool_status (*fn)(void
     return st;
 }
 
-cpool_status cpool_pool_trim(cpool_pool *handle) {
-    cpool_pool *pool;
-    CPOOL__RESOLVE(pool, handle, CPOOL__HANDLE_POOL, "cpool_pool_trim", "pool");
-    cpool_status refused = cpool__refuse_wait_on_stream_thread("cpool_pool_trim");
-    if (refused != CPOOL_OK) return refused;
-    /* Everything freed, and every graph released, before the quiesce is
-     * finished with once it returns. */
+/* What may be taken back once the device was waited for: under mu,
+ * `upto` the free clock, `holders` and `released_by` the release clock
+ * read before the wait. Gives back free pages, idle arenas and, where no
+ * holder came meanwhile, what only holders could still use. */
+static void trim_after_quiesce(cpool_pool *pool, uint64_t upto, uint64_t holders, uint64_t released_by) {
+    bool no_holder = holder_count(holders) == 0 && atomic_load(&pool->holders) == holders;
+    poll_fences(pool);
+    cpool__allocator_unfence_all(&pool->alloc, upto);
+    if (no_holder) cpool__allocator_reclaim_graph(&pool->alloc);
+    cpool__allocator_trim(&pool->alloc);
+    /* Arenas let go of before the quiesce can have no work left either. */
+    cpool__graph_pages_unfence_all(&pool->pages, upto);
+    cpool__graph_pages_trim(&pool->pages, released_by, no_holder);
+    CHECK_ALLOCATOR_FULL(pool);
+}
+
+/* Waits for the device; then, under mu, trim_after_quiesce. Everything
+ * freed, and every graph released, before the wait is finished with once
+ * it returns. Returns with mu held. */
+static cpool_status quiesce_and_trim(cpool_pool *pool) {
     cpool__mutex_lock(&pool->mu);
     cpool__front_flush(&pool->front, &pool->alloc);
     uint64_t upto = cpool__allocator_clock();
@@ -1032,18 +1088,151 @@ cpool_status cpool_pool_trim(cpool_pool *handle) {
     cpool__mutex_unlock(&pool->mu);
     cpool_status st = cpool__device_quiesce(pool->dev);
     cpool__mutex_lock(&pool->mu);
-    poll_fences(pool);
-    cpool__allocator_unfence_all(&pool->alloc, upto);
-    if (holder_count(holders) == 0 && atomic_load(&pool->holders) == holders)
-        cpool__allocator_reclaim_graph(&pool->alloc);
-    cpool__allocator_trim(&pool->alloc);
-    /* Arenas let go of before the quiesce can have no work left either. */
-    cpool__graph_pages_unfence_all(&pool->pages, upto);
-    cpool__graph_pages_trim(&pool->pages, released_by,
-                            holder_count(holders) == 0 && atomic_load(&pool->holders) == holders);
-    CHECK_ALLOCATOR_FULL(pool);
+    /* A suspended pool's pages are off the device: nothing to give back. */
+    if (!pool->residency.suspended) trim_after_quiesce(pool, upto, holders, released_by);
+    return st;
+}
+
+cpool_status cpool_pool_trim(cpool_pool *handle) {
+    cpool_pool *pool;
+    CPOOL__RESOLVE(pool, handle, CPOOL__HANDLE_POOL, "cpool_pool_trim", "pool");
+    cpool_status refused = cpool__refuse_wait_on_stream_thread("cpool_pool_trim");
+    if (refused != CPOOL_OK) return refused;
+    cpool_status st = quiesce_and_trim(pool);
+    cpool__residency_trim(&pool->residency);
     cpool__mutex_unlock(&pool->mu);
     return st == CPOOL_OK ? st : cpool__fail_in("cpool_pool_trim", st);
+}
+
+/* ---- suspend and resume --------------------------------------------------- */
+
+/* The suspended pools, for the copies and sets that must not touch their
+ * memory; `suspended_count` spares the others the lock. */
+static cpool__mutex suspended_mu = CPOOL__MUTEX_INIT(CPOOL__RANK_SUSPENDED);
+static cpool_pool *suspended_pools;
+static atomic_int suspended_count;
+
+static void list_suspended(cpool_pool *pool) {
+    cpool__mutex_lock(&suspended_mu);
+    pool->next_suspended = suspended_pools;
+    suspended_pools = pool;
+    atomic_fetch_add(&suspended_count, 1);
+    cpool__mutex_unlock(&suspended_mu);
+}
+
+static void forget_suspended(cpool_pool *pool) {
+    cpool__mutex_lock(&suspended_mu);
+    for (cpool_pool **at = &suspended_pools; *at; at = &(*at)->next_suspended)
+        if (*at == pool) {
+            *at = pool->next_suspended;
+            atomic_fetch_sub(&suspended_count, 1);
+            break;
+        }
+    cpool__mutex_unlock(&suspended_mu);
+}
+
+bool cpool__pool_memory_suspended(const cpool_device *dev, const void *p, size_t bytes) {
+    if (atomic_load_explicit(&suspended_count, memory_order_relaxed) == 0) return false;
+    bool held = false;
+    cpool__mutex_lock(&suspended_mu);
+    for (cpool_pool *pool = suspended_pools; pool && !held; pool = pool->next_suspended) {
+        if (pool->dev != dev) continue;
+        cpool__mutex_lock(&pool->mu);
+        held = cpool__residency_holds(&pool->residency, &pool->pages, (uintptr_t)p) ||
+               cpool__residency_holds(&pool->residency, &pool->pages, (uintptr_t)p + bytes - 1);
+        cpool__mutex_unlock(&pool->mu);
+    }
+    cpool__mutex_unlock(&suspended_mu);
+    return held;
+}
+
+bool cpool__pool_is_suspended(const cpool_pool *pool) { return atomic_load(&pool->suspended); }
+
+/* Under suspend_mu. The flag goes up first, so that no launch, allocation
+ * or capture starts; then the launches under way, then the device, are
+ * waited for. */
+static cpool_status suspend(cpool_pool *pool, cpool_suspend_mode mode) {
+    if (atomic_load(&pool->suspended)) return CPOOL_OK;
+    atomic_store(&pool->suspended, true);
+    /* A capture takes hold before it looks at the flag: one that looked
+     * too early is counted here. */
+    cpool__mutex_lock(&pool->mu);
+    uint64_t captures = holder_count(atomic_load(&pool->holders)) - pool->graph_count;
+    cpool__mutex_unlock(&pool->mu);
+    if (captures) {
+        atomic_store(&pool->suspended, false);
+        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT,
+                           "cpool_pool_suspend: %llu capture(s) use the pool: end them first",
+                           (unsigned long long)captures);
+    }
+    list_suspended(pool);
+    while (atomic_load(&pool->launching) != 0) sched_yield();
+    cpool_status st = quiesce_and_trim(pool);
+    if (st == CPOOL_OK)
+        st = cpool__residency_suspend(&pool->residency, &pool->alloc, &pool->pages,
+                                      mode == CPOOL_SUSPEND_KEEP_CONTENTS);
+    CHECK_ALLOCATOR_FULL(pool);
+    cpool__mutex_unlock(&pool->mu);
+    if (st != CPOOL_OK) {
+        forget_suspended(pool);
+        atomic_store(&pool->suspended, false);
+        return cpool__fail_in("cpool_pool_suspend", st);
+    }
+    return CPOOL_OK;
+}
+
+cpool_status cpool_pool_suspend(cpool_pool *handle, cpool_suspend_mode mode) {
+    cpool_pool *pool;
+    CPOOL__RESOLVE(pool, handle, CPOOL__HANDLE_POOL, "cpool_pool_suspend", "pool");
+    if (mode != CPOOL_SUSPEND_KEEP_CONTENTS && mode != CPOOL_SUSPEND_DISCARD)
+        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT,
+                           "cpool_pool_suspend: mode %d is neither CPOOL_SUSPEND_KEEP_CONTENTS nor CPOOL_SUSPEND_DISCARD",
+                           (int)mode);
+    cpool_status st = cpool__refuse_wait_on_stream_thread("cpool_pool_suspend");
+    if (st != CPOOL_OK) return st;
+    if (pool->registrar.add)
+        return cpool__fail(CPOOL_ERR_UNSUPPORTED,
+                           "cpool_pool_suspend: an NCCL pool's memory is registered with NCCL, which keeps using its "
+                           "addresses: it cannot be given back");
+    if (!cpool_pool_grows_in_place(handle))
+        return cpool__fail(CPOOL_ERR_UNSUPPORTED,
+                           "cpool_pool_suspend: the pool's memory is plain segments, which cannot keep their "
+                           "addresses without their memory (see cpool_pool_grows_in_place)");
+    cpool__pool_retain(pool); /* a release on another thread meanwhile leaves it to this call */
+    cpool__mutex_lock(&pool->suspend_mu);
+    st = suspend(pool, mode);
+    cpool__mutex_unlock(&pool->suspend_mu);
+    cpool__pool_release(pool);
+    return st;
+}
+
+cpool_status cpool_pool_resume(cpool_pool *handle) {
+    cpool_pool *pool;
+    CPOOL__RESOLVE(pool, handle, CPOOL__HANDLE_POOL, "cpool_pool_resume", "pool");
+    cpool_status st = cpool__refuse_wait_on_stream_thread("cpool_pool_resume");
+    if (st != CPOOL_OK) return st;
+    cpool__pool_retain(pool);
+    cpool__mutex_lock(&pool->suspend_mu);
+    if (atomic_load(&pool->suspended)) {
+        cpool__mutex_lock(&pool->mu);
+        st = cpool__residency_resume(&pool->residency, &pool->alloc, &pool->pages);
+        note_peak(pool);
+        CHECK_ALLOCATOR_FULL(pool);
+        cpool__mutex_unlock(&pool->mu);
+        if (st == CPOOL_OK) {
+            forget_suspended(pool);
+            atomic_store(&pool->suspended, false);
+        }
+    }
+    cpool__mutex_unlock(&pool->suspend_mu);
+    cpool__pool_release(pool);
+    return st == CPOOL_OK ? st : cpool__fail_in("cpool_pool_resume", st);
+}
+
+bool cpool_pool_is_suspended(const cpool_pool *handle) {
+    const cpool_pool *pool;
+    CPOOL__RESOLVE_OR_NULL(pool, handle, CPOOL__HANDLE_POOL, "cpool_pool_is_suspended", "pool");
+    return pool && atomic_load(&pool->suspended);
 }
 
 void cpool__pool_check(const cpool_pool *handle) {
@@ -1080,11 +1269,13 @@ cpool_device *cpool__pool_device(const cpool_pool *pool) { return pool->dev; }
 
 uint64_t cpool__pool_generation(const cpool_pool *pool) { return atomic_load(&pool->generation); }
 
-bool cpool__pool_launch_enter(cpool_pool *pool, uint64_t generation) {
+cpool_status cpool__pool_launch_enter(cpool_pool *pool, uint64_t generation) {
     atomic_fetch_add(&pool->launching, 1);
-    if (atomic_load(&pool->generation) == generation) return true;
-    atomic_fetch_sub(&pool->launching, 1);
-    return false;
+    cpool_status st = atomic_load(&pool->generation) != generation ? CPOOL_ERR_STALE_GRAPH
+                      : atomic_load(&pool->suspended)                ? CPOOL_ERR_SUSPENDED
+                                                                     : CPOOL_OK;
+    if (st != CPOOL_OK) atomic_fetch_sub(&pool->launching, 1);
+    return st;
 }
 
 void cpool__pool_launch_exit(cpool_pool *pool) { atomic_fetch_sub(&pool->launching, 1); }
@@ -1105,13 +1296,14 @@ bool cpool__pool_hold_in_capture(cpool__capture *cap, cpool_pool *pool) {
 void cpool__pool_release_capture(cpool__capture *cap) {
     for (size_t i = 0; i < cap->pool_count; i++) {
         cpool_pool *pool = cap->pools[i].pool;
+        bool graph_hold = false; /* sealed for a graph that was not made */
         if (cap->pools[i].arena) {
             /* Its blocks are plain blocks now, for the caller to free: off
              * the shared pages if memory allows. */
             cpool__pool_seal_arena(pool, &cap->pools[i].arena, cap->id, 0);
-            cpool__pool_release_arena(pool, cap->pools[i].arena);
+            graph_hold = cpool__pool_release_arena(pool, cap->pools[i].arena);
         }
-        cpool__pool_capture_detach(pool);
+        if (!graph_hold) cpool__pool_capture_detach(pool);
         cpool__pool_release(pool);
     }
     cpool__capture_forget(cap);
@@ -1144,4 +1336,4 @@ void cpool__pool_end_branches(cpool__capture *cap, uint64_t origin_id) {
 
 void cpool__pool_capture_attach(cpool_pool *pool) { atomic_fetch_add(&pool->holders, HOLDER_EPOCH_ONE + 1); }
 void cpool__pool_capture_detach(cpool_pool *pool) { atomic_fetch_sub(&pool->holders, 1); }
-void cpool__pool_graph_detach(cpool_pool *pool) { atomic_fetch_sub(&pool->holders, 1); }
+

@@ -1,0 +1,216 @@
+/*
+ * A pool's memory off the device and back (see residency.h).
+ *
+ * Only live bytes travel: the live blocks of the allocator and of every
+ * arena, in address order, with small gaps between neighbours copied too
+ * (a copy per block would cost more than a few KiB of dead bytes). A gap
+ * is never as large as a page, so it lies on the two pages of its
+ * neighbours, which hold live bytes and are mapped.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fault.h"
+#include "residency.h"
+#include "status.h"
+
+/* Neighbouring live blocks at most this far apart are copied as one run. */
+#define MERGE_GAP ((size_t)64 << 10)
+
+void cpool__residency_init(cpool__residency *r, const cpool__backend *be, cpool__bdevice *dev) {
+    *r = (cpool__residency){.be = be, .dev = dev};
+}
+
+static void free_host(cpool__residency *r) {
+    if (r->host) r->be->host_free(r->dev, r->host);
+    r->host = NULL;
+    r->host_bytes = 0;
+}
+
+void cpool__residency_destroy(cpool__residency *r) {
+    free_host(r);
+    free(r->runs);
+    free(r->absent);
+    *r = (cpool__residency){0};
+}
+
+void cpool__residency_trim(cpool__residency *r) {
+    if (!r->suspended) free_host(r);
+}
+
+/* ---- what is mapped, what is live ------------------------------------------ */
+
+typedef struct range_list {
+    cpool__kept_run *at;
+    size_t count, cap;
+    bool failed;
+} range_list;
+
+static void add_range(range_list *l, uintptr_t addr, size_t bytes) {
+    if (l->count == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 64;
+        cpool__kept_run *grown = cpool__realloc(l->at, cap * sizeof *grown);
+        if (!grown) {
+            l->failed = true;
+            return;
+        }
+        l->at = grown;
+        l->cap = cap;
+    }
+    l->at[l->count++] = (cpool__kept_run){.addr = addr, .bytes = bytes};
+}
+
+static void note_run(void *ctx, uintptr_t base, size_t size) { add_range(ctx, base, size); }
+static void skip_run(void *ctx, uintptr_t base, size_t size) {
+    (void)ctx;
+    (void)base;
+    (void)size;
+}
+static void note_live(void *ctx, const cpool__block_view *b) {
+    if (b->live) add_range(ctx, b->addr, b->size);
+}
+static void skip_block(void *ctx, const cpool__block_view *b) {
+    (void)ctx;
+    (void)b;
+}
+
+static int by_addr(const void *x, const void *y) {
+    uintptr_t a = ((const cpool__kept_run *)x)->addr, b = ((const cpool__kept_run *)y)->addr;
+    return a < b ? -1 : a > b;
+}
+
+/* The allocator's mapped runs (growable segments). */
+static cpool_status mapped_runs(const cpool__allocator *a, range_list *out) {
+    cpool__allocator_walk(a, &(cpool__walker){.ctx = out, .segment = note_run, .block = skip_block});
+    return out->failed ? cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory listing a pool's pages") : CPOOL_OK;
+}
+
+/* The live blocks, merged into runs, with their offsets in the host copy. */
+static cpool_status live_runs(const cpool__allocator *a, const cpool__graph_pages *gp, range_list *out,
+                              uint64_t *total) {
+    cpool__walker w = {.ctx = out, .segment = skip_run, .block = note_live};
+    cpool__allocator_walk(a, &w);
+    cpool__graph_pages_walk_live(gp, &w);
+    if (out->failed) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory listing a pool's live blocks");
+    qsort(out->at, out->count, sizeof *out->at, by_addr);
+    size_t n = 0;
+    *total = 0;
+    for (size_t i = 0; i < out->count; i++) {
+        cpool__kept_run *prev = n ? &out->at[n - 1] : NULL;
+        if (prev && out->at[i].addr - (prev->addr + prev->bytes) <= MERGE_GAP) {
+            size_t grown = out->at[i].addr + out->at[i].bytes - prev->addr;
+            *total += grown - prev->bytes;
+            prev->bytes = grown;
+            continue;
+        }
+        out->at[n] = out->at[i];
+        out->at[n].offset = (size_t)*total;
+        *total += out->at[n].bytes;
+        n++;
+    }
+    out->count = n;
+    return CPOOL_OK;
+}
+
+/* ---- copies ---------------------------------------------------------------- */
+
+/* Copies every run to the host copy (to_host) or back, on a stream of its
+ * own, and waits for them. */
+static cpool_status copy_runs(cpool__residency *r, const cpool__kept_run *runs, size_t count, bool to_host) {
+    if (!count) return CPOOL_OK;
+    cpool__bstream *s;
+    cpool_status st = r->be->stream_create(r->dev, NULL, false, &s);
+    if (st != CPOOL_OK) return st;
+    for (size_t i = 0; i < count && st == CPOOL_OK; i++) {
+        char *host = (char *)r->host + runs[i].offset;
+        void *dev = (void *)runs[i].addr;
+        st = to_host ? r->be->memcpy_async(s, host, dev, runs[i].bytes)
+                     : r->be->memcpy_async(s, dev, host, runs[i].bytes);
+    }
+    cpool_status synced = r->be->stream_synchronize(s);
+    r->be->stream_destroy(s);
+    return st != CPOOL_OK ? st : synced;
+}
+
+static void unmap_runs(cpool__residency *r, const range_list *runs, size_t count) {
+    for (size_t i = 0; i < count; i++) r->be->pages_unmap(r->dev, (void *)runs->at[i].addr, runs->at[i].bytes);
+}
+
+/* ---- suspend and resume --------------------------------------------------- */
+
+cpool_status cpool__residency_suspend(cpool__residency *r, cpool__allocator *a, cpool__graph_pages *gp, bool keep) {
+    if (r->suspended) return CPOOL_OK;
+    range_list mapped = {0}, live = {0};
+    uint64_t total = 0;
+    cpool_status st = mapped_runs(a, &mapped);
+    if (st == CPOOL_OK && keep) st = live_runs(a, gp, &live, &total);
+    /* The host copy: the one kept since the last resume if it is large
+     * enough, else a new one (the old goes first: memory may be short). */
+    if (st == CPOOL_OK && total > r->host_bytes) {
+        free_host(r);
+        st = r->be->host_alloc(r->dev, (size_t)total, &r->host);
+        if (st == CPOOL_OK) r->host_bytes = (size_t)total;
+    }
+    if (st == CPOOL_OK) st = copy_runs(r, live.at, live.count, true);
+    if (st != CPOOL_OK) {
+        free(mapped.at);
+        free(live.at);
+        return st;
+    }
+    unmap_runs(r, &mapped, mapped.count);
+    cpool__graph_pages_suspend(gp);
+    qsort(mapped.at, mapped.count, sizeof *mapped.at, by_addr);
+    r->absent = mapped.at;
+    r->absent_count = mapped.count;
+    free(r->runs);
+    r->runs = live.at;
+    r->run_count = live.count;
+    r->kept_bytes = total;
+    r->suspended = true;
+    return CPOOL_OK;
+}
+
+cpool_status cpool__residency_resume(cpool__residency *r, cpool__allocator *a, cpool__graph_pages *gp) {
+    if (!r->suspended) return CPOOL_OK;
+    range_list mapped = {0};
+    cpool_status st = mapped_runs(a, &mapped);
+    size_t done = 0;
+    for (; st == CPOOL_OK && done < mapped.count; done++) {
+        st = r->be->pages_map(r->dev, (void *)mapped.at[done].addr, mapped.at[done].bytes);
+        if (st != CPOOL_OK) break;
+    }
+    if (st == CPOOL_OK) st = cpool__graph_pages_resume(gp);
+    if (st == CPOOL_OK) {
+        st = copy_runs(r, r->runs, r->run_count, false);
+        if (st != CPOOL_OK) cpool__graph_pages_suspend(gp);
+    }
+    if (st != CPOOL_OK) {
+        unmap_runs(r, &mapped, done);
+        free(mapped.at);
+        return st;
+    }
+    free(mapped.at);
+    free(r->absent);
+    r->absent = NULL;
+    r->absent_count = 0;
+    free(r->runs);
+    r->runs = NULL;
+    r->run_count = 0;
+    r->kept_bytes = 0;
+    r->suspended = false;
+    return CPOOL_OK;
+}
+
+bool cpool__residency_holds(const cpool__residency *r, const cpool__graph_pages *gp, uintptr_t addr) {
+    if (!r->suspended) return false;
+    size_t lo = 0, hi = r->absent_count;
+    while (lo < hi) { /* the first run that ends after addr */
+        size_t mid = lo + (hi - lo) / 2;
+        if (r->absent[mid].addr + r->absent[mid].bytes <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < r->absent_count && r->absent[lo].addr <= addr) return true;
+    return cpool__graph_pages_holds(gp, addr);
+}

@@ -1,0 +1,65 @@
+/*
+ * A pool's memory off the device and back: suspend gives every page of an
+ * allocator (growable segments) and of graph pages back to the device,
+ * first copying the bytes of live blocks to host memory when asked; resume
+ * maps memory at the same addresses again and copies the bytes back.
+ *
+ * The allocator's and the arenas' records do not change: pages they count
+ * as mapped are simply absent meanwhile. The caller keeps them from
+ * mapping, unmapping or handing out memory until the resume (the pool
+ * refuses allocations, and its page callbacks skip absent pages), and
+ * makes sure no work uses the memory (it waited for the device).
+ *
+ * Everything here runs under the pool's lock.
+ */
+#ifndef CPOOL_RESIDENCY_H
+#define CPOOL_RESIDENCY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "alloc.h"
+#include "backend.h"
+#include "graph_pages.h"
+
+/* A run of live bytes kept on the host: at `offset` in the host copy. */
+typedef struct cpool__kept_run {
+    uintptr_t addr;
+    size_t bytes, offset;
+} cpool__kept_run;
+
+typedef struct cpool__residency {
+    const cpool__backend *be;
+    cpool__bdevice *dev;
+    bool suspended;
+    /* The host copy (pinned where the backend can) and what it holds. It
+     * outlives the resume, for the next suspend, until a trim. */
+    void *host;
+    size_t host_bytes;
+    cpool__kept_run *runs;
+    size_t run_count;
+    uint64_t kept_bytes;
+    /* While suspended: the allocator's mapped runs, in address order. */
+    cpool__kept_run *absent;
+    size_t absent_count;
+} cpool__residency;
+
+void cpool__residency_init(cpool__residency *r, const cpool__backend *be, cpool__bdevice *dev);
+/* Frees the host copy. */
+void cpool__residency_destroy(cpool__residency *r);
+
+/* Copies the live blocks of `a` and `gp` to the host (with `keep`), then
+ * takes every mapped page of both off the device. On failure (no host
+ * memory, a copy refused) nothing changed. */
+cpool_status cpool__residency_suspend(cpool__residency *r, cpool__allocator *a, cpool__graph_pages *gp, bool keep);
+/* Maps every page of `a` and `gp` again and restores the kept bytes. On
+ * failure nothing is mapped and the memory stays suspended. */
+cpool_status cpool__residency_resume(cpool__residency *r, cpool__allocator *a, cpool__graph_pages *gp);
+/* Whether addr lies in memory the suspend took off the device (the
+ * allocator's or graph pages'). */
+bool cpool__residency_holds(const cpool__residency *r, const cpool__graph_pages *gp, uintptr_t addr);
+/* Gives back the host copy kept after a resume (none while suspended). */
+void cpool__residency_trim(cpool__residency *r);
+
+#endif /* CPOOL_RESIDENCY_H */
