@@ -1,7 +1,8 @@
 /*
  * What suspending and resuming a pool costs, side by side in one run, with
- * the ratios of each measure (medians of the ratios of side-by-side rounds,
- * whose order flips each round on CUDA):
+ * the ratios of each measure (medians of the ratios of side-by-side rounds;
+ * in 1 which side goes first flips each round, in 2 ours and raw take turns
+ * holding the memory):
  *
  * 1. Backup and restore bandwidth. A pool of L bytes of live blocks
  *    (cpool_alloc outside capture) is suspended with KEEP_CONTENTS and
@@ -52,8 +53,10 @@
 #include "capturepool.h"
 #include "tick_step.h"
 #ifdef CPOOL_HAVE_CUDA
-#include <cuda.h>
+#include <cuda.h> /* the driver's types; its functions come through the runtime */
 #include <cuda_runtime_api.h>
+
+#include "cuda_driver.h" /* cpool__driver_entry, from src/ */
 
 #define CUDA_CHECK(call)                                                                           \
     do {                                                                                           \
@@ -64,13 +67,42 @@
             exit(1);                                                                               \
         }                                                                                          \
     } while (0)
+
+/* The driver's virtual memory calls of the raw side, fetched through the
+ * runtime as the library fetches them, so that the program does not link
+ * the driver library and runs where there is none (on the host backend). */
+typedef struct vmm_calls {
+    CUresult (*address_reserve)(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                                unsigned long long flags);
+    CUresult (*address_free)(CUdeviceptr ptr, size_t size);
+    CUresult (*create)(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
+                       unsigned long long flags);
+    CUresult (*map)(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                    unsigned long long flags);
+    CUresult (*set_access)(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count);
+    CUresult (*unmap)(CUdeviceptr ptr, size_t size);
+    CUresult (*release)(CUmemGenericAllocationHandle handle);
+} vmm_calls;
+static vmm_calls vmm;
+
+/* Whether the runtime gave every call. */
+static bool vmm_load(void) {
+    vmm.address_reserve = (__typeof__(vmm.address_reserve))cpool__driver_entry("cuMemAddressReserve");
+    vmm.address_free = (__typeof__(vmm.address_free))cpool__driver_entry("cuMemAddressFree");
+    vmm.create = (__typeof__(vmm.create))cpool__driver_entry("cuMemCreate");
+    vmm.map = (__typeof__(vmm.map))cpool__driver_entry("cuMemMap");
+    vmm.set_access = (__typeof__(vmm.set_access))cpool__driver_entry("cuMemSetAccess");
+    vmm.unmap = (__typeof__(vmm.unmap))cpool__driver_entry("cuMemUnmap");
+    vmm.release = (__typeof__(vmm.release))cpool__driver_entry("cuMemRelease");
+    return vmm.address_reserve && vmm.address_free && vmm.create && vmm.map && vmm.set_access && vmm.unmap &&
+           vmm.release;
+}
+
 #define CU_CHECK(call)                                                                             \
     do {                                                                                           \
         CUresult r_ = (call);                                                                      \
         if (r_ != CUDA_SUCCESS) {                                                                  \
-            const char *name_ = "?";                                                               \
-            cuGetErrorName(r_, &name_);                                                            \
-            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, name_);           \
+            fprintf(stderr, "%s:%d: %s failed: CUresult %d\n", __FILE__, __LINE__, #call, (int)r_); \
             exit(1);                                                                               \
         }                                                                                          \
     } while (0)
@@ -85,6 +117,7 @@ typedef struct bench {
     cpool_device *dev;
     cpool_stream *s;
     bool cuda, smoke;
+    bool raw_pages; /* the driver's virtual memory calls are at hand (CUDA) */
     int rounds;
     double max_bytes;
     /* Raw side: the host buffer of the copies (pinned on CUDA), sized for
@@ -263,6 +296,7 @@ static void *raw_device_buffer(const bench *b, size_t bytes) {
         return p;
     }
 #endif
+    (void)b;
     p = malloc(bytes);
     if (!p) exit(1);
     memset(p, 1, bytes);
@@ -303,7 +337,7 @@ static raw_pages raw_pages_reserve(const bench *b, size_t bytes, size_t live) {
     r.prop.location.id = b->ordinal;
     r.access.location = r.prop.location;
     r.access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    CU_CHECK(cuMemAddressReserve(&r.base, r.pages * PAGE, PAGE, 0, 0));
+    CU_CHECK(vmm.address_reserve(&r.base, r.pages * PAGE, PAGE, 0, 0));
     return r;
 }
 
@@ -311,10 +345,10 @@ static raw_pages raw_pages_reserve(const bench *b, size_t bytes, size_t live) {
 static double raw_pages_resume(const bench *b, raw_pages *r) {
     double t0 = bench_now_ns();
     for (size_t i = 0; i < r->pages; i++) {
-        CU_CHECK(cuMemCreate(&r->h[i], PAGE, &r->prop, 0));
-        CU_CHECK(cuMemMap(r->base + i * PAGE, PAGE, 0, r->h[i], 0));
+        CU_CHECK(vmm.create(&r->h[i], PAGE, &r->prop, 0));
+        CU_CHECK(vmm.map(r->base + i * PAGE, PAGE, 0, r->h[i], 0));
     }
-    CU_CHECK(cuMemSetAccess(r->base, r->pages * PAGE, &r->access, 1));
+    CU_CHECK(vmm.set_access(r->base, r->pages * PAGE, &r->access, 1));
     CUDA_CHECK(cudaMemcpyAsync((void *)r->base, b->raw_host, r->live, cudaMemcpyHostToDevice, b->raw_stream));
     CUDA_CHECK(cudaStreamSynchronize(b->raw_stream));
     return bench_now_ns() - t0;
@@ -326,14 +360,14 @@ static double raw_pages_suspend(const bench *b, raw_pages *r) {
     CUDA_CHECK(cudaMemcpyAsync(b->raw_host, (void *)r->base, r->live, cudaMemcpyDeviceToHost, b->raw_stream));
     CUDA_CHECK(cudaStreamSynchronize(b->raw_stream));
     for (size_t i = 0; i < r->pages; i++) {
-        CU_CHECK(cuMemUnmap(r->base + i * PAGE, PAGE));
-        CU_CHECK(cuMemRelease(r->h[i]));
+        CU_CHECK(vmm.unmap(r->base + i * PAGE, PAGE));
+        CU_CHECK(vmm.release(r->h[i]));
     }
     return bench_now_ns() - t0;
 }
 
 static void raw_pages_free(raw_pages *r) {
-    CU_CHECK(cuMemAddressFree(r->base, r->pages * PAGE));
+    CU_CHECK(vmm.address_free(r->base, r->pages * PAGE));
     free(r->h);
 }
 #endif
@@ -409,7 +443,7 @@ static pool_row measure_pool(bench *b, size_t graph_bytes, size_t live_bytes) {
     pool_setup ps = setup_pool(b, graph_bytes, live_bytes);
 #ifdef CPOOL_HAVE_CUDA
     raw_pages raw;
-    if (b->cuda) raw = raw_pages_reserve(b, graph_bytes + live_bytes, live_bytes);
+    if (b->raw_pages) raw = raw_pages_reserve(b, graph_bytes + live_bytes, live_bytes);
 #endif
     /* The untimed round: the memory given back, and the host buffers. */
     row.reserved_before = (double)reserved_of(ps.pool);
@@ -418,7 +452,7 @@ static pool_row measure_pool(bench *b, size_t graph_bytes, size_t live_bytes) {
     /* The host backend has no cudaMemGetInfo: what the pool says it gave. */
     row.free_gain = b->cuda ? device_free_bytes(b) - free_before : row.reserved_before - (double)reserved_of(ps.pool);
 #ifdef CPOOL_HAVE_CUDA
-    if (b->cuda) {
+    if (b->raw_pages) {
         raw_pages_resume(b, &raw);
         raw_pages_suspend(b, &raw);
     }
@@ -430,17 +464,17 @@ static pool_row measure_pool(bench *b, size_t graph_bytes, size_t live_bytes) {
         TIME_NS(sus[r], cpool_pool_suspend(ps.pool, CPOOL_SUSPEND_KEEP_CONTENTS));
         raw_res[r] = raw_sus[r] = 0;
 #ifdef CPOOL_HAVE_CUDA
-        if (b->cuda) {
+        if (b->raw_pages) {
             raw_res[r] = raw_pages_resume(b, &raw);
             raw_sus[r] = raw_pages_suspend(b, &raw);
         }
 #endif
         TIME_NS(res[r], cpool_pool_resume(ps.pool));
-        ratio[r] = b->cuda ? (sus[r] + res[r]) / (raw_sus[r] + raw_res[r]) : 0;
+        ratio[r] = b->raw_pages ? (sus[r] + res[r]) / (raw_sus[r] + raw_res[r]) : 0;
     }
     row.intact = live_bytes_intact(b, &ps);
 #ifdef CPOOL_HAVE_CUDA
-    if (b->cuda) raw_pages_free(&raw);
+    if (b->raw_pages) raw_pages_free(&raw);
 #endif
     teardown_pool(b, &ps);
     int n = b->rounds;
@@ -560,6 +594,8 @@ int main(int argc, char **argv) {
         CUDA_CHECK(cudaGetDevice(&b.ordinal));
         CUDA_CHECK(cudaFree(NULL)); /* the primary context, current for the driver's calls */
         CUDA_CHECK(cudaStreamCreateWithFlags(&b.raw_stream, cudaStreamNonBlocking));
+        b.raw_pages = vmm_load();
+        if (!b.raw_pages) printf("the runtime gives no driver entry points (CUDA 12.5 or later does): no raw pages\n");
     }
 #endif
     if (max_gib > 0)
@@ -580,10 +616,10 @@ int main(int argc, char **argv) {
     printf("suspend_bench: backend %s, %d timed rounds, sizes up to %.1f GiB%s\n", backend, b.rounds,
            b.max_bytes / (double)GIB, b.smoke ? " (smoke run: the figures mean nothing)" : "");
 
-    printf("\n1. backup and restore bandwidth: suspend(KEEP_CONTENTS) / resume against a %s copy of the same "
+    printf("\n1. backup and restore bandwidth: suspend(KEEP_CONTENTS) / resume against %s of the same "
            "bytes\n   ours: the copy isolated as KEEP minus DISCARD of the same pool; total: the whole call; "
            "ratios: bandwidth ours / raw (goal >= 0.9)\n",
-           b.cuda ? "pinned cudaMemcpyAsync" : "memcpy");
+           b.cuda ? "a pinned cudaMemcpyAsync" : "a memcpy");
     printf("%9s | %9s %9s %8s %8s | %9s %9s %8s %8s\n", "live GiB", "D2H GB/s", "raw GB/s", "ratio", "total",
            "H2D GB/s", "raw GB/s", "ratio", "total");
     for (int i = 0; i < 2; i++) {
@@ -616,7 +652,7 @@ int main(int argc, char **argv) {
         }
         pool_row p = measure_pool(&b, g, l);
         char raw_sus[16] = "n/a", raw_res[16] = "n/a", ratio[16] = "n/a";
-        if (b.cuda) {
+        if (b.raw_pages) {
             snprintf(raw_sus, sizeof raw_sus, "%.2f", p.raw_suspend_ns / 1e6);
             snprintf(raw_res, sizeof raw_res, "%.2f", p.raw_resume_ns / 1e6);
             snprintf(ratio, sizeof ratio, "%.3fx", p.ratio);
