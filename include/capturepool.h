@@ -602,20 +602,25 @@ typedef struct cpool_pool_stats {
 cpool_status cpool_pool_get_stats(const cpool_pool *pool, cpool_pool_stats *out);
 
 /* Writes a picture of the pool's memory to `path` (created or replaced) as
- * one JSON object: "version" (1), "backend", "grows_in_place" (see
+ * one JSON object: "version" (2), "backend", "grows_in_place" (see
  * cpool_pool_grows_in_place), "stats" (cpool_pool_stats under its C
- * names), "segments" (each {"address", "size", "blocks"}: a plain segment
- * or a run of mapped pages; every block
+ * names), "segments" (each {"address", "size", "kind", "blocks"}: a plain
+ * segment or a run of mapped pages of the pool's own memory; every block
  * {"offset", "size", "requested", "state", "stream", "graphs", "output",
- * "param"}, state "free", "live", "graph_free" or "graph_live") and
- * "graphs" (each {"id", "write_bytes", "shared_write_bytes", "own_bytes",
- * "live_output_bytes", "live_outputs"}, as cpool_graph_get_stats for this
- * pool). docs/SNAPSHOT.md has the schema. It is one consistent moment:
- * taken under the pool's lock (allocations on other threads wait for it),
- * so segment sizes add up to stats.reserved_bytes, block sizes to their
- * segment's, requested bytes of live and graph_live blocks to
- * allocated_bytes, graph_free and graph_live sizes to graph_reserved_bytes;
- * the file is written after the lock is dropped.
+ * "param"}, state "free", "live", "graph_free" or "graph_live"), "arenas"
+ * (the address ranges each graph or capture allocated in, with the id of
+ * the physical page behind every page: graphs share pages), "physical"
+ * (the distinct physical pages), "graphs" (each {"id", "write_bytes",
+ * "shared_write_bytes", "own_bytes", "live_output_bytes", "live_outputs"},
+ * as cpool_graph_get_stats for this pool) and "suspended" (false, or what
+ * a resume maps back). docs/SNAPSHOT.md has the schema. It is one
+ * consistent moment: taken under the pool's lock (allocations on other
+ * threads wait for it), so, in physical bytes (a shared page once),
+ * segment sizes and the arenas' pages add up to stats.reserved_bytes,
+ * block sizes to their segment's, requested bytes of live and graph_live
+ * blocks to allocated_bytes, graph memory to graph_reserved_bytes (while
+ * suspended: to the values in "suspended"); the file is written after the
+ * lock is dropped.
  * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL or dead pool, NULL
  * path), CPOOL_ERR_IO (the file could not be opened or written: nothing
  * else changed; a partly written regular file is removed, a device or a

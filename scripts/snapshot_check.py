@@ -114,10 +114,14 @@ def check(snap):
     packed = [seg for seg in segs if seg.get("kind") == "packed"]
 
     # The four sums the snapshot promises: in physical bytes, where graphs
-    # map shared pages (the arenas).
+    # map shared pages (the arenas). A suspended pool holds no memory (its
+    # stats say 0): its segments and arenas add up to what the resume maps
+    # back, which "suspended" says.
+    suspended = snap.get("suspended")
+    resident = dict(stats, **suspended) if isinstance(suspended, dict) else stats
     physical = physical_bytes(snap)
     total = sum(seg["size"] for seg in segs) + physical
-    want = stats.get("reserved_bytes")
+    want = resident.get("reserved_bytes")
     if total != want:
         warnings.append(f"segment sizes and the arenas' physical pages add up to {total} bytes, "
                         f"stats.reserved_bytes is {want}")
@@ -141,7 +145,7 @@ def check(snap):
                         f"stats.allocated_bytes is {want}")
     total = (sum(b["size"] for seg in eager for b in seg["blocks"] if b.get("state") in ("graph_free", "graph_live"))
              + sum(seg["size"] for seg in packed) + physical)
-    want = stats.get("graph_reserved_bytes")
+    want = resident.get("graph_reserved_bytes")
     if total != want:
         warnings.append(f"sizes of graph_free and graph_live blocks, packed segments and the arenas' physical pages "
                         f"add up to {total} bytes, stats.graph_reserved_bytes is {want}")
@@ -174,8 +178,8 @@ def check(snap):
             unknown = sorted(set(b.get("graphs", [])) - graph_ids)
             if unknown:
                 warnings.append(f"{where}: written by graph(s) {unknown} that \"graphs\" does not list")
-    if isinstance(stats.get("segment_count"), int) and stats["segment_count"] != len(runs):
-        warnings.append(f"stats.segment_count is {stats['segment_count']}, \"segments\" and the arenas' ranges "
+    if isinstance(resident.get("segment_count"), int) and resident["segment_count"] != len(runs):
+        warnings.append(f"stats.segment_count is {resident['segment_count']}, \"segments\" and the arenas' ranges "
                         f"have {len(runs)}")
     if isinstance(stats.get("graph_count"), int) and stats["graph_count"] != len(snap["graphs"]):
         warnings.append(f"stats.graph_count is {stats['graph_count']}, \"graphs\" has {len(snap['graphs'])}")

@@ -366,6 +366,11 @@ void cpool__pool_check(const cpool_pool *pool);
  * pool's lock (it must not call the library). */
 typedef struct cpool__pool_view {
     cpool_pool_stats stats;
+    /* Suspended: the memory is off the device (stats say 0 reserved), and
+     * `resident` has the sums of what the resume maps back, which the
+     * segments and arenas still list. */
+    bool suspended;
+    cpool_pool_stats resident;
     const char *backend;
     const cpool__allocator *alloc;
     const struct cpool__graph_pages *pages;

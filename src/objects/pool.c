@@ -1004,7 +1004,21 @@ cpool_status cpool__pool_add_param(cpool_pool *pool, size_t bytes, cpool_param *
 /* ---- stats and trim ------------------------------------------------------ */
 
 /* The counters, under mu, with the front's of the same moment. */
+static void fill_stats(const cpool_pool *p, const cpool__front_counts *front, cpool_pool_stats *s);
+
+/* As fill_stats, also while suspended: what the resume maps back. */
+static void fill_resident_stats(const cpool_pool *p, const cpool__front_counts *front, cpool_pool_stats *s);
+
 static void fill_stats(const cpool_pool *p, const cpool__front_counts *front, cpool_pool_stats *s) {
+    fill_resident_stats(p, front, s);
+    const cpool__residency *r = &p->residency;
+    if (r->suspended) /* the records stay; the memory is off the device */
+        s->reserved_bytes = s->graph_reserved_bytes = s->cached_bytes = s->segment_count = 0;
+    s->host_kept_bytes = r->suspended ? r->kept_bytes : 0;
+    s->host_reserved_bytes = r->host_bytes;
+}
+
+static void fill_resident_stats(const cpool_pool *p, const cpool__front_counts *front, cpool_pool_stats *s) {
     const cpool__allocator *a = &p->alloc;
     const cpool__graph_pages *gp = &p->pages;
     uint64_t graph = gp->shared_bytes + gp->own_bytes;
@@ -1021,11 +1035,6 @@ static void fill_stats(const cpool_pool *p, const cpool__front_counts *front, cp
     s->segment_count = a->segment_count + live.runs;
     s->cached_bytes = a->reserved - a->live_block_bytes + front->free_bytes + (graph > live.bytes ? graph - live.bytes : 0);
     s->graph_count = p->graph_count;
-    const cpool__residency *r = &p->residency;
-    if (r->suspended) /* the records stay; the memory is off the device */
-        s->reserved_bytes = s->graph_reserved_bytes = s->cached_bytes = s->segment_count = 0;
-    s->host_kept_bytes = r->suspended ? r->kept_bytes : 0;
-    s->host_reserved_bytes = r->host_bytes;
 }
 
 cpool_status cpool_pool_get_stats(const cpool_pool *handle, cpool_pool_stats *out) {
@@ -1053,6 +1062,11 @@ cpool_status cpool__pool_inspect(const cpool_pool *pool, cpool_status (*fn)(void
     cpool__mutex_lock(&p->mu);
     v.front_count = cpool__front_view_blocks(&p->front, v.front, &front);
     fill_stats(p, &front, &v.stats);
+    v.suspended = p->residency.suspended;
+    if (v.suspended) {
+        v.resident = (cpool_pool_stats){.struct_size = sizeof v.resident};
+        fill_resident_stats(p, &front, &v.resident);
+    }
     v.alloc = &p->alloc;
     v.pages = &p->pages;
     cpool_status st = fn(ctx, &v);

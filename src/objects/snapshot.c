@@ -67,6 +67,8 @@ static void put_stats(cpool__text *t, const cpool_pool_stats *s) {
     KEY_U64(t, ",\"segment_count\":", s->segment_count);
     KEY_U64(t, ",\"cached_bytes\":", s->cached_bytes);
     KEY_U64(t, ",\"graph_count\":", s->graph_count);
+    KEY_U64(t, ",\"host_kept_bytes\":", s->host_kept_bytes);
+    KEY_U64(t, ",\"host_reserved_bytes\":", s->host_reserved_bytes);
     CPOOL__TEXT_LIT(t, "}");
 }
 
@@ -257,6 +259,16 @@ static cpool_status build(void *ctx, const cpool__pool_view *v) {
     cpool__text_put(t, v->alloc->growable ? "\",\"grows_in_place\":true" : "\",\"grows_in_place\":false");
     CPOOL__TEXT_LIT(t, ",\n\"stats\":");
     put_stats(t, &v->stats);
+    /* Suspended, the segments and arenas below are what the resume maps
+     * back: their sums are these, not the stats' zeros. */
+    if (v->suspended) {
+        KEY_U64(t, ",\n\"suspended\":{\"reserved_bytes\":", v->resident.reserved_bytes);
+        KEY_U64(t, ",\"graph_reserved_bytes\":", v->resident.graph_reserved_bytes);
+        KEY_U64(t, ",\"segment_count\":", v->resident.segment_count);
+        CPOOL__TEXT_LIT(t, "}");
+    } else {
+        CPOOL__TEXT_LIT(t, ",\n\"suspended\":false");
+    }
     /* The eager allocator's segments, then the packed region's: memory of
      * their own, at addresses of their own. */
     CPOOL__TEXT_LIT(t, ",\n\"segments\":[");
