@@ -118,6 +118,45 @@ def capture_cost_section(out):
             ""]
 
 
+def suspend_section(out):
+    """Suspend and resume of a pool (suspend_bench): backup and restore
+    bandwidth against pinned copies, a pool of graph pages and live blocks
+    against raw cuMem* calls, the memory given back, and resume against
+    capturing the graphs again."""
+    gib = 1 << 30
+    # BACKEND, BYTES, D2H_OURS, D2H_RAW, D2H_RATIO, D2H_TOTAL, H2D_OURS, H2D_RAW, H2D_RATIO, H2D_TOTAL (GB/s, x)
+    bw = prefer_cuda([r for r in csv_rows(out, "suspend_bw") if len(r) >= 10], lambda r: r[0])
+    # BACKEND, GRAPH_BYTES, LIVE_BYTES, SUSPEND, RESUME, RAW_SUSPEND, RAW_RESUME (us), RATIO, RESERVED, FREED (bytes)
+    pool = prefer_cuda([r for r in csv_rows(out, "suspend_pool") if len(r) >= 10], lambda r: r[0])
+    # BACKEND, GRAPHS, KERNELS, RESUME, CAPTURE (us), RATIO, RESUME+LAUNCH, CAPTURE+LAUNCH (us), RATIO
+    rc = prefer_cuda([r for r in csv_rows(out, "suspend_recapture") if len(r) >= 9], lambda r: r[0])
+    md = ["## Suspend and resume of a pool (medians; ratios: medians of side-by-side rounds)", "",
+          "Backup (suspend with KEEP_CONTENTS) and restore (resume) bandwidth, GB/s, against a pinned "
+          "cudaMemcpyAsync of the same bytes; ours: KEEP_CONTENTS less DISCARD of the same pool; total: the "
+          "whole call (goal >= 0.9x):", "",
+          table(["backend", "live GiB", "D2H ours", "raw", "ours/raw", "total", "H2D ours", "raw", "ours/raw",
+                 "total"],
+                [[r[0], f"{int(r[1]) / gib:g}", r[2], r[3], f"{float(r[4]):.3f}x", f"{float(r[5]):.3f}x", r[6],
+                  r[7], f"{float(r[8]):.3f}x", f"{float(r[9]):.3f}x"] for r in bw]), "",
+          "Suspend + resume of a pool with graph pages and live blocks (ms) against raw cuMemCreate + cuMemMap "
+          "+ cuMemSetAccess of as many 2 MiB pages, pinned copies, cuMemUnmap + cuMemRelease (goal <= 1.2x); "
+          "memory given back: cudaMemGetInfo's gain over reserved_bytes before (goal 1):", "",
+          table(["backend", "graph GiB", "live GiB", "suspend", "resume", "raw suspend", "raw resume", "ours/raw",
+                 "reserved MiB", "freed MiB", "freed/reserved"],
+                [[r[0], f"{int(r[1]) / gib:g}", f"{int(r[2]) / gib:g}", f"{float(r[3]) / 1e3:.2f}",
+                  f"{float(r[4]) / 1e3:.2f}", f"{float(r[5]) / 1e3:.2f}", f"{float(r[6]) / 1e3:.2f}",
+                  f"{float(r[7]):.3f}x", f"{float(r[8]) / (1 << 20):.1f}", f"{float(r[9]) / (1 << 20):.1f}",
+                  ratio(float(r[9]), float(r[8]))] for r in pool]), "",
+          "Resume against capturing and instantiating the same graphs again (ms; goal >= 10x):", "",
+          table(["backend", "graphs", "kernels each", "resume", "capture", "capture/resume",
+                 "resume + first launches", "capture + first launches", "ratio"],
+                [[r[0], r[1], r[2], f"{float(r[3]) / 1e3:.3f}", f"{float(r[4]) / 1e3:.3f}", f"{float(r[5]):.2f}x",
+                  f"{float(r[6]) / 1e3:.3f}", f"{float(r[7]) / 1e3:.3f}", f"{float(r[8]):.2f}x"] for r in rc]), ""]
+    if not bw or not pool or not rc:
+        md += ["(suspend_bench gave no figures for some rows: see suspend-bench.log)", ""]
+    return md
+
+
 def traces_three_way_section(out, ours_rows):
     """Peak reserved of each trace: ours, PyTorch's allocator replaying it
     in this run (trace_replay_torch.py) default and with expandable
@@ -256,6 +295,7 @@ def main():
     md += capture_order_section(out)
     md += engine_section(out)
     md += capture_cost_section(out)
+    md += suspend_section(out)
 
     # Growable segments: a page's growth and give-back (page_bench).
     pg = csv_rows(out, "page")

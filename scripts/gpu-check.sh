@@ -86,6 +86,11 @@ step demo-cuda env CPOOL_BACKEND=cuda build-gpu/rel/examples/demo
 step demo-host env CPOOL_BACKEND=host build-gpu/rel/examples/demo
 step two-stream-cuda env CPOOL_BACKEND=cuda build-gpu/rel/examples/two_stream
 step two-stream-host env CPOOL_BACKEND=host build-gpu/rel/examples/two_stream
+# The other program of suspend_resume takes nearly all the GPU's memory:
+# it runs here alone, not in ctest beside other tests (ctest runs it on the
+# host backend).
+step suspend-resume-cuda env CPOOL_BACKEND=cuda build-gpu/rel/examples/suspend_resume
+step suspend-resume-host env CPOOL_BACKEND=host build-gpu/rel/examples/suspend_resume
 # Built where NCCL is found (NCCL_ROOT, or Python's nvidia-nccl package).
 if [[ -x build-gpu/rel/examples/data_parallel ]]; then
     step data-parallel build-gpu/rel/examples/data_parallel
@@ -112,6 +117,7 @@ step capture-order bash -c 'build-gpu/rel/bench/capture_order_bench; rc=$?
 step engine bash -c 'build-gpu/rel/bench/engine_bench; rc=$?
     python3 bench/engine_torch.py && exit $rc'
 step capture-cost build-gpu/rel/bench/capture_cost_bench
+step suspend-bench build-gpu/rel/bench/suspend_bench
 # The snapshot file (about 11 MiB) goes to /tmp, not into OUTDIR.
 [[ -x build-gpu/rel/bench/vmm_probe ]] && step vmm-probe build-gpu/rel/bench/vmm_probe
 step snapshot-bench build-gpu/rel/bench/snapshot_bench 100000 /tmp/capturepool_snapshot_bench.json

@@ -1116,6 +1116,49 @@ static void freed_output_still_read_keeps_its_page(cpool_device *dev) {
     cpool_graph_release(g2);
     cpool_pool_release(pool);
     cpool_stream_destroy(t);
+/* The graph of a pool of graph memory alone, with no eager block: a scratch
+ * and an output of its own. */
+static cpool_status body_scratch_and_output(cpool_stream *s, void *ctx) {
+    void **ptrs = ctx;
+    void *scratch;
+    cpool_status st = cpool_alloc((cpool_pool *)ptrs[0], 3 * MiB, s, &scratch);
+    if (st == CPOOL_OK) st = cpool_memset_async(s, scratch, 0x5a, 3 * MiB);
+    if (st == CPOOL_OK) st = cpool_alloc_output((cpool_pool *)ptrs[0], 64 * KiB, s, &ptrs[1]);
+    if (st == CPOOL_OK) st = cpool_memcpy_async(s, ptrs[1], scratch, 64 * KiB);
+    if (st == CPOOL_OK) st = cpool_free((cpool_pool *)ptrs[0], scratch, s);
+    return st;
+}
+
+/* A pool that holds graph memory and no eager block (the pool of an
+ * engine's graphs) suspends and resumes in both modes: all of it given
+ * back, the output's bytes kept by KEEP_CONTENTS, the graph rewriting them
+ * after DISCARD. */
+static void graph_memory_alone_suspends(cpool_device *dev) {
+    cpool_stream *s;
+    cpool_pool *pool;
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    void *ptrs[2] = {pool, NULL};
+    cpool_graph *g;
+    REQUIRE_OK(cpool_capture(s, pool, CPOOL_CAPTURE_GLOBAL, body_scratch_and_output, ptrs, &g));
+    CHECK_OK(cpool_graph_launch(g, s));
+    CHECK_OK(cpool_stream_synchronize(s));
+    CHECK(stats_of(pool).allocated_bytes == 64 * KiB);
+    for (int mode = CPOOL_SUSPEND_KEEP_CONTENTS; mode <= CPOOL_SUSPEND_DISCARD; mode++) {
+        CHECK_OK(cpool_pool_suspend(pool, (cpool_suspend_mode)mode));
+        CHECK_EQ(stats_of(pool).reserved_bytes, 0);
+        CHECK_OK(cpool_pool_resume(pool));
+        if (mode == CPOOL_SUSPEND_DISCARD) CHECK_OK(cpool_graph_launch(g, s));
+        unsigned char got[64 * KiB];
+        CHECK_OK(cpool_memcpy_async(s, got, ptrs[1], sizeof got));
+        CHECK_OK(cpool_stream_synchronize(s));
+        size_t wrong = 0;
+        for (size_t i = 0; i < sizeof got; i++) wrong += got[i] != 0x5a;
+        CHECK_EQ(wrong, 0);
+    }
+    cpool_graph_release(g);
+    CHECK_OK(cpool_free(pool, ptrs[1], s));
+    cpool_pool_release(pool);
     cpool_stream_destroy(s);
 }
 
@@ -1131,6 +1174,7 @@ static const check_case cases[] = {
     CHECK_CASE(released_graph_still_running_keeps_its_pages),
     CHECK_CASE(released_arenas_serve_again_once_their_work_is_over),
     CHECK_CASE(freed_output_still_read_keeps_its_page),
+    CHECK_CASE(graph_memory_alone_suspends),
 };
 
 CHECK_MAIN(cases, CHECK_ON_ALL)

@@ -79,6 +79,12 @@ static int by_addr(const void *x, const void *y) {
     return a < b ? -1 : a > b;
 }
 
+/* Sorts a list by address; an empty one may have no array, which qsort
+ * must not be handed. */
+static void sort_by_addr(range_list *l) {
+    if (l->count) qsort(l->at, l->count, sizeof *l->at, by_addr);
+}
+
 /* The allocator's mapped runs (growable segments). */
 static cpool_status mapped_runs(const cpool__allocator *a, range_list *out) {
     cpool__allocator_walk(a, &(cpool__walker){.ctx = out, .segment = note_run, .block = skip_block});
@@ -92,7 +98,7 @@ static cpool_status live_runs(const cpool__allocator *a, const cpool__graph_page
     cpool__allocator_walk(a, &w);
     cpool__graph_pages_walk_live(gp, &w);
     if (out->failed) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory listing a pool's live blocks");
-    if (out->count) qsort(out->at, out->count, sizeof *out->at, by_addr); /* qsort takes no NULL, even for 0 */
+    sort_by_addr(out);
     *live_bytes = 0;
     for (size_t i = 0; i < out->count; i++) *live_bytes += out->at[i].bytes;
     size_t n = 0;
@@ -165,7 +171,7 @@ cpool_status cpool__residency_suspend(cpool__residency *r, cpool__allocator *a, 
     }
     unmap_runs(r, &mapped, mapped.count);
     cpool__graph_pages_suspend(gp);
-    if (mapped.count) qsort(mapped.at, mapped.count, sizeof *mapped.at, by_addr);
+    sort_by_addr(&mapped);
     r->absent = mapped.at;
     r->absent_count = mapped.count;
     free(r->runs);
