@@ -92,7 +92,7 @@ static cpool_status live_runs(const cpool__allocator *a, const cpool__graph_page
     cpool__allocator_walk(a, &w);
     cpool__graph_pages_walk_live(gp, &w);
     if (out->failed) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory listing a pool's live blocks");
-    qsort(out->at, out->count, sizeof *out->at, by_addr);
+    if (out->count) qsort(out->at, out->count, sizeof *out->at, by_addr); /* NULL while empty */
     size_t n = 0;
     *total = 0;
     for (size_t i = 0; i < out->count; i++) {
@@ -159,7 +159,7 @@ cpool_status cpool__residency_suspend(cpool__residency *r, cpool__allocator *a, 
     }
     unmap_runs(r, &mapped, mapped.count);
     cpool__graph_pages_suspend(gp);
-    qsort(mapped.at, mapped.count, sizeof *mapped.at, by_addr);
+    if (mapped.count) qsort(mapped.at, mapped.count, sizeof *mapped.at, by_addr); /* NULL while empty */
     r->absent = mapped.at;
     r->absent_count = mapped.count;
     free(r->runs);
