@@ -114,7 +114,7 @@ static void step(rd *r) {
     uint8_t op = u8(r);
     int s = pick_stream(u8(r));
     if (fork_of[s] >= 0) s = fork_of[s]; /* a fork's own work is op_fork's */
-    switch (op % 45) {
+    switch (op % 46) {
     case 0:
         op_pool_create(r);
         break;
@@ -252,6 +252,9 @@ static void step(rd *r) {
         break;
     case 44:
         op_fork(r, s);
+        break;
+    case 45:
+        op_suspend(r, s);
         break;
     default:
         TRACE("wait_deferred\n");

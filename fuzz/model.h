@@ -130,6 +130,8 @@ typedef struct mpool {
     int nparams;
     int nesters;          /* objects recorded whose drop clears the pool (a nested clear) */
     uint64_t nested_seen; /* nested clears counted into gen so far */
+    bool suspended;       /* cpool_pool_suspend succeeded, no resume since (op_suspend) */
+    bool kept;            /* ... with CPOOL_SUSPEND_KEEP_CONTENTS */
 } mpool;
 
 typedef struct malloc_t {
@@ -375,6 +377,7 @@ void graph_store(const mgraph *m, cpool_graph *g);
 /* ---- model checks (model.c) ---------------------------------------------------- */
 
 cpool_pool_stats stats_of(int pi);
+void check_pool(int pi);
 void check_all(void);
 void check_new_block(int pi, void *ptr, size_t size, int stream, bool outside_capture, const char *what);
 void add_graph_range(mpool *m, void *ptr, size_t size);
