@@ -666,7 +666,8 @@ typedef enum cpool_suspend_mode {
  * capture that would hold it (cpool_capture_begin with it bound, or
  * cpool_capture), and cpool_graph_launch and cpool_graph_upload of a graph
  * holding it return CPOOL_ERR_SUSPENDED and change nothing, as do
- * cpool_memcpy_async and cpool_memset_async on its memory; cpool_free,
+ * cpool_memcpy_async and cpool_memset_async on its memory and
+ * cpool_param_set of its parameter blocks; cpool_free,
  * record, clear_buffers, stats, snapshots, trims and releases work (a
  * trim gives back nothing then: the pool holds no device memory).
  * Suspending a suspended pool returns CPOOL_OK and changes nothing.
@@ -895,6 +896,7 @@ void *cpool_param_device_ptr(const cpool_param *p);
  * `value` again on every replay).
  * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL argument, bytes == 0 or
  * larger than the block, a stream of another device or one that captures;
+ * nothing is enqueued), CPOOL_ERR_SUSPENDED (the block's pool is suspended:
  * nothing is enqueued), CPOOL_ERR_OUT_OF_MEMORY, CPOOL_ERR_BACKEND. */
 cpool_status cpool_param_set(cpool_param *p, const void *value, size_t bytes, cpool_stream *s);
 

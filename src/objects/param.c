@@ -34,6 +34,9 @@ cpool_status cpool_param_set(cpool_param *param_handle, const void *value, size_
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_param_set: the stream is on another device");
     if (cpool__stream_captures(s))
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_param_set: the stream is capturing");
+    if (cpool__pool_is_suspended(p->pool)) /* its page is off the device: the copy would fault */
+        return cpool__fail(CPOOL_ERR_SUSPENDED,
+                           "cpool_param_set: the block's pool is suspended (cpool_pool_resume gives it memory again)");
     cpool_status st = s->dev->be->upload_async(s->impl, p->ptr, value, bytes);
     return st == CPOOL_OK ? st : cpool__fail_in("cpool_param_set", st);
 }
