@@ -114,7 +114,7 @@ static void step(rd *r) {
     uint8_t op = u8(r);
     int s = pick_stream(u8(r));
     if (fork_of[s] >= 0) s = fork_of[s]; /* a fork's own work is op_fork's */
-    switch (op % 46) {
+    switch (op % 47) {
     case 0:
         op_pool_create(r);
         break;
@@ -255,6 +255,9 @@ static void step(rd *r) {
         break;
     case 45:
         op_suspend(r, s);
+        break;
+    case 46:
+        op_resume(r);
         break;
     default:
         TRACE("wait_deferred\n");

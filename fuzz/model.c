@@ -204,6 +204,14 @@ int pick_pool(uint8_t b) {
     return -1;
 }
 
+int pick_resident_pool(uint8_t b) {
+    for (int k = 0; k < NPOOL; k++) {
+        int pi = (b + k) % NPOOL;
+        if (usable(pi) && !P[pi].suspended) return pi;
+    }
+    return -1;
+}
+
 int pick_stream(uint8_t b) { return b % (S[TEMP] ? NS : NFIXED); }
 
 int pick_alloc(uint8_t b, bool pool_usable) {
@@ -683,15 +691,16 @@ void check_failed_alloc(int pi, const cpool_pool_stats *before, cpool_status st,
 /* The status of an allocation: each condition that applies has its status
  * (which one wins when several apply is not specified); with none, OK, or
  * out of memory in a bounded pool. */
-void expect_alloc_status(cpool_status st, bool zero, bool sealed, bool huge, bool bounded, const char *what) {
-    if (zero || sealed || huge) {
+void expect_alloc_status(cpool_status st, bool zero, bool sealed, bool suspended, bool huge, bool bounded,
+                         const char *what) {
+    if (zero || sealed || suspended || huge) {
         if ((zero && st == CPOOL_ERR_INVALID_ARGUMENT) || (sealed && st == CPOOL_ERR_SEALED) ||
-            (huge && st == CPOOL_ERR_OUT_OF_MEMORY)) {
+            (suspended && st == CPOOL_ERR_SUSPENDED) || (huge && st == CPOOL_ERR_OUT_OF_MEMORY)) {
             if (!cpool_last_error()[0]) fail("%s: failed with %s but cpool_last_error() is empty", what, cpool_status_string(st));
             return;
         }
-        fail("%s: returned %s for a request that is%s%s%s", what, cpool_status_string(st), zero ? " of 0 bytes" : "",
-             sealed ? " to a sealed pool" : "", huge ? " beyond any device" : "");
+        fail("%s: returned %s for a request that is%s%s%s%s", what, cpool_status_string(st), zero ? " of 0 bytes" : "",
+             sealed ? " to a sealed pool" : "", suspended ? " to a suspended pool" : "", huge ? " beyond any device" : "");
     }
     if (bounded)
         expect_one_of(st, CPOOL_OK, CPOOL_ERR_OUT_OF_MEMORY, what);

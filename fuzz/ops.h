@@ -75,6 +75,7 @@ void op_fork(rd *r, int s);
 /* ---- suspend and resume ------------------------------------------------------------- */
 
 void op_suspend(rd *r, int s);
+void op_resume(rd *r);
 
 /* ---- shared with the end of an input -------------------------------------------- */
 
