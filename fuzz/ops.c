@@ -1350,12 +1350,21 @@ void op_scoped(rd *r, int s) {
         if (c.began) fail("%s ran the captured body although the capture could not begin", what);
     } else {
         if (!c.began) fail("%s returned %s without running the body under capture", what, cpool_status_string(st));
-        if (c.captured_failed)
+        /* In a bounded pool the end may find no room for the pages of the
+         * graph's outputs: the capture fails as any failed end does (see
+         * do_capture_end), and the graph the model made never was. */
+        bool bounded = false;
+        for (int i = 0; i < c.fresh.nh; i++) bounded = bounded || P[c.fresh.h[i].pool].max_reserved != 0;
+        if (c.captured_failed) {
             check_status(st, c.ret, "cpool_capture (the body failed)", false);
-        else if (c.invalidated)
+        } else if (c.invalidated) {
             check_status(st, CPOOL_ERR_CAPTURE_INVALIDATED, what, true);
-        else
+        } else if (bounded && st == CPOOL_ERR_OUT_OF_MEMORY) {
+            TRACE("%s: no room for the outputs' pages in a bounded pool\n", what);
+            graph_pools_released(c.fresh.h, c.fresh.nh, true);
+        } else {
             check_status(st, CPOOL_OK, what, true);
+        }
     }
     if (st != CPOOL_OK && g) fail("%s failed and left *graph_out set", what);
     run_verifies();
