@@ -79,6 +79,14 @@
  * fails, its work never runs). The model keeps the capture's order as
  * vector clocks: a block freed on one stream is never handed to one whose
  * work is not ordered after the free (model.h, mcapture).
+ * Fifth wave (ops 45-46): suspend and resume. While a pool is suspended its
+ * stats say it holds no device memory, its snapshot's sums hold against
+ * "suspended", and every call that would touch its memory (allocations,
+ * sets, copies, launches and uploads of its graphs, captures bound to it)
+ * is refused with CPOOL_ERR_SUSPENDED and changes nothing; frees, trims,
+ * stats and releases work; the resume maps back what the snapshot said and,
+ * after CPOOL_SUSPEND_KEEP_CONTENTS, the live blocks' bytes. A pool may stay
+ * suspended across other operations until op_resume.
  *
  * FUZZ_API_TRACE=1 in the environment prints each operation as it runs.
  * FUZZ_API_CROSS_DROPS=0 turns off op_cross_clear (two clears on two threads
