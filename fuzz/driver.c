@@ -79,6 +79,14 @@
  * fails, its work never runs). The model keeps the capture's order as
  * vector clocks: a block freed on one stream is never handed to one whose
  * work is not ordered after the free (model.h, mcapture).
+ * Fifth wave (ops 45-46): suspend and resume. While a pool is suspended its
+ * stats say it holds no device memory, its snapshot's sums hold against
+ * "suspended", and every call that would touch its memory (allocations,
+ * sets, copies, launches and uploads of its graphs, captures bound to it)
+ * is refused with CPOOL_ERR_SUSPENDED and changes nothing; frees, trims,
+ * stats and releases work; the resume maps back what the snapshot said and,
+ * after CPOOL_SUSPEND_KEEP_CONTENTS, the live blocks' bytes. A pool may stay
+ * suspended across other operations until op_resume.
  *
  * FUZZ_API_TRACE=1 in the environment prints each operation as it runs.
  * FUZZ_API_CROSS_DROPS=0 turns off op_cross_clear (two clears on two threads
@@ -114,7 +122,7 @@ static void step(rd *r) {
     uint8_t op = u8(r);
     int s = pick_stream(u8(r));
     if (fork_of[s] >= 0) s = fork_of[s]; /* a fork's own work is op_fork's */
-    switch (op % 45) {
+    switch (op % 47) {
     case 0:
         op_pool_create(r);
         break;
@@ -252,6 +260,12 @@ static void step(rd *r) {
         break;
     case 44:
         op_fork(r, s);
+        break;
+    case 45:
+        op_suspend(r, s);
+        break;
+    case 46:
+        op_resume(r);
         break;
     default:
         TRACE("wait_deferred\n");

@@ -204,6 +204,14 @@ int pick_pool(uint8_t b) {
     return -1;
 }
 
+int pick_resident_pool(uint8_t b) {
+    for (int k = 0; k < NPOOL; k++) {
+        int pi = (b + k) % NPOOL;
+        if (usable(pi) && !P[pi].suspended) return pi;
+    }
+    return -1;
+}
+
 int pick_stream(uint8_t b) { return b % (S[TEMP] ? NS : NFIXED); }
 
 int pick_alloc(uint8_t b, bool pool_usable) {
@@ -503,7 +511,25 @@ cpool_pool_stats stats_of(int pi) {
     return st;
 }
 
-static void check_pool(int pi) {
+/* A suspended pool holds no device memory: its stats say 0 for it, and
+ * live blocks' bytes are on the host only after a KEEP_CONTENTS suspend. */
+static void check_suspended_pool(const mpool *m, const cpool_pool_stats *st) {
+    if (!cpool_pool_is_suspended(m->p)) fail("pool #%u: suspended, but cpool_pool_is_suspended says no", m->uid);
+    if (st->reserved_bytes || st->graph_reserved_bytes || st->cached_bytes || st->segment_count)
+        fail("pool #%u: suspended with reserved %llu, graph reserved %llu, cached %llu in %llu segments (all 0 expected)",
+             m->uid, (unsigned long long)st->reserved_bytes, (unsigned long long)st->graph_reserved_bytes,
+             (unsigned long long)st->cached_bytes, (unsigned long long)st->segment_count);
+    /* Live blocks are kept whole (rounded up, small gaps between them too). */
+    if (m->kept ? st->host_kept_bytes < m->live_bytes : st->host_kept_bytes != 0)
+        fail("pool #%u: suspended (%s) with host_kept_bytes %llu, live allocations %llu", m->uid,
+             m->kept ? "KEEP_CONTENTS" : "DISCARD", (unsigned long long)st->host_kept_bytes,
+             (unsigned long long)m->live_bytes);
+    if (st->host_reserved_bytes < st->host_kept_bytes)
+        fail("pool #%u: host_reserved_bytes %llu below host_kept_bytes %llu", m->uid,
+             (unsigned long long)st->host_reserved_bytes, (unsigned long long)st->host_kept_bytes);
+}
+
+void check_pool(int pi) {
     mpool *m = &P[pi];
     cpool__pool_check(m->p);
     cpool_pool_stats st = stats_of(pi);
@@ -518,6 +544,13 @@ static void check_pool(int pi) {
         fail("pool #%u: graph_count %llu, %d graphs hold it", m->uid, (unsigned long long)st.graph_count, m->graph_holds);
     if (st.reserved_bytes > st.reserved_bytes_peak || st.allocated_bytes > st.allocated_bytes_peak)
         fail("pool #%u: a counter above its peak", m->uid);
+    if (m->suspended) {
+        check_suspended_pool(m, &st);
+    } else {
+        if (cpool_pool_is_suspended(m->p)) fail("pool #%u: cpool_pool_is_suspended, but no suspend succeeded", m->uid);
+        if (st.host_kept_bytes) fail("pool #%u: host_kept_bytes %llu while not suspended", m->uid,
+                                     (unsigned long long)st.host_kept_bytes);
+    }
     if (m->max_reserved && st.reserved_bytes > m->max_reserved)
         fail("pool #%u: reserved_bytes %llu above max_reserved_bytes %llu", m->uid, (unsigned long long)st.reserved_bytes,
              (unsigned long long)m->max_reserved);
@@ -525,10 +558,10 @@ static void check_pool(int pi) {
     if (st.cached_bytes > st.reserved_bytes) fail("pool #%u: cached_bytes above reserved_bytes", m->uid);
     /* Captures under way may hold blocks on the same shared page (graph
      * pages), so only without one do live blocks take their own memory. */
-    if (m->capture_holds == 0 && st.reserved_bytes - st.cached_bytes < st.allocated_bytes)
+    if (!m->suspended && m->capture_holds == 0 && st.reserved_bytes - st.cached_bytes < st.allocated_bytes)
         fail("pool #%u: live blocks (%llu bytes) smaller than the live allocations (%llu)", m->uid,
              (unsigned long long)(st.reserved_bytes - st.cached_bytes), (unsigned long long)st.allocated_bytes);
-    if (m->capture_holds == 0 && st.graph_reserved_bytes < m->graph_live_rounded)
+    if (!m->suspended && m->capture_holds == 0 && st.graph_reserved_bytes < m->graph_live_rounded)
         fail("pool #%u: graph_reserved_bytes %llu below the live graph allocations (%llu)", m->uid,
              (unsigned long long)st.graph_reserved_bytes, (unsigned long long)m->graph_live_rounded);
     if ((st.segment_count == 0) != (st.reserved_bytes == 0))
@@ -658,15 +691,16 @@ void check_failed_alloc(int pi, const cpool_pool_stats *before, cpool_status st,
 /* The status of an allocation: each condition that applies has its status
  * (which one wins when several apply is not specified); with none, OK, or
  * out of memory in a bounded pool. */
-void expect_alloc_status(cpool_status st, bool zero, bool sealed, bool huge, bool bounded, const char *what) {
-    if (zero || sealed || huge) {
+void expect_alloc_status(cpool_status st, bool zero, bool sealed, bool suspended, bool huge, bool bounded,
+                         const char *what) {
+    if (zero || sealed || suspended || huge) {
         if ((zero && st == CPOOL_ERR_INVALID_ARGUMENT) || (sealed && st == CPOOL_ERR_SEALED) ||
-            (huge && st == CPOOL_ERR_OUT_OF_MEMORY)) {
+            (suspended && st == CPOOL_ERR_SUSPENDED) || (huge && st == CPOOL_ERR_OUT_OF_MEMORY)) {
             if (!cpool_last_error()[0]) fail("%s: failed with %s but cpool_last_error() is empty", what, cpool_status_string(st));
             return;
         }
-        fail("%s: returned %s for a request that is%s%s%s", what, cpool_status_string(st), zero ? " of 0 bytes" : "",
-             sealed ? " to a sealed pool" : "", huge ? " beyond any device" : "");
+        fail("%s: returned %s for a request that is%s%s%s%s", what, cpool_status_string(st), zero ? " of 0 bytes" : "",
+             sealed ? " to a sealed pool" : "", suspended ? " to a suspended pool" : "", huge ? " beyond any device" : "");
     }
     if (bounded)
         expect_one_of(st, CPOOL_OK, CPOOL_ERR_OUT_OF_MEMORY, what);

@@ -107,6 +107,19 @@ typedef struct mparam {
     int home; /* the stream its checked sets go to; -1: none yet */
 } mparam;
 
+/* A live block whose bytes are checked across a suspend and its resume
+ * (op_suspend): a pattern written from its start on its stream before the
+ * suspend, and, where nothing ran then, a hash of its first and last bytes. */
+typedef struct kept_probe {
+    void *ptr;
+    size_t size;
+    size_t head; /* bytes of the pattern; 0: none */
+    unsigned char value;
+    bool hashed;
+    uint64_t hash;
+} kept_probe;
+#define NPROBE 16
+
 typedef enum { SLOT_FREE = 0, SLOT_LIVE, SLOT_ZOMBIE } slot_state;
 
 typedef struct mpool {
@@ -130,6 +143,10 @@ typedef struct mpool {
     int nparams;
     int nesters;          /* objects recorded whose drop clears the pool (a nested clear) */
     uint64_t nested_seen; /* nested clears counted into gen so far */
+    bool suspended;       /* cpool_pool_suspend succeeded, no resume since (op_suspend) */
+    bool kept;            /* ... with CPOOL_SUSPEND_KEEP_CONTENTS */
+    kept_probe probes[NPROBE]; /* checked at the resume */
+    int nprobes;
 } mpool;
 
 typedef struct malloc_t {
@@ -347,6 +364,9 @@ extern int first_captures;
 
 bool usable(int pi);
 int pick_pool(uint8_t b);
+/* As pick_pool, but never a suspended pool: for the operations whose
+ * model does not follow a suspended pool (op_suspend leaves one so). */
+int pick_resident_pool(uint8_t b);
 int pick_stream(uint8_t b);
 int pick_alloc(uint8_t b, bool pool_usable);
 int pick_graph(uint8_t b);
@@ -375,6 +395,7 @@ void graph_store(const mgraph *m, cpool_graph *g);
 /* ---- model checks (model.c) ---------------------------------------------------- */
 
 cpool_pool_stats stats_of(int pi);
+void check_pool(int pi);
 void check_all(void);
 void check_new_block(int pi, void *ptr, size_t size, int stream, bool outside_capture, const char *what);
 void add_graph_range(mpool *m, void *ptr, size_t size);
@@ -382,6 +403,7 @@ void add_freed(mpool *m, void *ptr, size_t size, int s);
 bool live_start(int pi, void *ptr);
 void check_failed_alloc(int pi, const cpool_pool_stats *before, cpool_status st, bool huge, size_t size,
                         const char *what);
-void expect_alloc_status(cpool_status st, bool zero, bool sealed, bool huge, bool bounded, const char *what);
+void expect_alloc_status(cpool_status st, bool zero, bool sealed, bool suspended, bool huge, bool bounded,
+                         const char *what);
 
 #endif

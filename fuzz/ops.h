@@ -72,6 +72,11 @@ void op_event_sync(rd *r);
 void op_event_elapsed(rd *r);
 void op_fork(rd *r, int s);
 
+/* ---- suspend and resume ------------------------------------------------------------- */
+
+void op_suspend(rd *r, int s);
+void op_resume(rd *r);
+
 /* ---- shared with the end of an input -------------------------------------------- */
 
 /* A stream sync (invalidates a capture on s), and cpool_wait_deferred, with

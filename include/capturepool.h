@@ -669,7 +669,8 @@ typedef enum cpool_suspend_mode {
  * capture that would hold it (cpool_capture_begin with it bound, or
  * cpool_capture), and cpool_graph_launch and cpool_graph_upload of a graph
  * holding it return CPOOL_ERR_SUSPENDED and change nothing, as do
- * cpool_memcpy_async and cpool_memset_async on its memory; cpool_free,
+ * cpool_memcpy_async and cpool_memset_async on its memory and
+ * cpool_param_set of its parameter blocks; cpool_free,
  * record, clear_buffers, stats, snapshots, trims and releases work (a
  * trim gives back nothing then: the pool holds no device memory).
  * Suspending a suspended pool returns CPOOL_OK and changes nothing.

@@ -374,6 +374,72 @@ static void pool_get_stats_older_struct(cpool_device *dev) {
     cpool_stream_destroy(s);
 }
 
+/* A pool with nothing mapped (never used, or trimmed back to nothing) and
+ * nothing live suspends and resumes in either mode; so does one whose only
+ * memory is a graph's output, with no eager page mapped. */
+static void pool_suspend_with_nothing_mapped(cpool_device *dev) {
+    cpool_pool *pool = NULL;
+    cpool_stream *s = NULL;
+    cpool_graph *g = NULL;
+    void *p = NULL, *out = NULL;
+    cpool_pool_stats st = {.struct_size = sizeof st};
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    CHECK_OK(cpool_pool_suspend(pool, CPOOL_SUSPEND_KEEP_CONTENTS));
+    CHECK(cpool_pool_is_suspended(pool));
+    CHECK_OK(cpool_pool_resume(pool));
+    CHECK_OK(cpool_pool_suspend(pool, CPOOL_SUSPEND_DISCARD));
+    CHECK_OK(cpool_pool_resume(pool));
+    /* Eager memory used and trimmed away: no run mapped, a graph's output
+     * live. */
+    REQUIRE_OK(cpool_alloc(pool, 4096, s, &p));
+    CHECK_OK(cpool_free(pool, p, s));
+    REQUIRE_OK(cpool_capture_begin(s, pool, CPOOL_CAPTURE_GLOBAL));
+    CHECK_OK(cpool_alloc(pool, 64, s, &out));
+    REQUIRE_OK(cpool_capture_end(s, &g));
+    CHECK_OK(cpool_pool_trim(pool));
+    CHECK_OK(cpool_pool_suspend(pool, CPOOL_SUSPEND_KEEP_CONTENTS));
+    CHECK_OK(cpool_pool_get_stats(pool, &st));
+    CHECK_EQ(st.reserved_bytes, 0);
+    CHECK_GE(st.host_kept_bytes, 64);
+    CHECK_OK(cpool_pool_resume(pool));
+    CHECK_OK(cpool_graph_launch(g, s));
+    CHECK_OK(cpool_stream_synchronize(s));
+    CHECK_OK(cpool_free(pool, out, s));
+    cpool_graph_release(g);
+    cpool_pool_release(pool);
+    cpool_stream_destroy(s);
+}
+
+/* A parameter block is the pool's memory: while the pool is suspended a
+ * set is refused like any copy into it, enqueues nothing, and the value
+ * kept by a KEEP_CONTENTS suspend is the one read after the resume. */
+static void pool_param_set_while_suspended(cpool_device *dev) {
+    cpool_pool *pool = NULL;
+    cpool_stream *s = NULL;
+    cpool_param *prm = NULL;
+    const uint64_t kept = 0x1122334455667788u, refused = 42;
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    REQUIRE_OK(cpool_param_create(pool, sizeof kept, &prm));
+    CHECK_OK(cpool_param_set(prm, &kept, sizeof kept, s));
+    CHECK_OK(cpool_stream_synchronize(s));
+    CHECK_OK(cpool_pool_suspend(pool, CPOOL_SUSPEND_KEEP_CONTENTS));
+    CHECK_STATUS(cpool_param_set(prm, &refused, sizeof refused, s), CPOOL_ERR_SUSPENDED);
+    CHECK(strstr(cpool_last_error(), "cpool_param_set") != NULL);
+    CHECK_OK(cpool_stream_synchronize(s));
+    CHECK_OK(cpool_pool_resume(pool));
+    if (cpool_device_backend(dev) == CPOOL_BACKEND_HOST) {
+        uint64_t now;
+        memcpy(&now, cpool_param_device_ptr(prm), sizeof now);
+        CHECK_EQ(now, kept);
+    }
+    CHECK_OK(cpool_param_set(prm, &refused, sizeof refused, s)); /* resumed: sets work again */
+    CHECK_OK(cpool_stream_synchronize(s));
+    cpool_pool_release(pool);
+    cpool_stream_destroy(s);
+}
+
 static const check_case cases[] = {
     CHECK_CASE(pool_create_rejects_bad_arguments),
     CHECK_CASE(pool_create_defaults),
@@ -387,5 +453,7 @@ static const check_case cases[] = {
     CHECK_CASE(pool_clear_waits_for_stream_work),
     CHECK_CASE(pool_get_stats_arguments),
     CHECK_CASE(pool_get_stats_older_struct),
+    CHECK_CASE(pool_suspend_with_nothing_mapped),
+    CHECK_CASE(pool_param_set_while_suspended),
 };
 CHECK_MAIN(cases, CHECK_ON_ALL)
