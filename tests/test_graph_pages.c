@@ -1116,6 +1116,9 @@ static void freed_output_still_read_keeps_its_page(cpool_device *dev) {
     cpool_graph_release(g2);
     cpool_pool_release(pool);
     cpool_stream_destroy(t);
+    cpool_stream_destroy(s);
+}
+
 /* The graph of a pool of graph memory alone, with no eager block: a scratch
  * and an output of its own. */
 static cpool_status body_scratch_and_output(cpool_stream *s, void *ctx) {

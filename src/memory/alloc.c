@@ -1037,6 +1037,12 @@ void cpool__allocator_walk(const cpool__allocator *a, const cpool__walker *w) {
     }
 }
 
+bool cpool__allocator_holds(const cpool__allocator *a, uintptr_t addr) {
+    for (const cpool__segment *seg = a->segments; seg; seg = seg->next)
+        if (addr >= seg->base && addr < seg->base + seg->size) return true;
+    return false;
+}
+
 void cpool__allocator_pin(cpool__allocator *a, void *ptr) {
     size_t j = map_find(a, (uintptr_t)ptr);
     if (j != SIZE_MAX) a->map[j]->pinned = true;

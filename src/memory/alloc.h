@@ -238,6 +238,9 @@ typedef struct cpool__walker {
     void (*segment)(void *ctx, uintptr_t base, size_t size);
     void (*block)(void *ctx, const cpool__block_view *b); /* the segment's blocks, in address order */
 } cpool__walker;
+/* Whether addr lies in one of the allocator's segments (its reserved range,
+ * where segments grow in place). */
+bool cpool__allocator_holds(const cpool__allocator *a, uintptr_t addr);
 /* Every mapped run, then its blocks. */
 void cpool__allocator_walk(const cpool__allocator *a, const cpool__walker *w);
 

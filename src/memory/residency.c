@@ -30,7 +30,6 @@ static void free_host(cpool__residency *r) {
 void cpool__residency_destroy(cpool__residency *r) {
     free_host(r);
     free(r->runs);
-    free(r->absent);
     *r = (cpool__residency){0};
 }
 
@@ -171,9 +170,7 @@ cpool_status cpool__residency_suspend(cpool__residency *r, cpool__allocator *a, 
     }
     unmap_runs(r, &mapped, mapped.count);
     cpool__graph_pages_suspend(gp);
-    sort_by_addr(&mapped);
-    r->absent = mapped.at;
-    r->absent_count = mapped.count;
+    free(mapped.at);
     free(r->runs);
     r->runs = live.at;
     r->run_count = live.count;
@@ -202,9 +199,6 @@ cpool_status cpool__residency_resume(cpool__residency *r, cpool__allocator *a, c
         return st;
     }
     free(mapped.at);
-    free(r->absent);
-    r->absent = NULL;
-    r->absent_count = 0;
     free(r->runs);
     r->runs = NULL;
     r->run_count = 0;
@@ -213,16 +207,3 @@ cpool_status cpool__residency_resume(cpool__residency *r, cpool__allocator *a, c
     return CPOOL_OK;
 }
 
-bool cpool__residency_holds(const cpool__residency *r, const cpool__graph_pages *gp, uintptr_t addr) {
-    if (!r->suspended) return false;
-    size_t lo = 0, hi = r->absent_count;
-    while (lo < hi) { /* the first run that ends after addr */
-        size_t mid = lo + (hi - lo) / 2;
-        if (r->absent[mid].addr + r->absent[mid].bytes <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo < r->absent_count && r->absent[lo].addr <= addr) return true;
-    return cpool__graph_pages_holds(gp, addr);
-}

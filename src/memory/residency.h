@@ -40,9 +40,6 @@ typedef struct cpool__residency {
     cpool__kept_run *runs;
     size_t run_count;
     uint64_t kept_bytes;
-    /* While suspended: the allocator's mapped runs, in address order. */
-    cpool__kept_run *absent;
-    size_t absent_count;
 } cpool__residency;
 
 void cpool__residency_init(cpool__residency *r, const cpool__backend *be, cpool__bdevice *dev);
@@ -56,9 +53,6 @@ cpool_status cpool__residency_suspend(cpool__residency *r, cpool__allocator *a, 
 /* Maps every page of `a` and `gp` again and restores the kept bytes. On
  * failure nothing is mapped and the memory stays suspended. */
 cpool_status cpool__residency_resume(cpool__residency *r, cpool__allocator *a, cpool__graph_pages *gp);
-/* Whether addr lies in memory the suspend took off the device (the
- * allocator's or graph pages'). */
-bool cpool__residency_holds(const cpool__residency *r, const cpool__graph_pages *gp, uintptr_t addr);
 /* Gives back the host copy kept after a resume (none while suspended). */
 void cpool__residency_trim(cpool__residency *r);
 

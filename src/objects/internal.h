@@ -340,8 +340,13 @@ uint64_t cpool__pool_clear_clock(void);
  * else CPOOL_ERR_STALE_GRAPH or CPOOL_ERR_SUSPENDED, outside. */
 cpool_status cpool__pool_launch_enter(cpool_pool *pool, uint64_t generation);
 bool cpool__pool_is_suspended(const cpool_pool *pool);
-/* Whether [p, p + bytes) touches memory of a suspended pool of dev. */
-bool cpool__pool_memory_suspended(const cpool_device *dev, const void *p, size_t bytes);
+/* Before work on dev that writes or reads [dst, dst + bytes) and
+ * [src, src + bytes) (src may be NULL) is enqueued: CPOOL_ERR_SUSPENDED
+ * where either touches a suspended pool's memory (or one being suspended);
+ * else CPOOL_OK, and cpool__pool_memory_exit once the work is enqueued (a
+ * suspend waits for that). */
+cpool_status cpool__pool_memory_enter(const cpool_device *dev, const void *dst, const void *src, size_t bytes);
+void cpool__pool_memory_exit(void);
 void cpool__pool_launch_exit(cpool_pool *pool);
 /* Graphs and captures holding the pool: graph-reserved memory stays reserved
  * while either count is above zero. */

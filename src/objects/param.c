@@ -35,9 +35,10 @@ cpool_status cpool_param_set(cpool_param *param_handle, const void *value, size_
     if (cpool__stream_captures(s))
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_param_set: the stream is capturing");
     /* The block's memory is given back while its pool is suspended. */
-    if (cpool__pool_is_suspended(p->pool))
+    if (cpool__pool_memory_enter(s->dev, p->ptr, NULL, bytes) != CPOOL_OK)
         return cpool__fail(CPOOL_ERR_SUSPENDED, "cpool_param_set: its pool is suspended (cpool_pool_resume gives it "
                                                 "memory again)");
     cpool_status st = s->dev->be->upload_async(s->impl, p->ptr, value, bytes);
+    cpool__pool_memory_exit();
     return st == CPOOL_OK ? st : cpool__fail_in("cpool_param_set", st);
 }

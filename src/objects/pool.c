@@ -1148,20 +1148,38 @@ static void forget_suspended(cpool_pool *pool) {
     cpool__mutex_unlock(&suspended_mu);
 }
 
-bool cpool__pool_memory_suspended(const cpool_device *dev, const void *p, size_t bytes) {
-    if (atomic_load_explicit(&suspended_count, memory_order_relaxed) == 0) return false;
+/* Copies, sets and parameter writes between their check and their
+ * enqueue: a suspend listed first waits for them before it waits for the
+ * device, so that each is either refused or done before the pages go. */
+static atomic_int memory_users;
+
+/* Under the pool's lock: whether addr is the pool's memory. */
+static bool holds_address(const cpool_pool *pool, uintptr_t addr) {
+    return cpool__allocator_holds(&pool->alloc, addr) || cpool__graph_pages_holds(&pool->pages, addr);
+}
+
+static bool touches(const cpool_pool *pool, const void *p, size_t bytes) {
+    return p && (holds_address(pool, (uintptr_t)p) || holds_address(pool, (uintptr_t)p + bytes - 1));
+}
+
+cpool_status cpool__pool_memory_enter(const cpool_device *dev, const void *dst, const void *src, size_t bytes) {
+    atomic_fetch_add(&memory_users, 1);
+    if (atomic_load(&suspended_count) == 0) return CPOOL_OK;
     bool held = false;
     cpool__mutex_lock(&suspended_mu);
     for (cpool_pool *pool = suspended_pools; pool && !held; pool = pool->next_suspended) {
         if (pool->dev != dev) continue;
         cpool__mutex_lock(&pool->mu);
-        held = cpool__residency_holds(&pool->residency, &pool->pages, (uintptr_t)p) ||
-               cpool__residency_holds(&pool->residency, &pool->pages, (uintptr_t)p + bytes - 1);
+        held = touches(pool, dst, bytes) || touches(pool, src, bytes);
         cpool__mutex_unlock(&pool->mu);
     }
     cpool__mutex_unlock(&suspended_mu);
-    return held;
+    if (!held) return CPOOL_OK;
+    atomic_fetch_sub(&memory_users, 1);
+    return CPOOL_ERR_SUSPENDED;
 }
+
+void cpool__pool_memory_exit(void) { atomic_fetch_sub(&memory_users, 1); }
 
 bool cpool__pool_is_suspended(const cpool_pool *pool) { return atomic_load(&pool->suspended); }
 
@@ -1183,7 +1201,7 @@ static cpool_status suspend(cpool_pool *pool, cpool_suspend_mode mode) {
                            (unsigned long long)captures);
     }
     list_suspended(pool);
-    while (atomic_load(&pool->launching) != 0) sched_yield();
+    while (atomic_load(&pool->launching) != 0 || atomic_load(&memory_users) != 0) sched_yield();
     cpool_status st = quiesce_and_trim(pool);
     if (st == CPOOL_OK)
         st = cpool__residency_suspend(&pool->residency, &pool->alloc, &pool->pages,

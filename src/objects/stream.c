@@ -203,9 +203,10 @@ cpool_status cpool_memcpy_async(cpool_stream *handle, void *dst, const void *src
     CPOOL__RESOLVE(s, handle, CPOOL__HANDLE_STREAM, "cpool_memcpy_async", "stream");
     if (bytes == 0) return CPOOL_OK;
     if (!dst || !src) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_memcpy_async: NULL pointer");
-    if (cpool__pool_memory_suspended(s->dev, dst, bytes) || cpool__pool_memory_suspended(s->dev, src, bytes))
+    if (cpool__pool_memory_enter(s->dev, dst, src, bytes) != CPOOL_OK)
         return cpool__fail(CPOOL_ERR_SUSPENDED, "cpool_memcpy_async: the memory is a suspended pool's");
     cpool_status st = s->dev->be->memcpy_async(s->impl, dst, src, bytes);
+    cpool__pool_memory_exit();
     return st == CPOOL_OK ? st : cpool__fail_in("cpool_memcpy_async", st);
 }
 
@@ -214,8 +215,9 @@ cpool_status cpool_memset_async(cpool_stream *handle, void *dst, int value, size
     CPOOL__RESOLVE(s, handle, CPOOL__HANDLE_STREAM, "cpool_memset_async", "stream");
     if (bytes == 0) return CPOOL_OK;
     if (!dst) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_memset_async: NULL pointer");
-    if (cpool__pool_memory_suspended(s->dev, dst, bytes))
+    if (cpool__pool_memory_enter(s->dev, dst, NULL, bytes) != CPOOL_OK)
         return cpool__fail(CPOOL_ERR_SUSPENDED, "cpool_memset_async: the memory is a suspended pool's");
     cpool_status st = s->dev->be->memset_async(s->impl, dst, value, bytes);
+    cpool__pool_memory_exit();
     return st == CPOOL_OK ? st : cpool__fail_in("cpool_memset_async", st);
 }
