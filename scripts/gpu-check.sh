@@ -6,6 +6,9 @@
 # log and one results file
 # (results.md, plus plots) into OUTDIR (default: build-gpu/results).
 # Usage: scripts/gpu-check.sh [OUTDIR]
+# CPOOL_GPU_CHECK_ONLY=REGEX runs only the steps whose names match (the
+# builds included when they match), for a machine lent in short turns:
+# e.g. "^(configure|build|ctest)" first, then the rest.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD
@@ -16,6 +19,7 @@ failed=()
 
 step() { # step NAME COMMAND...: runs it, logs to OUTDIR/NAME.log, records failure
     local name=$1; shift
+    [[ -n ${CPOOL_GPU_CHECK_ONLY:-} && ! $name =~ $CPOOL_GPU_CHECK_ONLY ]] && return 0
     echo "=== $name: $*"
     local start=$SECONDS
     if "$@" >"$out/$name.log" 2>&1; then
