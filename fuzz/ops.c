@@ -2940,9 +2940,14 @@ void op_suspend(rd *r, int s) {
     if (m->graph_holds == 0) m->ngr = 0; /* it trimmed first, as cpool_pool_trim: graph memory is general again */
     check_pool(pi);
     cpool_pool_stats during = stats_of(pi);
-    uint64_t host_want = m->kept && during.host_kept_bytes > before.host_reserved_bytes ? during.host_kept_bytes
-                                                                                          : before.host_reserved_bytes;
-    if (during.host_reserved_bytes != host_want)
+    /* The host copy holds the live bytes and the small gaps copied with
+     * them: at least what is kept; the copy made before stays if large
+     * enough, else a new one is made (never for DISCARD). */
+    bool host_ok = m->kept && during.host_kept_bytes > before.host_reserved_bytes
+                       ? during.host_reserved_bytes >= during.host_kept_bytes
+                       : !m->kept ? during.host_reserved_bytes == before.host_reserved_bytes
+                                  : during.host_reserved_bytes >= before.host_reserved_bytes;
+    if (!host_ok)
         fail("pool #%u: suspended (%s) with host_reserved_bytes %llu: %llu before, %llu kept", m->uid, mode_name,
              (unsigned long long)during.host_reserved_bytes, (unsigned long long)before.host_reserved_bytes,
              (unsigned long long)during.host_kept_bytes);
