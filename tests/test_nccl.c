@@ -4,9 +4,11 @@
  * captured into a graph and replayed with new inputs, results checked
  * against the inputs (one rank: the sum is the input); the registrations
  * live as long as the pool's memory, also through a graph that outlives the
- * caller's reference. */
+ * caller's reference; such a pool cannot be suspended. */
 #include "check.h" /* first: its feature macro */
 #include "helpers.h"
+
+#include <string.h>
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -36,6 +38,11 @@ static void allreduce_in_a_graph(cpool_device *dev) {
     REQUIRE_OK(cpool_alloc(pool, N * sizeof(float), s, (void **)&send));
     REQUIRE_OK(cpool_alloc(pool, N * sizeof(float), s, (void **)&recv));
     CHECK_GE(cpool_nccl_registration_count(pool), 1);
+    /* Its memory is registered with NCCL, which keeps using the
+     * addresses: it cannot be given back, and nothing changes. */
+    CHECK_EQ(cpool_pool_suspend(pool, CPOOL_SUSPEND_KEEP_CONTENTS), CPOOL_ERR_UNSUPPORTED);
+    CHECK(strstr(cpool_last_error(), "cpool_pool_suspend") && strstr(cpool_last_error(), "NCCL"));
+    CHECK(!cpool_pool_is_suspended(pool));
     cudaStream_t native = (cudaStream_t)cpool_stream_native(s);
 
     REQUIRE_OK(cpool_capture_begin(s, pool, CPOOL_CAPTURE_GLOBAL));
