@@ -879,7 +879,7 @@ static void while_suspended_only_memory_calls_are_refused(cpool_device *dev) {
     CHECK_OK(cpool_stream_synchronize(w.s));
     /* Other memory is not refused. */
     CHECK_OK(cpool_memcpy_async(s2, other_block, host, 4096));
-    CHECK_OK(cpool_memset_async(s2, host, 0x17, 4096));
+    CHECK_OK(cpool_memset_async(s2, other_block, 0x17, 4096));
     CHECK_OK(cpool_stream_synchronize(s2));
 
     CHECK_ALL_STATS_EQ(stats_of(w.pool), before);
