@@ -6,7 +6,7 @@
  * and each input's setup (reset_model) and teardown with the end-of-input
  * checks (finish). The model, its state and the checks against it are
  * model.h and model.c; the operations and the callbacks they hand to the
- * library, ops.h and ops.c.
+ * library, ops.h and the ops_*.c files (one family of operations each).
  *
  * The input is a sequence of operations (see `step` for the op codes), each
  * followed by its argument bytes; missing bytes read as 0. The operations

@@ -16,7 +16,7 @@
  * - Checks of the library against the model: each pool's statistics
  *   (check_pool, check_all), every new block (no overlap, stream order,
  *   graph-reserved memory), failed allocations.
- * Nothing here decodes an operation: that is ops.c.
+ * Nothing here decodes an operation: that is the ops_*.c files'.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>

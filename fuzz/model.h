@@ -1,6 +1,6 @@
 /*
- * model.h: what the fuzz_api harness knows of the library, shared by its
- * three files.
+ * model.h: what the fuzz_api harness knows of the library, shared by all
+ * its files.
  *
  * - The sizes of the tables, the byte reader (rd, u8), and the status
  *   checks every file uses (fail, check_status, EXPECT, EXPECT_OK,
@@ -11,7 +11,8 @@
  * - The model's bookkeeping and checks (model.c): slot picks, references
  *   of pools held by captures and graphs, drop bookkeeping, the checks of
  *   the library's statistics and blocks against the model.
- * The operations are in ops.h, the libFuzzer entry points in driver.c.
+ * The operations are in ops.h (ops_*.c), the libFuzzer entry points in
+ * driver.c.
  */
 #ifndef FUZZ_MODEL_H
 #define FUZZ_MODEL_H

@@ -1,11 +1,13 @@
 /*
- * ops.h: the fuzz_api harness's operations (ops.c), for driver.c.
+ * ops.h: the fuzz_api harness's operations, for driver.c. They live one
+ * family to a file (ops_*.c); the groups below name the file of each.
  *
  * - op_*: one operation each; `r` holds the input's bytes after the op and
  *   stream bytes (each reads its own arguments), `s` is the stream picked.
  * - What the end of an input also needs: ending a capture, syncing,
  *   destroying and reaping the temporary stream, releasing graphs and pools.
- * The model these work on, and the checks after each step, are model.h's.
+ * What the operation files share among themselves is ops_internal.h's; the
+ * model they work on, and the checks after each step, are model.h's.
  */
 #ifndef FUZZ_OPS_H
 #define FUZZ_OPS_H
@@ -17,30 +19,40 @@
 /* op_cross_clear runs unless FUZZ_API_CROSS_DROPS=0 (driver.c reads it). */
 extern bool cross_drops;
 
-/* ---- pools ------------------------------------------------------------------- */
+/* ---- pools (ops_pool.c) ---------------------------------------------------------- */
 
 void op_pool_create(rd *r);
 void op_pool_retain(rd *r);
 void op_pool_release(rd *r);
-void op_record(rd *r);
-void op_clear(rd *r);
 void op_seal(rd *r, bool seal);
 void op_trim(rd *r);
 void op_stats(rd *r);
 
-/* ---- allocation, stream work, parameter blocks --------------------------------- */
+/* ---- recorded objects and clears (ops_records.c) --------------------------------- */
+
+void op_record(rd *r);
+void op_clear(rd *r);
+void op_cross_clear(rd *r);
+
+/* ---- allocation, parameter blocks (ops_alloc.c) ---------------------------------- */
 
 void op_alloc(rd *r, int s);
 void op_free(rd *r, int s);
 void do_free_invalid(rd *r, int s);
 void op_bulk(rd *r, int s);
 void op_memset(rd *r, int s);
-void op_tick(rd *r, int s);
-void op_gate(int s);
 void op_param_create(rd *r);
 void op_param_set(rd *r, int s);
 
-/* ---- capture and graphs --------------------------------------------------------- */
+/* ---- markers, gates, callbacks, the temporary stream (ops_streams.c) ------------- */
+
+void op_tick(rd *r, int s);
+void op_gate(int s);
+void op_callback(rd *r, int s);
+void op_temp_stream(void);
+void op_temp_dying(rd *r);
+
+/* ---- capture and graphs (ops_capture.c) ------------------------------------------ */
 
 void op_capture_begin(rd *r, int s);
 void op_capture_end(rd *r, int s);
@@ -49,19 +61,11 @@ void op_update(rd *r, int s);
 void op_launch(rd *r, int s);
 void op_graph_retain(rd *r);
 void op_graph_release(rd *r);
-
-/* ---- callbacks, streams, misc --------------------------------------------------- */
-
-void op_callback(rd *r, int s);
-void op_temp_stream(void);
-void op_temp_dying(rd *r);
-void op_dead(rd *r, int s);
-void op_cross_clear(rd *r);
 void op_eager_free(rd *r, int s);
 void op_bounded_capture(rd *r, int s);
-void op_misc(rd *r, int s);
+void op_fork(rd *r, int s);
 
-/* ---- events ------------------------------------------------------------------------ */
+/* ---- events (ops_events.c) ------------------------------------------------------- */
 
 void op_event_create(rd *r);
 void op_event_destroy(rd *r);
@@ -70,17 +74,21 @@ void op_event_wait(rd *r, int s);
 void op_event_query(rd *r);
 void op_event_sync(rd *r);
 void op_event_elapsed(rd *r);
-void op_fork(rd *r, int s);
 
-/* ---- suspend and resume ------------------------------------------------------------- */
+/* ---- suspend and resume (ops_suspend.c) ------------------------------------------ */
 
 void op_suspend(rd *r, int s);
 void op_resume(rd *r);
 
-/* ---- shared with the end of an input -------------------------------------------- */
+/* ---- dead handles, NULL arguments, queries (ops_misuse.c) ------------------------ */
+
+void op_dead(rd *r, int s);
+void op_misc(rd *r, int s);
+
+/* ---- shared with the end of an input --------------------------------------------- */
 
 /* A stream sync (invalidates a capture on s), and cpool_wait_deferred, with
- * the model brought up to date. */
+ * the model brought up to date (ops_host.c). */
 void do_sync(int s);
 void do_wait_deferred(void);
 void do_capture_end(int s);

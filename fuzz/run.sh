@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer harness fuzz_api (fuzz/driver.c, ops.c, model.c) with
+# Builds the libFuzzer harness fuzz_api (fuzz/driver.c, model.c, ops_*.c) with
 # clang, AddressSanitizer, UndefinedBehaviorSanitizer and the library's
 # internal checks in build-fuzz/, then fuzzes the API on a copy of fuzz/corpus
 # for a while.
