@@ -39,9 +39,6 @@ static cpool_status capture_check(const char *what, cpool_stream *s, cpool_pool 
         if (pool##_handle) CPOOL__RESOLVE(pool, pool##_handle, CPOOL__HANDLE_POOL, fn, "pool");    \
     } while (0)
 
-/* Numbers captures, so that an event names the one it was recorded in. */
-static _Atomic uint64_t last_capture_id;
-
 /* `fn`: the public function that begins it, named by its failures. */
 static cpool_status capture_begin(const char *fn, cpool_stream *s, cpool_pool *pool, cpool_capture_mode mode,
                                   const cpool__capture_plan *plan) {
@@ -50,23 +47,14 @@ static cpool_status capture_begin(const char *fn, cpool_stream *s, cpool_pool *p
     /* Built here and moved into the stream once the backend capture began:
      * a capture costs no allocation unless it holds many pools. */
     cpool__capture cap;
-    cpool__capture_init(&cap, mode);
-    cap.id = atomic_fetch_add(&last_capture_id, 1) + 1;
-    cap.clear_clock = cpool__pool_clear_clock();
-    if (plan) {
-        cap.plan = plan->outputs;
-        cap.plan_streams = plan->streams;
-        cap.plan_bits = plan->bits;
-        cap.graph_id = plan->graph_id;
-    }
+    cpool__capture_init(&cap, mode, cpool__pool_clear_clock(), plan);
     if (!cap.plan && pool) cpool__pool_predict_outputs(pool, &cap);
-    if (pool) cpool__pool_hold_in_capture(&cap, pool); /* fits inline */
-    cap.has_bound_pool = pool != NULL;
+    if (pool) cpool__pool_hold_in_capture(&cap, pool, true); /* fits inline */
     /* After the hold: a suspend from now on sees the capture and refuses. */
     st = pool && cpool__pool_is_suspended(pool)
              ? cpool__fail(CPOOL_ERR_SUSPENDED, "the pool is suspended (cpool_pool_resume gives it memory again)")
-             : cpool__stream_begin_capture(s, mode, &cap);
-    if (st != CPOOL_OK) cpool__pool_release_capture(&cap);
+             : cpool__capture_publish(s, &cap);
+    if (st != CPOOL_OK) cpool__capture_release(&cap);
     return st == CPOOL_OK ? st : cpool__fail_in(fn, st);
 }
 
@@ -77,12 +65,59 @@ cpool_status cpool_capture_begin(cpool_stream *s_handle, cpool_pool *pool_handle
     return capture_begin("cpool_capture_begin", s, pool, mode, NULL);
 }
 
+/* ---- what a capture does to the pools it holds --------------------------- */
+
+void cpool__capture_join_branch(cpool__capture *cap, uint64_t from, uint64_t upto, uint64_t to) {
+    if (!cap->branch_tagged) return;
+    for (size_t i = 0; i < cap->pool_count; i++)
+        cpool__pool_retag_branch(cap->pools[i].pool, cap->pools[i].arena, cap->id, from, upto, to);
+}
+
+void cpool__capture_end_branches(cpool__capture *cap, uint64_t origin_id) {
+    if (!cap->branch_tagged) return;
+    cpool__capture_join_branch(cap, cpool__branch_tag(origin_id), UINT64_MAX, 0);
+    for (size_t k = 0; k < cap->fork_count; k++)
+        cpool__capture_join_branch(cap, cpool__branch_tag(cap->forks[k].stream_id), UINT64_MAX, 0);
+}
+
+void cpool__capture_release(cpool__capture *cap) {
+    for (size_t i = 0; i < cap->pool_count; i++) {
+        cpool_pool *pool = cap->pools[i].pool;
+        struct cpool__arena *arena = cap->pools[i].arena;
+        bool graph_hold = false; /* sealed for a graph that was not made */
+        if (arena) {
+            /* Its blocks are plain blocks now, for the caller to free: off
+             * the shared pages if memory allows. */
+            cpool__pool_seal_arena(pool, &arena, cap->id, 0);
+            graph_hold = cpool__pool_release_arena(pool, arena);
+        }
+        if (!graph_hold) cpool__pool_capture_detach(pool);
+        cpool__pool_release(pool);
+    }
+    cpool__capture_forget(cap);
+}
+
+void cpool__capture_discard(cpool_stream *s) {
+    if (!cpool__capture_leave(s)) return; /* none, or a fork that left it */
+    cpool__capture cap;
+    cpool__capture_take(s, &cap);
+    cpool__bgraph *impl = NULL;
+    if (s->dev->be->capture_end(s->impl, false, &impl) == CPOOL_OK) s->dev->be->graph_destroy(impl);
+    cpool__capture_end_branches(&cap, cpool__stream_id(s));
+    cpool__capture_release(&cap); /* it made no graph: what it kept is the caller's, no output */
+}
+
+/* ---- begin and end ---------------------------------------------------------- */
+
 /* Seals the graph's arena in each pool it holds: the pages of its outputs
  * become its own. */
 static cpool_status seal_arenas(cpool__capture *cap) {
     cpool_status st = CPOOL_OK;
-    for (size_t i = 0; i < cap->pool_count && st == CPOOL_OK; i++)
-        st = cpool__pool_seal_arena(cap->pools[i].pool, &cap->pools[i].arena, cap->id, cap->graph_id);
+    for (size_t i = 0; i < cap->pool_count && st == CPOOL_OK; i++) {
+        struct cpool__arena *arena = cap->pools[i].arena;
+        st = cpool__pool_seal_arena(cap->pools[i].pool, &arena, cap->id, cap->graph_id);
+        cpool__capture_set_arena(&cap->pools[i], arena);
+    }
     return st;
 }
 
@@ -90,11 +125,11 @@ static cpool_status seal_arenas(cpool__capture *cap) {
  * stream forked into it stops taking part first, so none adds to it. */
 static cpool_status capture_finish(cpool_stream *s, bool instantiate, cpool_graph **graph_out) {
     cpool__capture cap;
-    cpool__stream_take_capture(s, &cap);
-    if (!cap.graph_id) cap.graph_id = cpool__graph_new_id();
+    cpool__capture_take(s, &cap);
+    if (!cap.graph_id) cpool__capture_set_graph_id(&cap, cpool__graph_new_id());
     cpool__bgraph *impl = NULL;
     cpool_status st = s->dev->be->capture_end(s->impl, instantiate, &impl);
-    cpool__pool_end_branches(&cap, cpool__stream_id(s));
+    cpool__capture_end_branches(&cap, cpool__stream_id(s));
     if (st == CPOOL_OK && cap.invalidated) {
         s->dev->be->graph_destroy(impl);
         st = cpool__fail(CPOOL_ERR_CAPTURE_INVALIDATED,
@@ -110,7 +145,7 @@ static cpool_status capture_finish(cpool_stream *s, bool instantiate, cpool_grap
         cpool__capture_forget(&cap); /* its references are the graph's now */
     } else {
         *graph_out = NULL;
-        cpool__pool_release_capture(&cap);
+        cpool__capture_release(&cap);
     }
     return st;
 }

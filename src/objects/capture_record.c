@@ -1,15 +1,118 @@
 /*
  * The capture record: what a capture begun with cpool_capture_begin keeps
  * while it runs (internal.h, cpool__capture): the pools it holds, each with
- * the arena of graph memory it allocates in, the streams forked into it, a
- * graphed call's plan of outputs, and what a graphed call's eager run
- * allocated. Only data: the references it stands for are taken and dropped
- * by pool.c.
+ * the arena of graph memory it allocates in, the streams forked into it and
+ * its branches, a plan of outputs, and what it allocated. This file alone
+ * writes a record, and owns the locks that guard a published one (streams
+ * forked into a capture use it from any thread). It calls no other file of
+ * src/objects: the references a record stands for are taken by pool.c
+ * (cpool__pool_hold_in_capture) and dropped by capture.c, which note them
+ * here.
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
+
+/* ---- the locks of published records ---------------------------------------- */
+
+/* One lock for the streams whose memory falls in each stripe. Never
+ * destroyed: a thread that read a fork's capture just before its origin
+ * was destroyed may still lock its stripe, then finds the record gone. A
+ * thread holds at most one of them. */
+enum { CAPTURE_LOCKS = 64 };
+static cpool__mutex capture_locks[CAPTURE_LOCKS] = {
+#define CAPTURE_LOCK_INIT8                                                                          \
+    CPOOL__MUTEX_INIT(CPOOL__RANK_CAPTURE), CPOOL__MUTEX_INIT(CPOOL__RANK_CAPTURE),                 \
+        CPOOL__MUTEX_INIT(CPOOL__RANK_CAPTURE), CPOOL__MUTEX_INIT(CPOOL__RANK_CAPTURE),             \
+        CPOOL__MUTEX_INIT(CPOOL__RANK_CAPTURE), CPOOL__MUTEX_INIT(CPOOL__RANK_CAPTURE),             \
+        CPOOL__MUTEX_INIT(CPOOL__RANK_CAPTURE), CPOOL__MUTEX_INIT(CPOOL__RANK_CAPTURE)
+    CAPTURE_LOCK_INIT8, CAPTURE_LOCK_INIT8, CAPTURE_LOCK_INIT8, CAPTURE_LOCK_INIT8,
+    CAPTURE_LOCK_INIT8, CAPTURE_LOCK_INIT8, CAPTURE_LOCK_INIT8, CAPTURE_LOCK_INIT8,
+#undef CAPTURE_LOCK_INIT8
+};
+
+static cpool__mutex *stream_capture_lock(const cpool_stream *s) {
+    return &capture_locks[((uintptr_t)s / sizeof(cpool_stream)) % CAPTURE_LOCKS];
+}
+
+/* The lock of a published record: its origin stream's. */
+static cpool__mutex *capture_lock(cpool__capture *cap) {
+    return stream_capture_lock((cpool_stream *)((char *)cap - offsetof(cpool_stream, capture_storage)));
+}
+
+cpool__capture *cpool__capture_lock(cpool_stream *s) {
+    for (;;) {
+        cpool__capture *cap = cpool__stream_capture(s);
+        if (!cap) return NULL;
+        cpool__mutex_lock(capture_lock(cap));
+        if (cpool__stream_capture(s) == cap) return cap;
+        cpool__mutex_unlock(capture_lock(cap)); /* it ended meanwhile: look again */
+    }
+}
+
+void cpool__capture_unlock(cpool__capture *cap) { cpool__mutex_unlock(capture_lock(cap)); }
+
+/* ---- a record's life on its streams ----------------------------------------- */
+
+typedef struct capture_install {
+    cpool_stream *s;
+    cpool__capture *cap;
+} capture_install;
+
+/* Under the order's lock, once the backend capture began: the record moves
+ * into the stream's storage, which no other capture uses now. */
+static void *install_capture(void *arg) {
+    capture_install *ci = arg;
+    cpool__capture_move(&ci->s->capture_storage, ci->cap);
+    return &ci->s->capture_storage;
+}
+
+cpool_status cpool__capture_publish(cpool_stream *s, cpool__capture *cap) {
+    capture_install ci = {s, cap};
+    return cpool__order_begin_capture(&s->dev->order, &s->order, cap->mode, install_capture, &ci);
+}
+
+void cpool__capture_take(cpool_stream *s, cpool__capture *cap) {
+    cpool__mutex_lock(stream_capture_lock(s));
+    cpool__capture *rec = &s->capture_storage;
+    for (size_t i = 0; i < rec->fork_count; i++)
+        if (rec->forks[i].s) cpool__order_end_capture(&rec->forks[i].s->order);
+    cpool__order_end_capture(&s->order);
+    cpool__capture_move(cap, rec);
+    cpool__mutex_unlock(stream_capture_lock(s));
+}
+
+/* Makes room to note one more fork. */
+static cpool_status reserve_fork(cpool__capture *cap);
+
+cpool_status cpool__capture_fork(cpool_stream *s, cpool__capture *cap, cpool__bevent *ev) {
+    cpool_status st = reserve_fork(cap);
+    if (st != CPOOL_OK) return st;
+    st = cpool__order_join_capture(&s->dev->order, &s->order, cap, ev);
+    if (st == CPOOL_OK) {
+        cap->forks[cap->fork_count++] = (cpool__fork){s, cpool__stream_id(s), 0};
+        cap->branching = true;
+    }
+    return st;
+}
+
+bool cpool__capture_leave(cpool_stream *s) {
+    cpool__capture *rec = cpool__capture_lock(s);
+    if (!rec) return false;
+    bool fork = rec != &s->capture_storage;
+    if (fork) {
+        /* Its backend stream leaves the backend's capture as it is
+         * destroyed; the capture cannot end well any more. */
+        for (size_t i = 0; i < rec->fork_count; i++)
+            if (rec->forks[i].s == s) rec->forks[i].s = NULL;
+        rec->invalidated = true;
+        cpool__order_end_capture(&s->order);
+    }
+    cpool__capture_unlock(rec);
+    return !fork;
+}
 
 bool cpool__capture_holds(const cpool__capture *cap, const cpool_pool *pool) {
     for (size_t i = 0; i < cap->pool_count; i++)
@@ -17,8 +120,10 @@ bool cpool__capture_holds(const cpool__capture *cap, const cpool_pool *pool) {
     return false;
 }
 
+/* ---- the record's data ------------------------------------------------------ */
+
 /* An empty capture (the inline slots are left as they are: unused). */
-void cpool__capture_init(cpool__capture *cap, cpool_capture_mode mode) {
+static void capture_init(cpool__capture *cap, cpool_capture_mode mode) {
     cap->mode = mode;
     cap->pools = cap->inline_pools;
     cap->pool_count = 0;
@@ -46,7 +151,43 @@ void cpool__capture_move(cpool__capture *to, cpool__capture *from) {
     *to = *from;
     if (from->pools == from->inline_pools) to->pools = to->inline_pools;
     if (from->forks == from->inline_forks) to->forks = to->inline_forks;
-    cpool__capture_init(from, from->mode);
+    capture_init(from, from->mode);
+}
+
+/* Numbers captures, so that an event names the one it was recorded in. */
+static _Atomic uint64_t last_capture_id;
+
+void cpool__capture_init(cpool__capture *cap, cpool_capture_mode mode, uint64_t clear_clock,
+                         const cpool__capture_plan *plan) {
+    capture_init(cap, mode);
+    cap->id = atomic_fetch_add(&last_capture_id, 1) + 1;
+    cap->clear_clock = clear_clock;
+    if (plan) {
+        cap->plan = plan->outputs;
+        cap->plan_streams = plan->streams;
+        cap->plan_bits = plan->bits;
+        cap->graph_id = plan->graph_id;
+    }
+}
+
+void cpool__capture_predict(cpool__capture *cap, uint64_t *bits, uint64_t *streams, size_t *sizes, size_t n) {
+    cap->plan = bits;
+    cap->plan_streams = streams;
+    cap->plan_sizes = sizes;
+    cap->plan_bits = n;
+    cap->predicted = true;
+}
+
+void cpool__capture_set_graph_id(cpool__capture *cap, uint64_t graph_id) { cap->graph_id = graph_id; }
+
+void cpool__capture_note_host_work(cpool__capture *cap) { cap->host_work = true; }
+
+void cpool__capture_note_event(cpool__capture *cap) { cap->branching = true; }
+
+uint64_t cpool__capture_branch_of(cpool__capture *cap, uint64_t stream_id) {
+    if (!cap->branching) return 0;
+    cap->branch_tagged = true; /* a join or the end has blocks to retag */
+    return cpool__branch_tag(stream_id);
 }
 
 /* Makes room for one more element in an array that starts in `inline_array`
@@ -68,9 +209,20 @@ cpool_status cpool__capture_reserve(cpool__capture *cap) {
                           "holding a pool for a capture");
 }
 
-void cpool__capture_add_pool(cpool__capture *cap, cpool_pool *pool, uint64_t generation) {
+void cpool__capture_add_pool(cpool__capture *cap, cpool_pool *pool, uint64_t generation, bool bound) {
     cap->pools[cap->pool_count++] = (cpool__held_pool){pool, generation, NULL};
+    if (bound) cap->has_bound_pool = true;
 }
+
+void cpool__capture_drop_last_pool(cpool__capture *cap) { cap->pool_count--; }
+
+cpool__held_pool *cpool__capture_held(cpool__capture *cap, const cpool_pool *pool) {
+    for (size_t i = 0; i < cap->pool_count; i++)
+        if (cap->pools[i].pool == pool) return &cap->pools[i];
+    return NULL;
+}
+
+void cpool__capture_set_arena(cpool__held_pool *held, struct cpool__arena *arena) { held->arena = arena; }
 
 /* Where stream_id's next allocation is looked up in the plan. */
 static size_t *plan_place(cpool__capture *cap, uint64_t stream_id) {
@@ -79,14 +231,16 @@ static size_t *plan_place(cpool__capture *cap, uint64_t stream_id) {
     return &cap->alloc_index; /* the origin */
 }
 
-bool cpool__capture_next_is_output(const cpool__capture *cap, uint64_t stream_id, size_t *entry) {
+bool cpool__capture_next_is_output(const cpool__capture *cap, uint64_t stream_id, size_t bytes, size_t *entry) {
     *entry = SIZE_MAX;
     if (!cap->plan) return false;
     size_t i = *plan_place((cpool__capture *)cap, stream_id);
     while (i < cap->plan_bits && cap->plan_streams[i] != stream_id) i++;
     if (i == cap->plan_bits) return false; /* the eager run did not allocate it: scratch */
     *entry = i;
-    return cap->plan[i / 64] >> (i % 64) & 1;
+    if (!(cap->plan[i / 64] >> (i % 64) & 1)) return false;
+    /* A guess packs only requests near the size that output had. */
+    return !cap->predicted || (bytes <= CPOOL__PREDICTED_MAX && bytes / 16 <= cap->plan_sizes[i]);
 }
 
 void cpool__capture_plan_taken(cpool__capture *cap, uint64_t stream_id, size_t entry) {
@@ -104,15 +258,16 @@ void cpool__capture_forget(cpool__capture *cap) {
     cpool__learn_forget(&cap->log);
 }
 
-cpool_status cpool__capture_reserve_fork(cpool__capture *cap) {
+static cpool_status reserve_fork(cpool__capture *cap) {
     return reserve_inline((void **)&cap->forks, cap->inline_forks, cap->fork_count, &cap->fork_cap, sizeof *cap->forks,
                           "forking a stream into a capture");
 }
 
-void cpool__capture_add_fork(cpool__capture *cap, struct cpool_stream *s, uint64_t stream_id) {
-    cap->forks[cap->fork_count++] = (cpool__fork){s, stream_id, 0};
-    cap->branching = true;
+void cpool__capture_log_alloc(cpool__capture *cap, void *ptr, uint64_t stream_id, size_t bytes) {
+    cpool__learn_alloc(&cap->log, ptr, stream_id, bytes);
 }
+
+void cpool__capture_log_free(cpool__capture *cap, void *ptr) { cpool__learn_free(&cap->log, ptr); }
 
 _Thread_local cpool__learn *cpool__learning;
 atomic_int cpool__learners;

@@ -110,7 +110,7 @@ static cpool_status event_and_stream(const char *fn, cpool_event *e_handle, cpoo
  * event remembers where. CPOOL__AGAIN if the capture ended meanwhile. */
 static __attribute__((noinline)) cpool_status record_in_capture(cpool_event *e, cpool_stream *s,
                                                                 cpool_stream *s_handle) {
-    cpool__capture *cap = cpool__stream_lock_capture(s);
+    cpool__capture *cap = cpool__capture_lock(s);
     if (!cap) return CPOOL__AGAIN; /* it ended meanwhile: an eager record */
     cpool_status st = e->dev->be->user_event_record(e->impl, s->impl);
     if (st == CPOOL_OK) {
@@ -125,9 +125,9 @@ static __attribute__((noinline)) cpool_status record_in_capture(cpool_event *e, 
         if (!atomic_load_explicit(&e->recorded, memory_order_relaxed)) atomic_store(&e->recorded, true);
         /* A stream may fork from this record: work after it on s may run
          * beside that branch, so frees from now on go by branch. */
-        cap->branching = true;
+        cpool__capture_note_event(cap);
     }
-    cpool__stream_unlock_capture(cap);
+    cpool__capture_unlock(cap);
     return st == CPOOL_OK ? st : cpool__fail_in("cpool_event_record", st);
 }
 
@@ -192,24 +192,24 @@ static __attribute__((noinline)) cpool_status wait_in_capture(cpool_stream *s, c
     }
     cpool_stream *recorder =
         cpool__handle_object(atomic_load_explicit(&e->recorder, memory_order_acquire), CPOOL__HANDLE_STREAM);
-    cpool__capture *cap = recorder ? cpool__stream_lock_capture(recorder) : NULL;
+    cpool__capture *cap = recorder ? cpool__capture_lock(recorder) : NULL;
     if (!cap || cap->id != capture_id) {
-        if (cap) cpool__stream_unlock_capture(cap);
+        if (cap) cpool__capture_unlock(cap);
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: the event was recorded in a capture that has ended", fn);
     }
     cpool__capture *mine = cpool__stream_capture(s);
     cpool_status st;
     if (!mine) {
-        st = cpool__stream_fork(s, cap, e->impl);
+        st = cpool__capture_fork(s, cap, e->impl);
     } else if (mine != cap) {
         st = cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: the event was recorded in another capture than the stream's", fn);
     } else {
         st = s->dev->be->stream_wait_event(s->impl, e->impl);
         if (st == CPOOL_OK && cap->branching && recorder != s)
-            cpool__pool_join_branch(cap, cpool__branch_tag(cpool__stream_id(recorder)), atomic_load(&e->free_mark),
-                                    cpool__branch_tag(cpool__stream_id(s)));
+            cpool__capture_join_branch(cap, cpool__branch_tag(cpool__stream_id(recorder)),
+                                       atomic_load(&e->free_mark), cpool__branch_tag(cpool__stream_id(s)));
     }
-    cpool__stream_unlock_capture(cap);
+    cpool__capture_unlock(cap);
     return st == CPOOL_OK ? st : cpool__fail_in(fn, st);
 }
 

@@ -120,10 +120,10 @@ typedef struct cpool__learn {
     bool failed; /* out of host memory: nothing learned */
 } cpool__learn;
 
-/* A capture record. Once published in its origin stream's capture_storage
- * it is changed only under that stream's capture lock (one of a few
- * striped locks, stream.c; cpool__stream_lock_capture), since streams
- * forked into it use it from any thread. */
+/* A capture record, written only by capture_record.c. Once published in
+ * its origin stream's capture_storage it is changed only under its capture
+ * lock (cpool__capture_lock), since streams forked into it use it from any
+ * thread; other files read it. */
 typedef struct cpool__capture {
     cpool_capture_mode mode;
     uint64_t id; /* unique: an event recorded in the capture names it */
@@ -210,56 +210,15 @@ static inline bool cpool__stream_is_fork(const cpool_stream *s) {
     const cpool__capture *cap = cpool__stream_capture(s);
     return cap && cap != &s->capture_storage;
 }
-/* The capture s takes part in, locked (release with
- * cpool__stream_unlock_capture), or NULL. */
-cpool__capture *cpool__stream_lock_capture(cpool_stream *s);
-void cpool__stream_unlock_capture(cpool__capture *cap);
-/* s joins the capture `cap` (locked) that the event whose backend event is
- * ev was recorded in, waiting for it (a fork). */
-cpool_status cpool__stream_fork(cpool_stream *s, cpool__capture *cap, cpool__bevent *ev);
-
-/* Begins the backend capture on s, recording the stream's capture fence
- * first (made or renewed as needed), and moves *cap into the stream,
- * atomically for other threads' quiesces and fences. On failure *cap is
- * left as it was. */
-cpool_status cpool__stream_begin_capture(cpool_stream *s, cpool_capture_mode mode, cpool__capture *cap);
-/* Moves the capture begun on s out to *cap, as it ends; every stream
- * forked into it stops taking part. */
-void cpool__stream_take_capture(cpool_stream *s, cpool__capture *cap);
-/* Ends a capture begun on s (if any) and discards it with its references;
- * it makes no graph. On a fork, the stream leaves the capture, which is
- * invalidated. */
-void cpool__capture_discard(cpool_stream *s);
 /* Whether s captures: a capture of capturepool's, or one begun with the
  * runtime directly (the backend is asked). */
-bool cpool__stream_captures(cpool_stream *s);
+static inline bool cpool__stream_captures(cpool_stream *s) {
+    cpool_capture_state state = CPOOL_CAPTURE_NONE;
+    return cpool__stream_capture(s) ||
+           (s->dev->be->capture_status(s->impl, &state) == CPOOL_OK && state != CPOOL_CAPTURE_NONE);
+}
 
-/* ---- capture_record.c: the record's data ---------------------------------- */
-
-/* An empty record (the inline slots are left as they are: unused). */
-void cpool__capture_init(cpool__capture *cap, cpool_capture_mode mode);
-/* Moves a capture to `to` (its references go along). */
-void cpool__capture_move(cpool__capture *to, cpool__capture *from);
-/* Frees the record's arrays, touching no reference; not used after. */
-void cpool__capture_forget(cpool__capture *cap);
-/* Whether the capture holds `pool`. */
-bool cpool__capture_holds(const cpool__capture *cap, const cpool_pool *pool);
-/* Makes room to hold one more pool (the only step that can fail). */
-cpool_status cpool__capture_reserve(cpool__capture *cap);
-/* Notes a pool the capture holds (a reference the caller took); call after
- * a reserve. */
-void cpool__capture_add_pool(cpool__capture *cap, cpool_pool *pool, uint64_t generation);
-/* Makes room to note one more fork, then notes stream s (id stream_id)
- * forked into the capture. */
-cpool_status cpool__capture_reserve_fork(cpool__capture *cap);
-void cpool__capture_add_fork(cpool__capture *cap, struct cpool_stream *s, uint64_t stream_id);
-/* Whether the next allocation of the capture on stream `stream_id` is an
- * output, by the graphed call's plan; *entry gets the plan's entry (for
- * cpool__capture_plan_taken once the allocation succeeded). */
-bool cpool__capture_next_is_output(const cpool__capture *cap, uint64_t stream_id, size_t *entry);
-void cpool__capture_plan_taken(cpool__capture *cap, uint64_t stream_id, size_t entry);
-
-/* ---- capture.c ----------------------------------------------------------- */
+/* ---- capture_record.c: the record's owner ---------------------------------- */
 
 /* What a capture begins with besides its pool: a graphed call's plan of
  * outputs (outputs NULL: none), and the id its graph takes (0: a new one). */
@@ -269,6 +228,87 @@ typedef struct cpool__capture_plan {
     size_t bits;
     uint64_t graph_id;
 } cpool__capture_plan;
+
+/* A new record with a unique id, made before the capture begins (plan may
+ * be NULL): the clears made so far (cpool__pool_clear_clock) and the plan. */
+void cpool__capture_init(cpool__capture *cap, cpool_capture_mode mode, uint64_t clear_clock,
+                         const cpool__capture_plan *plan);
+/* Moves a capture to `to` (its references go along). */
+void cpool__capture_move(cpool__capture *to, cpool__capture *from);
+/* Frees the record's arrays, touching no reference; not used after. */
+void cpool__capture_forget(cpool__capture *cap);
+
+/* The capture s takes part in, locked (release with cpool__capture_unlock),
+ * or NULL. */
+cpool__capture *cpool__capture_lock(cpool_stream *s);
+void cpool__capture_unlock(cpool__capture *cap);
+/* Begins the backend capture on s, recording the stream's capture fence
+ * first (made or renewed as needed), and moves *cap into the stream,
+ * atomically for other threads' quiesces and fences. On failure *cap is
+ * left as it was. */
+cpool_status cpool__capture_publish(cpool_stream *s, cpool__capture *cap);
+/* Moves the capture begun on s out to *cap, as it ends; every stream
+ * forked into it stops taking part. */
+void cpool__capture_take(cpool_stream *s, cpool__capture *cap);
+/* s joins the capture `cap` (locked) that the event whose backend event is
+ * ev was recorded in, waiting for it (a fork). */
+cpool_status cpool__capture_fork(cpool_stream *s, cpool__capture *cap, cpool__bevent *ev);
+/* A stream forked into a capture leaves it (it is destroyed), which
+ * invalidates the capture; true when s is instead the origin of a capture,
+ * which the caller then takes and ends. */
+bool cpool__capture_leave(cpool_stream *s);
+
+/* Whether the capture holds `pool`. */
+bool cpool__capture_holds(const cpool__capture *cap, const cpool_pool *pool);
+/* Makes room to hold one more pool (the only step that can fail). */
+cpool_status cpool__capture_reserve(cpool__capture *cap);
+/* Notes a pool the capture holds (a reference the caller took; `bound`:
+ * the pool bound at begin, noted first); call after a reserve. */
+void cpool__capture_add_pool(cpool__capture *cap, cpool_pool *pool, uint64_t generation, bool bound);
+/* Forgets the pool noted last (a refused call undoes its hold). */
+void cpool__capture_drop_last_pool(cpool__capture *cap);
+/* The entry of `pool`, which the capture holds (NULL: it does not). */
+cpool__held_pool *cpool__capture_held(cpool__capture *cap, const cpool_pool *pool);
+/* The capture's arena in the entry's pool (graph_pages.h). */
+void cpool__capture_set_arena(cpool__held_pool *held, struct cpool__arena *arena);
+
+/* An event was recorded in the capture: a stream may fork from it, so its
+ * frees and allocations go by branch from now on. */
+void cpool__capture_note_event(cpool__capture *cap);
+/* The tag a capture's frees and allocations on stream `stream_id` go by: a
+ * branch once an event was recorded in it (alloc.h), else 0 (any graph). */
+uint64_t cpool__capture_branch_of(cpool__capture *cap, uint64_t stream_id);
+/* cpool_launch_host work was captured. */
+void cpool__capture_note_host_work(cpool__capture *cap);
+void cpool__capture_set_graph_id(cpool__capture *cap, uint64_t graph_id);
+
+/* The bound pool's prediction of outputs (arrays of n entries the record
+ * then owns; cpool__pool_predict_outputs). */
+void cpool__capture_predict(cpool__capture *cap, uint64_t *bits, uint64_t *streams, size_t *sizes, size_t n);
+/* Whether the next allocation of `bytes` of the capture on stream
+ * `stream_id` is an output, by its plan; *entry gets the plan's entry (for
+ * cpool__capture_plan_taken once the allocation succeeded). */
+bool cpool__capture_next_is_output(const cpool__capture *cap, uint64_t stream_id, size_t bytes, size_t *entry);
+void cpool__capture_plan_taken(cpool__capture *cap, uint64_t stream_id, size_t entry);
+/* Notes the capture's allocations and frees, for the plan its bound pool
+ * keeps for the next capture. */
+void cpool__capture_log_alloc(cpool__capture *cap, void *ptr, uint64_t stream_id, size_t bytes);
+void cpool__capture_log_free(cpool__capture *cap, void *ptr);
+
+/* ---- capture.c ----------------------------------------------------------- */
+
+/* Ends a capture begun on s (if any) and discards it with its references;
+ * it makes no graph. On a fork, the stream leaves the capture, which is
+ * invalidated. */
+void cpool__capture_discard(cpool_stream *s);
+/* In every pool the capture holds: the blocks freed on branch `from` up to
+ * free sequence `upto` go to branch `to` (a join); at the end, every
+ * branch's blocks become free for any graph. */
+void cpool__capture_join_branch(cpool__capture *cap, uint64_t from, uint64_t upto, uint64_t to);
+void cpool__capture_end_branches(cpool__capture *cap, uint64_t origin_id);
+/* Drops every reference a capture that made no graph holds, forgetting what
+ * it noted (its outputs are plain blocks); the record is not used after. */
+void cpool__capture_release(cpool__capture *cap);
 /* cpool_capture on objects for the public function `fn` (named by its
  * failures but the body's), with a plan (may be NULL), and without
  * instantiating when `instantiate` is false (the graph is then only for
@@ -321,15 +361,13 @@ void cpool__pool_release_without_waiting(cpool_pool *pool);
 cpool_device *cpool__pool_device(const cpool_pool *pool);
 /* Takes a reference to `pool` for the capture (no-op if it holds one); call
  * after cpool__capture_reserve. True if the hold is new. */
-bool cpool__pool_hold_in_capture(cpool__capture *cap, cpool_pool *pool);
-/* Drops every reference a capture that made no graph holds, forgetting what
- * it noted (its outputs are plain blocks); the record is not used after. */
-void cpool__pool_release_capture(cpool__capture *cap);
-/* In every pool the capture holds: the blocks freed on branch `from` up to
- * free sequence `upto` go to branch `to` (a join); at the end, every
- * branch's blocks become free for any graph. */
-void cpool__pool_join_branch(cpool__capture *cap, uint64_t from, uint64_t upto, uint64_t to);
-void cpool__pool_end_branches(cpool__capture *cap, uint64_t origin_id);
+bool cpool__pool_hold_in_capture(cpool__capture *cap, cpool_pool *pool, bool bound);
+/* In the pool: its blocks (its allocator's, the capture's arena's, the
+ * packed region's) freed on branch `from` up to free sequence `upto` go to
+ * branch `to`; in the packed region, to the capture's graph where `to` is
+ * 0 (cpool__capture_join_branch). */
+void cpool__pool_retag_branch(cpool_pool *pool, struct cpool__arena *arena, uint64_t capture_id, uint64_t from,
+                              uint64_t upto, uint64_t to);
 uint64_t cpool__pool_generation(const cpool_pool *pool);
 /* Every pool's clears are numbered on one clock: a pool's generation is the
  * number of its last clear (0: none yet). */

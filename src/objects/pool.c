@@ -640,25 +640,18 @@ static __attribute__((noinline)) cpool_status alloc_locked(cpool_pool *pool, siz
 /* Undoes the hold cpool__pool_hold_in_capture just took, the last the
  * capture took: a refused call changes nothing. */
 static void unhold_last(cpool__capture *cap, cpool_pool *pool) {
-    cap->pool_count--;
+    cpool__capture_drop_last_pool(cap);
     cpool__pool_capture_detach(pool);
     cpool__pool_release(pool);
 }
 
-/* The tag a capture's frees and allocations on s go by: a branch once the
- * capture has recorded an event, which a stream may fork from (alloc.h),
- * else 0 (any graph). */
-static uint64_t branch_of(cpool__capture *cap, const cpool_stream *s) {
-    if (!cap->branching) return 0;
-    cap->branch_tagged = true; /* a join or the end has blocks to retag */
-    return cpool__branch_tag(cpool__stream_id(s));
-}
-
-/* The held_pool entry of `pool` in capture `cap`, which holds it. */
-static cpool__held_pool *held_entry(cpool__capture *cap, const cpool_pool *pool) {
-    for (size_t i = 0; i < cap->pool_count; i++)
-        if (cap->pools[i].pool == pool) return &cap->pools[i];
-    return NULL;
+/* The capture's arena in the pool (under the pool's lock), made at its
+ * first allocation or free there. */
+static cpool_status open_arena(cpool_pool *pool, cpool__capture *cap, cpool__held_pool *held) {
+    cpool__arena *arena;
+    cpool_status st = cpool__graph_pages_open(&pool->pages, cpool__graph_tag(cap->id), &arena);
+    if (st == CPOOL_OK) cpool__capture_set_arena(held, arena);
+    return st;
 }
 
 /* An allocation under capture `cap` (locked), from the capture's arena in
@@ -671,22 +664,20 @@ static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *
     if (st != CPOOL_OK) return cpool__fail_in(fn, st);
     /* The branch's tag, or the stream's id: blocks free for any of the
      * capture's streams, and the stream a snapshot names. */
-    uint64_t branch = branch_of(cap, s), tag = branch ? branch : cpool__stream_id(s);
-    bool newly_held = cpool__pool_hold_in_capture(cap, pool);
-    cpool__held_pool *held = held_entry(cap, pool);
+    uint64_t branch = cpool__capture_branch_of(cap, cpool__stream_id(s)), tag = branch ? branch : cpool__stream_id(s);
+    bool newly_held = cpool__pool_hold_in_capture(cap, pool, false);
+    cpool__held_pool *held = cpool__capture_held(cap, pool);
     /* Outputs (said to be, or learned by a graphed call) and the smallest
      * requests come from the packed region, where the capture's freed
      * blocks are its graph's alone (graph_pages.h). */
     size_t entry;
-    bool planned = cpool__capture_next_is_output(cap, cpool__stream_id(s), &entry) &&
-                   (!cap->predicted || (bytes <= CPOOL__PREDICTED_MAX && bytes / 16 <= cap->plan_sizes[entry]));
+    bool planned = cpool__capture_next_is_output(cap, cpool__stream_id(s), bytes, &entry);
     bool packed = planned || output || bytes <= CPOOL__PACKED_MAX;
     if (packed) tag = branch ? branch : cpool__graph_tag(cap->id);
     cpool__mutex_lock(&pool->mu);
     /* After the hold: a suspend from now on sees the capture and refuses. */
     if (atomic_load(&pool->suspended)) st = cpool__fail(CPOOL_ERR_SUSPENDED, "the pool is suspended");
-    if (st == CPOOL_OK && !held->arena)
-        st = cpool__graph_pages_open(&pool->pages, cpool__graph_tag(cap->id), &held->arena);
+    if (st == CPOOL_OK && !held->arena) st = open_arena(pool, cap, held);
     cpool__allocator *a = NULL;
     void *p = NULL;
     if (st == CPOOL_OK && packed) st = cpool__graph_pages_packed(&pool->pages, &a);
@@ -722,7 +713,7 @@ static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *
     }
     if (st != CPOOL_OK) return cpool__fail_in(fn, st);
     cpool__capture_plan_taken(cap, cpool__stream_id(s), entry);
-    cpool__learn_alloc(&cap->log, *ptr_out, cpool__stream_id(s), bytes);
+    cpool__capture_log_alloc(cap, *ptr_out, cpool__stream_id(s), bytes);
     return st;
 }
 
@@ -730,10 +721,10 @@ static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *
  * streams may be used from several threads. */
 static __attribute__((noinline)) cpool_status alloc_in_capture(cpool_pool *pool, size_t bytes, cpool_stream *s,
                                                                void **ptr_out, bool output, const char *fn) {
-    cpool__capture *cap = cpool__stream_lock_capture(s);
+    cpool__capture *cap = cpool__capture_lock(s);
     if (!cap) return alloc_locked(pool, bytes, s, ptr_out, fn); /* it ended meanwhile */
     cpool_status st = capture_alloc(pool, bytes, s, cap, ptr_out, output, fn);
-    cpool__stream_unlock_capture(cap);
+    cpool__capture_unlock(cap);
     return st;
 }
 
@@ -795,10 +786,10 @@ static __attribute__((noinline)) cpool_status free_locked(cpool_pool *pool, void
         cpool_status st = cpool__capture_holds(cap, pool) ? CPOOL_OK : cpool__capture_reserve(cap);
         if (st != CPOOL_OK) return cpool__fail_in("cpool_free", st);
     }
-    bool newly_held = cap && cpool__pool_hold_in_capture(cap, pool); /* as capture_alloc */
-    cpool__held_pool *held = cap ? held_entry(cap, pool) : NULL;
+    bool newly_held = cap && cpool__pool_hold_in_capture(cap, pool, false); /* as capture_alloc */
+    cpool__held_pool *held = cap ? cpool__capture_held(cap, pool) : NULL;
     cpool__mutex_lock(&pool->mu);
-    uint64_t branch = cap ? branch_of(cap, s) : 0;
+    uint64_t branch = cap ? cpool__capture_branch_of(cap, cpool__stream_id(s)) : 0;
     bool graph = cap != NULL;
     /* An eager block first, as the pool has most; only a pointer the eager
      * allocator does not hold is looked for in graph memory. */
@@ -828,9 +819,7 @@ static __attribute__((noinline)) cpool_status free_locked(cpool_pool *pool, void
         }
         if (a != &pool->alloc) {
             cpool__error_restore(&before);
-            st = a == packed && held && !held->arena
-                     ? cpool__graph_pages_open(&pool->pages, cpool__graph_tag(cap->id), &held->arena)
-                     : CPOOL_OK;
+            st = a == packed && held && !held->arena ? open_arena(pool, cap, held) : CPOOL_OK;
             if (st == CPOOL_OK) st = cpool__front_free_slow(&pool->front, a, ptr, cpool__stream_id(s), graph, branch);
         }
     }
@@ -847,7 +836,7 @@ static __attribute__((noinline)) cpool_status free_locked(cpool_pool *pool, void
         return cpool__fail_in("cpool_free", st);
     }
     if (cap)
-        cpool__learn_free(&cap->log, ptr);
+        cpool__capture_log_free(cap, ptr);
     else if (cpool__learning_now())
         cpool__learn_free(cpool__learning, ptr);
     return st;
@@ -855,9 +844,9 @@ static __attribute__((noinline)) cpool_status free_locked(cpool_pool *pool, void
 
 /* A free under the capture that s takes part in (locked here). */
 static __attribute__((noinline)) cpool_status free_in_capture(cpool_pool *pool, void *ptr, cpool_stream *s) {
-    cpool__capture *cap = cpool__stream_lock_capture(s);
+    cpool__capture *cap = cpool__capture_lock(s);
     cpool_status st = free_locked(pool, ptr, s, cap); /* NULL: it ended meanwhile */
-    if (cap) cpool__stream_unlock_capture(cap);
+    if (cap) cpool__capture_unlock(cap);
     return st;
 }
 
@@ -957,11 +946,7 @@ void cpool__pool_predict_outputs(cpool_pool *pool, cpool__capture *cap) {
         memcpy(bits, pool->predicted, (n / 64 + 1) * sizeof *bits);
         memcpy(streams, pool->predicted_streams, n * sizeof *streams);
         memcpy(sizes, pool->predicted_sizes, n * sizeof *sizes);
-        cap->plan = bits;
-        cap->plan_streams = streams;
-        cap->plan_sizes = sizes;
-        cap->plan_bits = n;
-        cap->predicted = true;
+        cpool__capture_predict(cap, bits, streams, sizes, n);
     } else {
         free(bits);
         free(streams);
@@ -1317,58 +1302,32 @@ void cpool__pool_launch_exit(cpool_pool *pool) { atomic_fetch_sub(&pool->launchi
 
 /* ---- captures holding the pool ------------------------------------------ */
 
-bool cpool__pool_hold_in_capture(cpool__capture *cap, cpool_pool *pool) {
+bool cpool__pool_hold_in_capture(cpool__capture *cap, cpool_pool *pool, bool bound) {
     if (cpool__capture_holds(cap, pool)) return false;
     /* Cleared since the capture began: work captured before the hold may
      * use what the clear dropped, so the graph is stale for it at once. */
     uint64_t generation = atomic_load(&pool->generation);
     if (generation > cap->clear_clock) generation = UINT64_MAX;
-    cpool__capture_add_pool(cap, cpool__pool_retain(pool), generation);
+    cpool__capture_add_pool(cap, cpool__pool_retain(pool), generation, bound);
     cpool__pool_capture_attach(pool);
     return true;
 }
 
-void cpool__pool_release_capture(cpool__capture *cap) {
-    for (size_t i = 0; i < cap->pool_count; i++) {
-        cpool_pool *pool = cap->pools[i].pool;
-        bool graph_hold = false; /* sealed for a graph that was not made */
-        if (cap->pools[i].arena) {
-            /* Its blocks are plain blocks now, for the caller to free: off
-             * the shared pages if memory allows. */
-            cpool__pool_seal_arena(pool, &cap->pools[i].arena, cap->id, 0);
-            graph_hold = cpool__pool_release_arena(pool, cap->pools[i].arena);
-        }
-        if (!graph_hold) cpool__pool_capture_detach(pool);
-        cpool__pool_release(pool);
-    }
-    cpool__capture_forget(cap);
+void cpool__pool_retag_branch(cpool_pool *pool, cpool__arena *arena, uint64_t capture_id, uint64_t from,
+                              uint64_t upto, uint64_t to) {
+    cpool__mutex_lock(&pool->mu);
+    cpool__allocator_retag_branch(&pool->alloc, from, upto, to);
+    if (arena) cpool__allocator_retag_branch(cpool__arena_allocator(arena), from, upto, to);
+    /* In the packed region the capture's end hands a branch's blocks to
+     * its graph, not to every capture. */
+    cpool__allocator *packed;
+    if (pool->pages.packed && cpool__graph_pages_packed(&pool->pages, &packed) == CPOOL_OK)
+        cpool__allocator_retag_branch(packed, from, upto, to ? to : cpool__graph_tag(capture_id));
+    CHECK_ALLOCATOR(pool);
+    cpool__mutex_unlock(&pool->mu);
 }
 
 /* A new holder counts once in each half of `holders`. */
-void cpool__pool_join_branch(cpool__capture *cap, uint64_t from, uint64_t upto, uint64_t to) {
-    if (!cap->branch_tagged) return;
-    for (size_t i = 0; i < cap->pool_count; i++) {
-        cpool_pool *pool = cap->pools[i].pool;
-        cpool__mutex_lock(&pool->mu);
-        cpool__allocator_retag_branch(&pool->alloc, from, upto, to);
-        if (cap->pools[i].arena) cpool__allocator_retag_branch(cpool__arena_allocator(cap->pools[i].arena), from, upto, to);
-        /* In the packed region the capture's end hands a branch's blocks to
-         * its graph, not to every capture. */
-        cpool__allocator *packed;
-        if (pool->pages.packed && cpool__graph_pages_packed(&pool->pages, &packed) == CPOOL_OK)
-            cpool__allocator_retag_branch(packed, from, upto, to ? to : cpool__graph_tag(cap->id));
-        CHECK_ALLOCATOR(pool);
-        cpool__mutex_unlock(&pool->mu);
-    }
-}
-
-void cpool__pool_end_branches(cpool__capture *cap, uint64_t origin_id) {
-    if (!cap->branch_tagged) return;
-    cpool__pool_join_branch(cap, cpool__branch_tag(origin_id), UINT64_MAX, 0);
-    for (size_t k = 0; k < cap->fork_count; k++)
-        cpool__pool_join_branch(cap, cpool__branch_tag(cap->forks[k].stream_id), UINT64_MAX, 0);
-}
-
 void cpool__pool_capture_attach(cpool_pool *pool) { atomic_fetch_add(&pool->holders, HOLDER_EPOCH_ONE + 1); }
 void cpool__pool_capture_detach(cpool_pool *pool) { atomic_fetch_sub(&pool->holders, 1); }
 

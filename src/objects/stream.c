@@ -1,6 +1,8 @@
 /*
  * Streams: a backend stream plus what the library tracks about it (its
- * device registration and unique id, and the capture begun on it).
+ * device registration and unique id; the capture begun on it is a record
+ * in its storage, which capture_record.c owns), and the work enqueued on
+ * one outside graphs: copies, fills, host functions.
  */
 #include <stddef.h>
 #include <stdlib.h>
@@ -50,107 +52,6 @@ cpool_status cpool_stream_synchronize(cpool_stream *handle) {
     return st == CPOOL_OK ? st : cpool__fail_in("cpool_stream_synchronize", st);
 }
 
-typedef struct capture_install {
-    cpool_stream *s;
-    cpool__capture *cap;
-} capture_install;
-
-/* Under the order's lock, once the backend capture began: the record moves
- * into the stream's storage, which no other capture uses now. */
-static void *install_capture(void *arg) {
-    capture_install *ci = arg;
-    cpool__capture_move(&ci->s->capture_storage, ci->cap);
-    return &ci->s->capture_storage;
-}
-
-cpool_status cpool__stream_begin_capture(cpool_stream *s, cpool_capture_mode mode, cpool__capture *cap) {
-    capture_install ci = {s, cap};
-    return cpool__order_begin_capture(&s->dev->order, &s->order, mode, install_capture, &ci);
-}
-
-/* The locks of capture records, one for the streams whose memory falls in
- * each stripe. Never destroyed: a thread that read a fork's capture just
- * before its origin was destroyed may still lock its stripe, then finds the
- * record gone. A thread holds at most one of them. */
-enum { CAPTURE_LOCKS = 64 };
-static cpool__mutex capture_locks[CAPTURE_LOCKS] = {
-#define CAPTURE_LOCK_INIT8                                                                          \
-    CPOOL__MUTEX_INIT(CPOOL__RANK_CAPTURE), CPOOL__MUTEX_INIT(CPOOL__RANK_CAPTURE),                 \
-        CPOOL__MUTEX_INIT(CPOOL__RANK_CAPTURE), CPOOL__MUTEX_INIT(CPOOL__RANK_CAPTURE),             \
-        CPOOL__MUTEX_INIT(CPOOL__RANK_CAPTURE), CPOOL__MUTEX_INIT(CPOOL__RANK_CAPTURE),             \
-        CPOOL__MUTEX_INIT(CPOOL__RANK_CAPTURE), CPOOL__MUTEX_INIT(CPOOL__RANK_CAPTURE)
-    CAPTURE_LOCK_INIT8, CAPTURE_LOCK_INIT8, CAPTURE_LOCK_INIT8, CAPTURE_LOCK_INIT8,
-    CAPTURE_LOCK_INIT8, CAPTURE_LOCK_INIT8, CAPTURE_LOCK_INIT8, CAPTURE_LOCK_INIT8,
-#undef CAPTURE_LOCK_INIT8
-};
-
-static cpool__mutex *stream_capture_lock(const cpool_stream *s) {
-    return &capture_locks[((uintptr_t)s / sizeof(cpool_stream)) % CAPTURE_LOCKS];
-}
-
-/* The lock of a published record: its origin stream's. */
-static cpool__mutex *capture_lock(cpool__capture *cap) {
-    return stream_capture_lock((cpool_stream *)((char *)cap - offsetof(cpool_stream, capture_storage)));
-}
-
-cpool__capture *cpool__stream_lock_capture(cpool_stream *s) {
-    for (;;) {
-        cpool__capture *cap = cpool__stream_capture(s);
-        if (!cap) return NULL;
-        cpool__mutex_lock(capture_lock(cap));
-        if (cpool__stream_capture(s) == cap) return cap;
-        cpool__mutex_unlock(capture_lock(cap)); /* it ended meanwhile: look again */
-    }
-}
-
-void cpool__stream_unlock_capture(cpool__capture *cap) { cpool__mutex_unlock(capture_lock(cap)); }
-
-void cpool__stream_take_capture(cpool_stream *s, cpool__capture *cap) {
-    cpool__mutex_lock(stream_capture_lock(s));
-    cpool__capture *rec = &s->capture_storage;
-    for (size_t i = 0; i < rec->fork_count; i++)
-        if (rec->forks[i].s) cpool__order_end_capture(&rec->forks[i].s->order);
-    cpool__order_end_capture(&s->order);
-    cpool__capture_move(cap, rec);
-    cpool__mutex_unlock(stream_capture_lock(s));
-}
-
-cpool_status cpool__stream_fork(cpool_stream *s, cpool__capture *cap, cpool__bevent *ev) {
-    cpool_status st = cpool__capture_reserve_fork(cap);
-    if (st != CPOOL_OK) return st;
-    st = cpool__order_join_capture(&s->dev->order, &s->order, cap, ev);
-    if (st == CPOOL_OK) cpool__capture_add_fork(cap, s, cpool__stream_id(s));
-    return st;
-}
-
-bool cpool__stream_captures(cpool_stream *s) {
-    cpool_capture_state state = CPOOL_CAPTURE_NONE;
-    return cpool__stream_capture(s) ||
-           (s->dev->be->capture_status(s->impl, &state) == CPOOL_OK && state != CPOOL_CAPTURE_NONE);
-}
-
-void cpool__capture_discard(cpool_stream *s) {
-    cpool__capture *rec = cpool__stream_lock_capture(s);
-    if (!rec) return;
-    if (rec != &s->capture_storage) {
-        /* A fork leaves (its backend stream leaves the backend's capture as
-         * it is destroyed); the capture cannot end well any more. */
-        for (size_t i = 0; i < rec->fork_count; i++)
-            if (rec->forks[i].s == s) rec->forks[i].s = NULL;
-        rec->invalidated = true;
-        cpool__order_end_capture(&s->order);
-        cpool__stream_unlock_capture(rec);
-        return;
-    }
-    cpool__stream_unlock_capture(rec);
-    cpool__capture cap;
-    cpool__stream_take_capture(s, &cap);
-    cpool__bgraph *impl = NULL;
-    if (s->dev->be->capture_end(s->impl, false, &impl) == CPOOL_OK) s->dev->be->graph_destroy(impl);
-    cpool__pool_end_branches(&cap, cpool__stream_id(s));
-    cpool__pool_release_capture(&cap); /* it made no graph: what it kept is the caller's, no output */
-}
-
 /* The order keeps the stream listed until its work has finished, so that a
  * teardown or a fence on another thread meanwhile still waits for that work:
  * a stream that is gone has no work left. */
@@ -189,10 +90,10 @@ cpool_status cpool_launch_host(cpool_stream *handle, void (*fn)(void *arg), void
     cpool_stream *s;
     CPOOL__RESOLVE(s, handle, CPOOL__HANDLE_STREAM, "cpool_launch_host", "stream");
     if (!fn) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_launch_host: fn is NULL");
-    cpool__capture *cap = cpool__stream_lock_capture(s);
+    cpool__capture *cap = cpool__capture_lock(s);
     if (cap) {
-        cap->host_work = true;
-        cpool__stream_unlock_capture(cap);
+        cpool__capture_note_host_work(cap);
+        cpool__capture_unlock(cap);
     }
     cpool_status st = s->dev->be->launch_host(s->impl, fn, arg);
     return st == CPOOL_OK ? st : cpool__fail_in("cpool_launch_host", st);

@@ -19,7 +19,7 @@
 typedef enum cpool__rank {
     CPOOL__RANK_REGISTRY = 1, /* device.c: the open devices */
     CPOOL__RANK_EVENT,        /* event.c: an event's records and the waits for them */
-    CPOOL__RANK_CAPTURE,      /* stream.c: a capture record, shared by the streams of a fork */
+    CPOOL__RANK_CAPTURE,      /* capture_record.c: a capture record, shared by the streams of a fork */
     CPOOL__RANK_SUSPEND,      /* pool.c: one pool's suspend or resume, held across its wait for
                                  the device (no stream callback takes it: they are refused) */
     CPOOL__RANK_SUSPENDED,    /* pool.c: the list of suspended pools */
