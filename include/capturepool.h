@@ -130,7 +130,7 @@ unsigned cpool_version(void);
  * IO, SUSPENDED). */
 #define CPOOL_STATUS_MAP(X)                                                                                  \
     X(OK, 0, "ok")                                                                                           \
-    /* NULL where a handle is needed, a foreign pointer, ... */                                             \
+    /* NULL where a handle is needed, a foreign pointer, ... */                                              \
     X(ERR_INVALID_ARGUMENT, 1, "invalid argument")                                                           \
     /* host or device memory could not be had */                                                             \
     X(ERR_OUT_OF_MEMORY, 2, "out of memory")                                                                 \
@@ -145,13 +145,13 @@ unsigned cpool_version(void);
     X(ERR_CAPTURE_INVALIDATED, 6, "capture was invalidated")                                                 \
     /* launch of a graph whose pool buffers were cleared after its capture */                                \
     X(ERR_STALE_GRAPH, 7, "graph is stale: its pool's buffers were cleared")                                 \
-    /* the requested backend or device is not available here */                                             \
+    /* the requested backend or device is not available here */                                              \
     X(ERR_NO_DEVICE, 8, "no such backend or device")                                                         \
     /* any other error of the CUDA runtime; see cpool_last_error() */                                        \
     X(ERR_BACKEND, 9, "backend error")                                                                       \
     /* the operation is not available on this backend */                                                     \
     X(ERR_UNSUPPORTED, 10, "not supported on this backend")                                                  \
-    /* cpool_event_query: the work before the record has not finished */                                    \
+    /* cpool_event_query: the work before the record has not finished */                                     \
     X(ERR_NOT_READY, 11, "the work before the event has not finished")                                       \
     /* kept for programs that handle it; never returned for graphs captured by this version: outputs lie     \
        on pages of their graph's own, which no other graph's replay writes (see cpool_pool) */               \
