@@ -115,7 +115,7 @@ static int eager_and_graph(gpu *g, float *host) {
     ok = ok && TRY(g, cpool_stream_synchronize(g->s));
     g->graph_us = (now_us() - t0) / g->steps;
     ok = ok && download(g, g->w_graph);
-    g->stats.struct_size = sizeof g->stats;
+    g->stats = (cpool_pool_stats)CPOOL_POOL_STATS_INIT;
     ok = ok && TRY(g, cpool_pool_get_stats(g->pool, &g->stats));
     g->registrations = cpool_nccl_registration_count(g->pool);
     cpool_graph_release(graph);

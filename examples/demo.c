@@ -288,7 +288,7 @@ __attribute__((format(printf, 4, 5))) static void take_stats(stages *log, const 
 /* The allocations made since the last stage taken. */
 static unsigned long long allocs_since_last(const stages *log, const cpool_pool *pool)
 {
-    cpool_pool_stats now = {.struct_size = sizeof now};
+    cpool_pool_stats now = CPOOL_POOL_STATS_INIT;
     CHECK(cpool_pool_get_stats(pool, &now));
     return now.alloc_count - (log->count ? log->v[log->count - 1].st.alloc_count : 0);
 }

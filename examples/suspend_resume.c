@@ -294,8 +294,8 @@ static void take_row(table *tb, engine *e, const char *stage)
         return;
     row *r = &tb->v[tb->count++];
     r->stage = stage;
-    r->w.struct_size = sizeof r->w;
-    r->g.struct_size = sizeof r->g;
+    r->w = (cpool_pool_stats)CPOOL_POOL_STATS_INIT;
+    r->g = (cpool_pool_stats)CPOOL_POOL_STATS_INIT;
     CHECK(cpool_pool_get_stats(e->weights, &r->w));
     CHECK(cpool_pool_get_stats(e->graphs, &r->g));
     r->device_free = device_free(e);

@@ -7,7 +7,9 @@
  * The library loads NCCL when it is first needed (libnccl.so.2, or the file
  * CPOOL_NCCL_LIBRARY names), so neither the library nor a program that
  * never calls this needs NCCL. The communicator is NCCL's own: make it with
- * ncclCommInitRank as usual and pass it here (ncclComm_t).
+ * ncclCommInitRank as usual and pass it here (ncclComm_t). Its options are
+ * capturepool.h's cpool_pool_options (CPOOL_POOL_OPTIONS_INIT); docs/GUIDE.md,
+ * "Several GPUs and NCCL", shows a use.
  */
 #ifndef CAPTUREPOOL_NCCL_H
 #define CAPTUREPOOL_NCCL_H
@@ -25,7 +27,8 @@ extern "C" {
 struct ncclComm; /* NCCL's: ncclComm_t is struct ncclComm * */
 
 /* Creates a pool, as cpool_pool_create, whose device memory is registered
- * with `comm`: every segment once, before any block of it is handed out,
+ * with `comm`.
+ * Every segment is registered once, before any block of it is handed out,
  * and deregistered before it goes back to the device (at cpool_pool_trim,
  * and when the pool's last reference goes: a graph that holds the pool
  * keeps its registrations, as it keeps its memory). The segments are plain
@@ -43,8 +46,8 @@ struct ncclComm; /* NCCL's: ncclComm_t is struct ncclComm * */
 cpool_status cpool_nccl_pool_create(cpool_device *dev, struct ncclComm *comm, const cpool_pool_options *opts,
                                     cpool_pool **out);
 
-/* The registrations the pool's memory holds now (0 for NULL, a dead
- * handle, or a pool not made by cpool_nccl_pool_create). */
+/* The registrations the pool's memory holds now.
+ * 0 for NULL, a dead handle, or a pool not made by cpool_nccl_pool_create. */
 size_t cpool_nccl_registration_count(const cpool_pool *pool);
 
 #pragma GCC visibility pop

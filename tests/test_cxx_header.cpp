@@ -45,6 +45,18 @@ int main() {
     expect(cpool_pool_get_stats(pool, &st) == CPOOL_OK && st.allocated_bytes == 100, "stats");
     expect(cpool_free(pool, p, s) == CPOOL_OK, "cpool_free");
     expect(cpool_nccl_registration_count(pool) == 0, "cpool_nccl_registration_count of an unregistered pool");
+    // The initializers are C++ too, and the functions take them.
+    const cpool_pool_options init_opts = CPOOL_POOL_OPTIONS_INIT;
+    cpool_pool *init_pool = nullptr;
+    expect(init_opts.struct_size == sizeof(cpool_pool_options) &&
+               cpool_pool_create(dev, &init_opts, &init_pool) == CPOOL_OK,
+           "CPOOL_POOL_OPTIONS_INIT");
+    cpool_pool_stats init_st = CPOOL_POOL_STATS_INIT;
+    expect(cpool_pool_get_stats(init_pool, &init_st) == CPOOL_OK && init_st.struct_size == sizeof init_st,
+           "CPOOL_POOL_STATS_INIT");
+    cpool_graph_stats init_gs = CPOOL_GRAPH_STATS_INIT;
+    expect(init_gs.struct_size == sizeof init_gs && init_gs.own_bytes == 0, "CPOOL_GRAPH_STATS_INIT");
+    cpool_pool_release(init_pool);
     cpool_stream_destroy(s);
     cpool_pool_release(pool);
     cpool_device_close(dev);

@@ -20,6 +20,7 @@ static void status_values_are_fixed(cpool_device *dev) {
     CHECK_EQ(CPOOL_ERR_NOT_READY, 11);
     CHECK_EQ(CPOOL_ERR_OUTPUT_LIVE, 12);
     CHECK_EQ(CPOOL_ERR_IO, 13);
+    CHECK_EQ(CPOOL_ERR_SUSPENDED, 14);
     CHECK_EQ(CPOOL_BACKEND_AUTO, 0);
     CHECK_EQ(CPOOL_BACKEND_CUDA, 1);
     CHECK_EQ(CPOOL_BACKEND_HOST, 2);
@@ -36,7 +37,7 @@ static void status_strings_never_null(cpool_device *dev) {
     int i, j;
     const int out_of_range[] = {14, 15, 100, 1 << 20, -1, -100};
     (void)dev;
-    for (i = CPOOL_OK; i <= CPOOL_ERR_IO; i++) {
+    for (i = CPOOL_OK; i <= CPOOL_ERR_SUSPENDED; i++) {
         const char *s = cpool_status_string((cpool_status)i);
         CHECK(s != NULL);
         if (!s) continue;
@@ -53,6 +54,52 @@ static void status_strings_never_null(cpool_device *dev) {
     }
     /* Static text: the same pointer on every call. */
     CHECK_PTR_EQ(cpool_status_string(CPOOL_ERR_SEALED), cpool_status_string(CPOOL_ERR_SEALED));
+}
+
+/* The texts are those of every earlier version: programs may show or match them. */
+static void status_strings_unchanged(cpool_device *dev) {
+    (void)dev;
+    CHECK_STR_EQ(cpool_status_string(CPOOL_OK), "ok");
+    CHECK_STR_EQ(cpool_status_string(CPOOL_ERR_INVALID_ARGUMENT), "invalid argument");
+    CHECK_STR_EQ(cpool_status_string(CPOOL_ERR_OUT_OF_MEMORY), "out of memory");
+    CHECK_STR_EQ(cpool_status_string(CPOOL_ERR_SEALED), "pool is sealed");
+    CHECK_STR_EQ(cpool_status_string(CPOOL_ERR_NOT_CAPTURING), "stream is not capturing");
+    CHECK_STR_EQ(cpool_status_string(CPOOL_ERR_ALREADY_CAPTURING), "stream is already capturing");
+    CHECK_STR_EQ(cpool_status_string(CPOOL_ERR_CAPTURE_INVALIDATED), "capture was invalidated");
+    CHECK_STR_EQ(cpool_status_string(CPOOL_ERR_STALE_GRAPH), "graph is stale: its pool's buffers were cleared");
+    CHECK_STR_EQ(cpool_status_string(CPOOL_ERR_NO_DEVICE), "no such backend or device");
+    CHECK_STR_EQ(cpool_status_string(CPOOL_ERR_BACKEND), "backend error");
+    CHECK_STR_EQ(cpool_status_string(CPOOL_ERR_UNSUPPORTED), "not supported on this backend");
+    CHECK_STR_EQ(cpool_status_string(CPOOL_ERR_NOT_READY), "the work before the event has not finished");
+    CHECK_STR_EQ(cpool_status_string(CPOOL_ERR_OUTPUT_LIVE),
+                 "the replay would overwrite a live output of another graph");
+    CHECK_STR_EQ(cpool_status_string(CPOOL_ERR_IO), "a file could not be written");
+    CHECK_STR_EQ(cpool_status_string(CPOOL_ERR_SUSPENDED),
+                 "the pool is suspended: its memory is given back until it resumes");
+    CHECK_STR_EQ(cpool_status_string((cpool_status)15), "unknown status");
+    CHECK_STR_EQ(cpool_status_string((cpool_status)-1), "unknown status");
+}
+
+/* The enum and the strings come from one table: every row's value is its
+ * enumerator, and its text is cpool_status_string's. */
+static void status_map_makes_enum_and_strings(cpool_device *dev) {
+    static const struct {
+        cpool_status status;
+        int value;
+        const char *text;
+    } rows[] = {
+#define ROW(name, value, text) {CPOOL_##name, value, text},
+        CPOOL_STATUS_MAP(ROW)
+#undef ROW
+    };
+    size_t i;
+    (void)dev;
+    CHECK_EQ(sizeof rows / sizeof rows[0], 15);
+    for (i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        CHECK_EQ((int)rows[i].status, rows[i].value);
+        CHECK_EQ(rows[i].value, (int)i); /* dense, from 0: none skipped, none renumbered */
+        CHECK_STR_EQ(cpool_status_string(rows[i].status), rows[i].text);
+    }
 }
 
 static void version_string_matches_macros(cpool_device *dev) {
@@ -174,6 +221,8 @@ static void last_error_set_by_each_failure(cpool_device *dev) {
 static const check_case cases[] = {
     CHECK_CASE(status_values_are_fixed),
     CHECK_CASE(status_strings_never_null),
+    CHECK_CASE(status_strings_unchanged),
+    CHECK_CASE(status_map_makes_enum_and_strings),
     CHECK_CASE(version_string_matches_macros),
     CHECK_CASE(version_number_and_at_least),
     CHECK_CASE(last_error_empty_on_fresh_thread),

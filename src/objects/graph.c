@@ -18,6 +18,7 @@
 
 #include "graph_pages.h"
 #include "internal.h"
+#include "struct_size.h"
 
 struct cpool_graph {
     cpool__handle_header handle;
@@ -171,8 +172,8 @@ cpool_status cpool_graph_get_stats(const cpool_graph *handle, cpool_graph_stats 
     CPOOL__RESOLVE(g, handle, CPOOL__HANDLE_GRAPH, "cpool_graph_get_stats", "graph");
     if (!out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_graph_get_stats: NULL argument");
     size_t size = out->struct_size;
-    if (size < offsetof(cpool_graph_stats, pool_count) + sizeof out->pool_count)
-        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_graph_get_stats: struct_size %zu is too small", size);
+    CPOOL__CHECK_STRUCT_SIZE(size, CPOOL__SIZE_THROUGH(cpool_graph_stats, pool_count),
+                             "cpool_graph_get_stats: struct_size");
     cpool_graph_stats s = {.struct_size = size, .pool_count = g->pool_count};
     for (size_t i = 0; i < g->pool_count; i++) {
         if (!g->pools[i].arena) continue;
@@ -184,7 +185,7 @@ cpool_status cpool_graph_get_stats(const cpool_graph *handle, cpool_graph_stats 
         s.live_output_bytes += as.live_bytes;
         s.live_outputs += as.live_blocks;
     }
-    memcpy(out, &s, size < sizeof s ? size : sizeof s);
+    cpool__copy_struct(out, &s, size, sizeof s);
     return CPOOL_OK;
 }
 

@@ -51,6 +51,7 @@
 #include "graph_pages.h"
 #include "internal.h"
 #include "residency.h"
+#include "struct_size.h"
 
 typedef struct record {
     struct record *next;
@@ -235,10 +236,8 @@ cpool_status cpool__pool_create_registered(cpool_device *dev_handle, const cpool
     if (!out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_pool_create: NULL argument");
     cpool_pool_options o = {0};
     if (opts) {
-        if (opts->struct_size < sizeof(size_t))
-            return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_pool_create: options struct_size %zu is too small",
-                               opts->struct_size);
-        memcpy(&o, opts, opts->struct_size < sizeof o ? opts->struct_size : sizeof o);
+        CPOOL__CHECK_STRUCT_SIZE(opts->struct_size, sizeof(size_t), "cpool_pool_create: options struct_size");
+        cpool__copy_struct(&o, opts, opts->struct_size, sizeof o);
     }
     if (o.reserve_bytes > CPOOL__MAX_REQUEST)
         return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "cpool_pool_create: reserve_bytes %llu is more than any device holds",
@@ -1030,15 +1029,15 @@ cpool_status cpool_pool_get_stats(const cpool_pool *handle, cpool_pool_stats *ou
     CPOOL__RESOLVE(pool, handle, CPOOL__HANDLE_POOL, "cpool_pool_get_stats", "pool");
     if (!out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_pool_get_stats: NULL argument");
     size_t size = out->struct_size;
-    if (size < offsetof(cpool_pool_stats, segment_count) + sizeof out->segment_count)
-        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_pool_get_stats: struct_size %zu is too small", size);
+    CPOOL__CHECK_STRUCT_SIZE(size, CPOOL__SIZE_THROUGH(cpool_pool_stats, segment_count),
+                             "cpool_pool_get_stats: struct_size");
     cpool_pool *p = (cpool_pool *)pool; /* locking is not a logical change */
     cpool_pool_stats s = {.struct_size = size};
     cpool__mutex_lock(&p->mu);
     cpool__front_counts front = cpool__front_counters(&p->front);
     fill_stats(p, &front, &s);
     cpool__mutex_unlock(&p->mu);
-    memcpy(out, &s, size < sizeof s ? size : sizeof s);
+    cpool__copy_struct(out, &s, size, sizeof s);
     return CPOOL_OK;
 }
 

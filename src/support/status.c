@@ -1,9 +1,9 @@
 /*
  * Status codes and the per-thread last-error text.
  *
- * The codes and their strings come from one X-macro table, so they cannot
- * drift apart. Each thread keeps the text of its last failure in a
- * thread-local buffer; cpool__fail writes it.
+ * The codes and their strings come from one X-macro table in the public
+ * header, CPOOL_STATUS_MAP, so they cannot drift apart. Each thread keeps the
+ * text of its last failure in a thread-local buffer; cpool__fail writes it.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -11,29 +11,21 @@
 
 #include "status.h"
 
-#define CPOOL_STATUS_TABLE(X)                                                                      \
-    X(CPOOL_OK, "ok")                                                                              \
-    X(CPOOL_ERR_INVALID_ARGUMENT, "invalid argument")                                              \
-    X(CPOOL_ERR_OUT_OF_MEMORY, "out of memory")                                                    \
-    X(CPOOL_ERR_SEALED, "pool is sealed")                                                          \
-    X(CPOOL_ERR_NOT_CAPTURING, "stream is not capturing")                                          \
-    X(CPOOL_ERR_ALREADY_CAPTURING, "stream is already capturing")                                  \
-    X(CPOOL_ERR_CAPTURE_INVALIDATED, "capture was invalidated")                                    \
-    X(CPOOL_ERR_STALE_GRAPH, "graph is stale: its pool's buffers were cleared")                    \
-    X(CPOOL_ERR_NO_DEVICE, "no such backend or device")                                            \
-    X(CPOOL_ERR_BACKEND, "backend error")                                                          \
-    X(CPOOL_ERR_UNSUPPORTED, "not supported on this backend")                                      \
-    X(CPOOL_ERR_NOT_READY, "the work before the event has not finished")                          \
-    X(CPOOL_ERR_OUTPUT_LIVE, "the replay would overwrite a live output of another graph")         \
-    X(CPOOL_ERR_IO, "a file could not be written")                                                  \
-    X(CPOOL_ERR_SUSPENDED, "the pool is suspended: its memory is given back until it resumes")
+/* The values are part of the ABI (API.md): a change to the table that
+ * renumbers a status stops the build here. */
+_Static_assert(CPOOL_OK == 0 && CPOOL_ERR_INVALID_ARGUMENT == 1 && CPOOL_ERR_OUT_OF_MEMORY == 2 &&
+                   CPOOL_ERR_SEALED == 3 && CPOOL_ERR_NOT_CAPTURING == 4 && CPOOL_ERR_ALREADY_CAPTURING == 5 &&
+                   CPOOL_ERR_CAPTURE_INVALIDATED == 6 && CPOOL_ERR_STALE_GRAPH == 7 && CPOOL_ERR_NO_DEVICE == 8 &&
+                   CPOOL_ERR_BACKEND == 9 && CPOOL_ERR_UNSUPPORTED == 10 && CPOOL_ERR_NOT_READY == 11 &&
+                   CPOOL_ERR_OUTPUT_LIVE == 12 && CPOOL_ERR_IO == 13 && CPOOL_ERR_SUSPENDED == 14,
+               "status values are part of the ABI: never renumbered");
 
 const char *cpool_status_string(cpool_status s) {
     switch (s) {
-#define CPOOL_STATUS_CASE(code, text)                                                              \
-    case code:                                                                                     \
+#define CPOOL_STATUS_CASE(name, value, text)                                                       \
+    case CPOOL_##name:                                                                             \
         return text;
-        CPOOL_STATUS_TABLE(CPOOL_STATUS_CASE)
+        CPOOL_STATUS_MAP(CPOOL_STATUS_CASE)
 #undef CPOOL_STATUS_CASE
     }
     return "unknown status";
