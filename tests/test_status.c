@@ -35,7 +35,7 @@ static void status_values_are_fixed(cpool_device *dev) {
 /* Every status has its own non-empty text; any other value still gets one. */
 static void status_strings_never_null(cpool_device *dev) {
     int i, j;
-    const int out_of_range[] = {14, 15, 100, 1 << 20, -1, -100};
+    const int out_of_range[] = {15, 16, 100, 1 << 20, -1, -100};
     (void)dev;
     for (i = CPOOL_OK; i <= CPOOL_ERR_SUSPENDED; i++) {
         const char *s = cpool_status_string((cpool_status)i);
