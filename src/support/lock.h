@@ -29,10 +29,10 @@ typedef enum cpool__rank {
     CPOOL__RANK_CAPTURE_GRAPHS, /* backend_cuda.c: graphs being captured */
     CPOOL__RANK_PEERS,        /* backend_cuda.c: the open CUDA devices and their peer access */
     CPOOL__RANK_MAPPED,       /* backend_cuda.c: one device's mapped pages of growable segments */
-    CPOOL__RANK_HOST_MEMORY,  /* host_memory.c: the host device's memory file */
-    CPOOL__RANK_HOST_QUEUE,   /* backend_host.c: one stream's queue */
-    CPOOL__RANK_HOST_CAPTURE, /* backend_host.c: a capture's graph of work, shared by its streams */
-    CPOOL__RANK_HOST_EVENT,   /* backend_host.c: one event's last record */
+    CPOOL__RANK_HOST_MEMORY,  /* host/memory.c: the host device's memory file */
+    CPOOL__RANK_HOST_QUEUE,   /* host/streams.c: one stream's queue */
+    CPOOL__RANK_HOST_CAPTURE, /* host/streams.c: a capture's graph of work, shared by its streams */
+    CPOOL__RANK_HOST_EVENT,   /* host/streams.c: one event's last record */
     CPOOL__RANK_DEFERRED,     /* deferred.c: the library thread's queue */
     CPOOL__RANK_SLAB,         /* handle.c: recycled handle memory */
     CPOOL__RANK_COUNT

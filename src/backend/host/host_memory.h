@@ -1,7 +1,7 @@
 /*
- * The host backend's memory (host_memory.c): its device, plain segments,
- * reserved address space and the pages mapped in it, for backend_host.c's
- * table of functions.
+ * The host backend's memory (memory.c): its device, plain segments,
+ * reserved address space and the pages mapped in it, for the table of
+ * functions in backend.c.
  */
 #ifndef CPOOL_HOST_MEMORY_H
 #define CPOOL_HOST_MEMORY_H
