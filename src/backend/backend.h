@@ -4,7 +4,7 @@
  * A backend provides devices, large memory segments, in-order streams,
  * events (positions in a stream), stream capture into executable graphs, and
  * graph launch. Everything above this file is shared by all backends; the
- * CUDA runtime is called only from backend_cuda.c.
+ * CUDA runtime is called only from cuda/.
  *
  * Rules every backend keeps, so that what passes on one means something on
  * the other:

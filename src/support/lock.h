@@ -26,9 +26,9 @@ typedef enum cpool__rank {
     CPOOL__RANK_POOL,         /* pool.c: a pool's records, allocator, fences and graph pages */
     CPOOL__RANK_FRONT,        /* front.c: a pool's front cache (a spin lock) */
     CPOOL__RANK_STREAMS,      /* order.c: a device's live streams, capture begin */
-    CPOOL__RANK_CAPTURE_GRAPHS, /* backend_cuda.c: graphs being captured */
-    CPOOL__RANK_PEERS,        /* backend_cuda.c: the open CUDA devices and their peer access */
-    CPOOL__RANK_MAPPED,       /* backend_cuda.c: one device's mapped pages of growable segments */
+    CPOOL__RANK_CAPTURE_GRAPHS, /* cuda/runtime.c: graphs being captured */
+    CPOOL__RANK_PEERS,        /* cuda/peer.c: the open CUDA devices and their peer access */
+    CPOOL__RANK_MAPPED,       /* cuda/runtime.c: one device's mapped pages of growable segments */
     CPOOL__RANK_HOST_MEMORY,  /* host/memory.c: the host device's memory file */
     CPOOL__RANK_HOST_QUEUE,   /* host/streams.c: one stream's queue */
     CPOOL__RANK_HOST_CAPTURE, /* host/streams.c: a capture's graph of work, shared by its streams */
