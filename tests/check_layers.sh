@@ -3,12 +3,15 @@
 # include headers of its own folder and of the folders below it, never above.
 #   objects -> memory -> backend -> support
 # (memory reaches the backend only through backend.h's table.)
+# A backend's folder (backend/cuda, backend/host) is of the backend layer: its
+# files may include headers of backend/, support/ and their own folder; its
+# headers are private to it, so no file outside that folder includes them.
 # Inside a folder, files call each other without a circle: the calls
 # between object files (the symbols one leaves undefined that another
 # defines, as nm lists them) must sort in an order.
 #   check_layers.sh SRC_DIR
 #   check_layers.sh --calls OBJECT...    (the library's object files)
-#   check_layers.sh --selftest SRC_DIR   (an include upwards and a circle of calls must fail)
+#   check_layers.sh --selftest SRC_DIR   (bad includes and a circle of calls must fail)
 set -eu
 if [ "${1:-}" = "--calls" ]; then
     shift
@@ -43,14 +46,26 @@ if [ "${1:-}" = "--selftest" ]; then
     tmp=${TMPDIR:-/tmp}/cpool_layers.$$
     mkdir -p "$tmp"
     trap 'rm -rf "$tmp"' EXIT
-    cp -R "$src/." "$tmp/"
-    printf '#include "internal.h"\n' >>"$tmp/memory/alloc.c"
-    if sh "$0" "$tmp" >"$tmp/out" 2>&1; then
-        echo "selftest: an include of objects/ from memory/ was not caught"
-        exit 1
-    fi
-    grep -q "alloc.c (memory) includes objects/internal.h" "$tmp/out" || { cat "$tmp/out"; exit 1; }
-    echo "selftest: the upward include was caught"
+    # caught NAME FILE HEADER MESSAGE: a copy of SRC_DIR where FILE includes
+    # HEADER must fail with MESSAGE.
+    caught() {
+        rm -rf "$tmp/src"
+        mkdir -p "$tmp/src"
+        cp -R "$src/." "$tmp/src/"
+        printf '#include "%s"\n' "$3" >>"$tmp/src/$2"
+        if sh "$0" "$tmp/src" >"$tmp/out" 2>&1; then
+            echo "selftest: $1 was not caught"
+            exit 1
+        fi
+        grep -q "$4" "$tmp/out" || { cat "$tmp/out"; exit 1; }
+        echo "selftest: $1 was caught"
+    }
+    caught "an include of objects/ from memory/" memory/alloc.c internal.h \
+        "alloc.c (memory) includes objects/internal.h: a call upwards"
+    caught "an include of a backend's private header from objects/" objects/device.c host_backend.h \
+        "device.c (objects) includes backend/host/host_backend.h: a header private to backend/host"
+    caught "an include of one backend's header from another's folder" backend/cuda/peer.c host_memory.h \
+        "peer.c (backend/cuda) includes backend/host/host_memory.h: a header private to backend/host"
     # Three files of one folder calling around a circle, and a folder
     # whose calls only go one way.
     mkdir -p "$tmp/calls/circle" "$tmp/calls/line"
@@ -75,22 +90,28 @@ if [ "${1:-}" = "--selftest" ]; then
 fi
 src=${1:?usage: check_layers.sh SRC_DIR}
 status=0
-# below LAYER: the folders a file of LAYER may include from, besides its own
+backends=""
+for d in "$src"/backend/*/; do
+    [ -d "$d" ] && backends="$backends backend/$(basename "$d")"
+done
+folders="objects memory backend$backends support"
+# below FOLDER: the folders a file of FOLDER may include from, besides its own
 below() {
     case $1 in
     objects) echo "memory backend support" ;;
     memory) echo "backend support" ;;
     backend) echo "support" ;;
+    backend/*) echo "backend support" ;;
     support) echo "" ;;
     esac
 }
-for layer in objects memory backend support; do
+for layer in $folders; do
     allowed="$layer $(below "$layer")"
     for file in "$src/$layer"/*.[ch]; do
         for header in $(sed -n 's/^#include "\([^"]*\)".*/\1/p' "$file"); do
             case $header in capturepool.h | capturepool_nccl.h) continue ;; esac
             home=""
-            for d in objects memory backend support; do
+            for d in $folders; do
                 [ -f "$src/$d/$header" ] && home=$d
             done
             if [ -z "$home" ]; then
@@ -101,7 +122,10 @@ for layer in objects memory backend support; do
             case " $allowed " in
             *" $home "*) ;;
             *)
-                echo "check_layers: $file ($layer) includes $home/$header: a call upwards"
+                case $home in
+                backend/*) echo "check_layers: $file ($layer) includes $home/$header: a header private to $home" ;;
+                *) echo "check_layers: $file ($layer) includes $home/$header: a call upwards" ;;
+                esac
                 status=1
                 ;;
             esac
