@@ -1233,6 +1233,23 @@ static bool in_heap(const cpool__heap *h, const cpool__block *b) {
     return false;
 }
 
+/* Live blocks lie in mapped memory, in blocks as large as they were asked
+ * for; graph-reserved blocks are mapped; a mapped run holds bytes. */
+void cpool__allocator_check_counters(const cpool__allocator *a) {
+    INVARIANT(a->reserved <= a->reserved_peak, "reserved %llu past its peak %llu", (unsigned long long)a->reserved,
+              (unsigned long long)a->reserved_peak);
+    INVARIANT(a->allocated <= a->live_block_bytes && a->live_block_bytes <= a->reserved,
+              "allocated %llu, live blocks %llu, reserved %llu", (unsigned long long)a->allocated,
+              (unsigned long long)a->live_block_bytes, (unsigned long long)a->reserved);
+    INVARIANT(a->graph_reserved <= a->reserved, "graph_reserved %llu of %llu reserved",
+              (unsigned long long)a->graph_reserved, (unsigned long long)a->reserved);
+    INVARIANT((a->map_count == 0) == (a->live_block_bytes == 0), "%zu live blocks of %llu bytes", a->map_count,
+              (unsigned long long)a->live_block_bytes);
+    INVARIANT(a->map_count * 2 <= a->map_cap, "the live-block map holds %zu in %zu slots", a->map_count, a->map_cap);
+    INVARIANT((a->segment_count == 0) == (a->reserved == 0), "%llu mapped runs of %llu bytes",
+              (unsigned long long)a->segment_count, (unsigned long long)a->reserved);
+}
+
 void cpool__allocator_check(const cpool__allocator *a) {
     uint64_t reserved = 0, graph = 0, live_bytes = 0, requested = 0, segments = 0;
     size_t live = 0, restricted = 0, free_blocks = 0, holes = 0;

@@ -240,8 +240,11 @@ void cpool__allocator_reclaim_graph(cpool__allocator *a);
  * bytes given back. */
 uint64_t cpool__allocator_trim(cpool__allocator *a);
 
-/* Checks every invariant; aborts with a message on the first broken one. */
+/* Checks every invariant, walking every block: the full grade of the debug
+ * checks (debug.h). Aborts with a message on the first broken one. */
 void cpool__allocator_check(const cpool__allocator *a);
+/* Checks the counters against each other, in O(1): the cheap grade. */
+void cpool__allocator_check_counters(const cpool__allocator *a);
 
 /* Aborts with "capturepool: <part> invariant broken: <message>" when cond is
  * false: the internal checks of the allocator and of the front cache. */

@@ -47,6 +47,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "debug.h"
 #include "front.h"
 #include "graph_pages.h"
 #include "internal.h"
@@ -120,24 +121,37 @@ struct cpool_pool {
 #define HOLDER_EPOCH_ONE ((uint64_t)1 << 32)
 static uint64_t holder_count(uint64_t holders) { return holders & (HOLDER_EPOCH_ONE - 1); }
 
-/* Under mu. `full` walks every arena's blocks too (graph_pages.h). */
-static void check_allocator(cpool_pool *pool, bool full) {
+/* Under mu: the full walk of the pool's memory (debug.h). `every_arena`
+ * walks every arena's blocks too (graph_pages.h). */
+static void walk_allocator(cpool_pool *pool, bool every_arena) {
+    cpool__allocator_check_counters(&pool->alloc);
     cpool__allocator_check(&pool->alloc);
     cpool__graph_live graph = cpool__graph_pages_live(&pool->pages);
     cpool__front_check(&pool->front, &pool->alloc, graph.requested, graph.blocks);
-    cpool__graph_pages_check(&pool->pages, full);
+    cpool__graph_pages_check(&pool->pages, every_arena);
 }
 
 #ifdef CPOOL_DEBUG_CHECKS
+/* Under mu, after every operation: the cheap checks always, the full walk
+ * when asked (debug.h). */
+static void check_allocator(cpool_pool *pool, bool every_arena) {
+    cpool__allocator_check_counters(&pool->alloc);
+    if (!cpool__debug_full()) return;
+    cpool__debug_count_full_walk();
+    walk_allocator(pool, every_arena);
+}
 #define CHECK_ALLOCATOR(pool) check_allocator(pool, false)
 /* At a capture's end and a trim: every arena. */
 #define CHECK_ALLOCATOR_FULL(pool) check_allocator(pool, true)
-/* After a fast path, which does not hold mu. */
-#define CHECK_ALLOCATOR_LOCKING(pool)     \
-    do {                                  \
-        cpool__mutex_lock(&(pool)->mu);  \
-        check_allocator(pool, false);     \
-        cpool__mutex_unlock(&(pool)->mu); \
+/* After a fast path, which does not hold mu and leaves the allocator as it
+ * was: only a full walk has something to look at. */
+#define CHECK_ALLOCATOR_LOCKING(pool)         \
+    do {                                      \
+        if (cpool__debug_full()) {            \
+            cpool__mutex_lock(&(pool)->mu);  \
+            check_allocator(pool, false);     \
+            cpool__mutex_unlock(&(pool)->mu); \
+        }                                     \
     } while (0)
 #else
 #define CHECK_ALLOCATOR(pool) ((void)0)
@@ -1266,7 +1280,7 @@ void cpool__pool_check(const cpool_pool *handle) {
         abort();
     }
     cpool__mutex_lock(&p->mu);
-    check_allocator(p, true);
+    walk_allocator(p, true);
     /* Records a clear at work has yet to take (made before its bump) come
      * first; the count is of those made since the last bump. */
     size_t records = 0, before_bump = 0;
