@@ -57,7 +57,6 @@
  * span in whole pages of graph memory, whatever its size (grows_large), so
  * graphs that share a pool hold what the largest needs, in any order.
  */
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -17,7 +17,6 @@
 #ifndef CPOOL_ALLOC_H
 #define CPOOL_ALLOC_H
 
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
