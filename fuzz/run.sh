@@ -55,6 +55,8 @@ log=$build_dir/fuzz.log
 mkdir -p "$corpus" "$artifacts"
 cp fuzz/corpus/* "$corpus"/
 
+# The full walk of every pool's memory after each call (src/support/debug.h).
+export CPOOL_DEBUG_FULL=${CPOOL_DEBUG_FULL:-1}
 echo "fuzz/run.sh: fuzzing for $seconds s (corpus $corpus, log $log)"
 status=0
 "$build_dir/fuzz/fuzz_api" "$corpus" -max_total_time="$seconds" -max_len=2048 -timeout=30 \

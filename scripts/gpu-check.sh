@@ -11,6 +11,9 @@
 # e.g. "^(configure|build|ctest)" first, then the rest.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# The test binaries run outside ctest too (compute-sanitizer): the full
+# debug walks, as ctest asks for them (src/support/debug.h).
+export CPOOL_DEBUG_FULL=${CPOOL_DEBUG_FULL:-1}
 root=$PWD
 out=$(mkdir -p "${1:-build-gpu/results}" && cd "${1:-build-gpu/results}" && pwd)
 jobs=$(nproc 2>/dev/null || echo 4)

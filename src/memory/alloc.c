@@ -14,13 +14,14 @@
  *   per power of two), each a list of free blocks, with a bitmap of the
  *   non-empty ones so a search skips empty classes in a few instructions.
  * - Stream order: a general block freed on stream S carries `stream` = S
- *   and a sequence number; only S may reuse it until the pool has seen an
+ *   (the word of S's cpool__stream_key, stream_order.h) and a sequence
+ *   number; only S may reuse it until the pool has seen an
  *   event recorded after the free complete and calls unfence. A block with
  *   `stream` == 0 is free for anyone. A graph-reserved block freed under
  *   capture is 0: graphs sharing a pool are ordered by the user (they never
  *   run at once); in a capture with branches (from its first event record,
  *   which a stream may fork from) it carries its branch's tag instead
- *   (alloc.h, CPOOL__BRANCH_BIT) until a join or the end. A general block
+ *   (stream_order.h, cpool__key_branch) until a join or the end. A general block
  *   freed under capture joins the graph-reserved set but keeps S's tag:
  *   work on S from before the capture may still use it, and no graph may
  *   take it until that work is fenced; in a capture with branches it then
@@ -56,7 +57,6 @@
  * span in whole pages of graph memory, whatever its size (grows_large), so
  * graphs that share a pool hold what the largest needs, in any order.
  */
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,45 +141,13 @@ static unsigned next_bin(const cpool__heap *h, unsigned bin) {
     return CPOOL__BINS;
 }
 
-/* ---- event dependencies ------------------------------------------------- */
-
-/* A pair packs the stream in the top DEP_STREAM_BITS bits and the free
- * sequence in the rest; 0 is an empty slot (stream ids start at 1). */
-enum { DEP_STREAM_BITS = 24 };
-#define DEP_SEQ_MASK (((uint64_t)1 << (64 - DEP_STREAM_BITS)) - 1)
-
-uint64_t cpool__deps_pack(uint64_t stream, uint64_t upto) {
-    if (!stream || stream >> DEP_STREAM_BITS || upto > DEP_SEQ_MASK) return 0;
-    return stream << (64 - DEP_STREAM_BITS) | upto;
-}
-
-void cpool__deps_note(cpool__deps *d, uint64_t word) {
-    if (!word) return;
-    uint64_t stream = word >> (64 - DEP_STREAM_BITS), upto = word & DEP_SEQ_MASK;
-    for (unsigned i = 0; i < CPOOL__DEPS; i++) {
-        uint64_t old = atomic_load_explicit(&d->slot[i], memory_order_relaxed);
-        while (old >> (64 - DEP_STREAM_BITS) == stream) {
-            if ((old & DEP_SEQ_MASK) >= upto) return;
-            if (atomic_compare_exchange_weak(&d->slot[i], &old, word)) return;
-        }
-    }
-    unsigned i = atomic_fetch_add_explicit(&d->next, 1, memory_order_relaxed) % CPOOL__DEPS;
-    atomic_store(&d->slot[i], word); /* the oldest pair goes */
-}
-
-bool cpool__deps_cover(const cpool__deps *d, uint64_t stream, uint64_t seq) {
-    for (unsigned i = 0; i < CPOOL__DEPS; i++) {
-        uint64_t word = atomic_load_explicit(&d->slot[i], memory_order_acquire);
-        if (word >> (64 - DEP_STREAM_BITS) == stream && seq <= (word & DEP_SEQ_MASK)) return true;
-    }
-    return false;
-}
+/* ---- stream keys ------------------------------------------------------- */
 
 /* Free blocks with a branch tag are never covered: branch tags name no
  * stream that waits. */
 static bool usable_by(const cpool__block *b, uint64_t stream, const cpool__deps *deps) {
     return b->stream == 0 || b->stream == stream ||
-           (deps && !(b->stream & CPOOL__BRANCH_BIT) && cpool__deps_cover(deps, b->stream, b->free_seq));
+           (deps && !(b->stream & CPOOL__KEY_BRANCH_BIT) && cpool__deps_cover(deps, b->stream, b->free_seq));
 }
 
 /* Smallest fitting block usable by `stream` (0: only unrestricted ones) in
@@ -329,7 +297,7 @@ static cpool__block *release_block(cpool__allocator *a, cpool__block *b) {
 }
 
 /* The branch tag in `tag`, or 0. */
-static uint64_t graph_branch(uint64_t tag) { return tag & CPOOL__BRANCH_BIT ? tag : 0; }
+static uint64_t graph_branch(uint64_t tag) { return tag & CPOOL__KEY_BRANCH_BIT ? tag : 0; }
 
 /* Hands out free block b (already out of its heap) for `bytes`, splitting
  * off the rest. A branch of a multi-stream capture (`branch`, else 0) keeps
@@ -350,7 +318,7 @@ static bool hand_out(cpool__allocator *a, cpool__block *b, size_t bytes, size_t 
         rest->seg = b->seg;
         rest->graph = b->graph;
         rest->stream = b->stream;
-        if (branch && !(branch & CPOOL__GRAPH_TAG_BIT) && rest->graph && !rest->stream) rest->stream = branch;
+        if (branch && !(branch & CPOOL__KEY_GRAPH_BIT) && rest->graph && !rest->stream) rest->stream = branch;
         rest->used_by = b->used_by;
         rest->free_seq = b->free_seq;
         rest->pending_branch = b->pending_branch;
@@ -368,7 +336,7 @@ static bool hand_out(cpool__allocator *a, cpool__block *b, size_t bytes, size_t 
     if (graph && !b->graph) a->graph_reserved += b->size;
     b->graph = b->graph || graph;
     b->serial = ++a->next_serial;
-    b->used_by = stream & ~CPOOL__BRANCH_BIT;
+    b->used_by = stream & ~CPOOL__KEY_BRANCH_BIT;
     b->live = true;
     b->requested = bytes;
     map_insert(a, b);
@@ -438,8 +406,9 @@ static cpool__block *align_to_page(cpool__allocator *a, cpool__block *b, size_t 
     return b;
 }
 
-bool cpool__allocator_alloc_cached(cpool__allocator *a, size_t bytes, uint64_t stream, const cpool__deps *deps,
+bool cpool__allocator_alloc_cached(cpool__allocator *a, size_t bytes, cpool__stream_key key, const cpool__deps *deps,
                                    cpool__use use, void **out) {
+    uint64_t stream = key.word;
     size_t rounded = cpool__block_size(bytes);
     cpool__heap *from;
     cpool__block *b = heap_take(a, rounded, stream, deps, use, &from);
@@ -494,13 +463,13 @@ static cpool_status grow_plain(cpool__allocator *a, size_t bytes, uint64_t strea
     return CPOOL_OK;
 }
 
-cpool_status cpool__allocator_alloc_grow(cpool__allocator *a, size_t bytes, uint64_t stream, cpool__use use,
+cpool_status cpool__allocator_alloc_grow(cpool__allocator *a, size_t bytes, cpool__stream_key key, cpool__use use,
                                         void **out) {
     if (a->growable) {
-        cpool_status st = grow_in_place(a, bytes, stream, use, out);
+        cpool_status st = grow_in_place(a, bytes, key.word, use, out);
         if (st != CPOOL_ERR_UNSUPPORTED) return st;
     }
-    return grow_plain(a, bytes, stream, use, out);
+    return grow_plain(a, bytes, key.word, use, out);
 }
 
 cpool_status cpool__allocator_reserve(cpool__allocator *a, size_t bytes) {
@@ -927,10 +896,11 @@ static cpool_status grow_in_place(cpool__allocator *a, size_t bytes, uint64_t st
     return CPOOL_OK;
 }
 
-bool cpool__allocator_growth_passes_peak(const cpool__allocator *a, size_t bytes, uint64_t stream, cpool__use use) {
+bool cpool__allocator_growth_passes_peak(const cpool__allocator *a, size_t bytes, cpool__stream_key key,
+                                         cpool__use use) {
     if (!a->growable) return false;
     size_t rounded = cpool__block_size(bytes);
-    grow_plan plan = plan_growth((cpool__allocator *)a, rounded, stream, use);
+    grow_plan plan = plan_growth((cpool__allocator *)a, rounded, key.word, use);
     return a->reserved + (plan.hole ? plan.bytes : round_up(rounded, CPOOL__PAGE)) > a->reserved_peak;
 }
 
@@ -952,26 +922,16 @@ cpool_status cpool__fail_not_live(const void *ptr) {
     return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%p was not handed out by this pool, or is already freed", ptr);
 }
 
-/* The one clock of free sequence numbers (alloc.h). A free only reads it,
- * so the free path takes no locked instruction for it; whoever needs to
- * tell the frees before a point from those after (a fence, an event's
- * record, a trim) moves it on. */
-static _Atomic uint64_t free_clock = 1;
-
-uint64_t cpool__allocator_clock(void) { return atomic_fetch_add(&free_clock, 1); }
-
-uint64_t cpool__allocator_clock_now(void) { return atomic_load_explicit(&free_clock, memory_order_relaxed); }
-
 static cpool_status free_block(cpool__allocator *a, void *ptr, uint64_t stream, bool graph, uint64_t branch,
                                size_t *requested, uint64_t seq);
 
-cpool_status cpool__allocator_free(cpool__allocator *a, void *ptr, uint64_t stream, bool graph, uint64_t branch,
-                                   size_t *requested) {
-    return free_block(a, ptr, stream, graph, branch, requested, cpool__allocator_clock_now());
+cpool_status cpool__allocator_free(cpool__allocator *a, void *ptr, cpool__stream_key stream, cpool__use use,
+                                   cpool__stream_key branch, size_t *requested) {
+    return free_block(a, ptr, stream.word, use == CPOOL__USE_GRAPH, branch.word, requested, cpool__free_clock_read());
 }
 
-void cpool__allocator_free_as_of(cpool__allocator *a, void *ptr, uint64_t stream, uint64_t seq) {
-    free_block(a, ptr, stream, false, 0, NULL, seq);
+void cpool__allocator_free_as_of(cpool__allocator *a, void *ptr, cpool__stream_key stream, uint64_t seq) {
+    free_block(a, ptr, stream.word, false, 0, NULL, seq);
 }
 
 static cpool_status free_block(cpool__allocator *a, void *ptr, uint64_t stream, bool graph, uint64_t branch,
@@ -1069,11 +1029,12 @@ bool cpool__allocator_live_block(const cpool__allocator *a, const void *ptr, cpo
 
 
 size_t cpool__allocator_restricted_streams(const cpool__allocator *a, uint64_t *streams, uint64_t *seqs, size_t cap) {
+    /* A restricted block's `stream` is a stream's id unless it is a branch. */
     size_t n = 0;
     if (!a->restricted_blocks) return 0;
     for (const cpool__segment *seg = a->segments; seg; seg = seg->next)
         for (const cpool__block *b = seg->first; b; b = b->next) {
-            if (b->live || !b->stream || b->stream & CPOOL__BRANCH_BIT) continue; /* no stream to fence */
+            if (b->live || !b->stream || b->stream & CPOOL__KEY_BRANCH_BIT) continue; /* no stream to fence */
             size_t i = 0;
             while (i < n && streams[i] != b->stream) i++;
             if (i == n) {
@@ -1100,7 +1061,7 @@ typedef enum { RETAG_UNFENCE, RETAG_UNGRAPH, RETAG_BRANCH } retag_kind;
 static void retag_free_blocks(cpool__allocator *a, retag_kind kind,
                               bool (*pick)(const cpool__block *, uint64_t, uint64_t), uint64_t x, uint64_t y,
                               uint64_t to) {
-    uint64_t now = cpool__allocator_clock_now();
+    uint64_t now = cpool__free_clock_read();
     for (cpool__segment *seg = a->segments; seg; seg = seg->next) {
         cpool__block *b = seg->first;
         while (b) {
@@ -1150,7 +1111,7 @@ static bool pick_branch(const cpool__block *b, uint64_t branch, uint64_t upto) {
 /* Branch tags are cleared only by their capture (retag_branch). */
 static bool pick_restricted(const cpool__block *b, uint64_t x, uint64_t upto) {
     (void)x;
-    return b->stream != 0 && !(b->stream & CPOOL__BRANCH_BIT) && b->free_seq <= upto;
+    return b->stream != 0 && !(b->stream & CPOOL__KEY_BRANCH_BIT) && b->free_seq <= upto;
 }
 static bool pick_graph(const cpool__block *b, uint64_t x, uint64_t y) {
     (void)x;
@@ -1158,16 +1119,17 @@ static bool pick_graph(const cpool__block *b, uint64_t x, uint64_t y) {
     return b->graph;
 }
 
-void cpool__allocator_unfence(cpool__allocator *a, uint64_t stream, uint64_t upto) {
-    if (a->restricted_blocks) retag_free_blocks(a, RETAG_UNFENCE, pick_fenced, stream, upto, 0);
+void cpool__allocator_unfence(cpool__allocator *a, uint64_t stream_id, uint64_t upto) {
+    if (a->restricted_blocks) retag_free_blocks(a, RETAG_UNFENCE, pick_fenced, stream_id, upto, 0);
 }
 
 void cpool__allocator_unfence_all(cpool__allocator *a, uint64_t upto) {
     if (a->restricted_blocks) retag_free_blocks(a, RETAG_UNFENCE, pick_restricted, 0, upto, 0);
 }
 
-void cpool__allocator_retag_branch(cpool__allocator *a, uint64_t from, uint64_t upto, uint64_t to) {
-    if (a->restricted_blocks && from != to) retag_free_blocks(a, RETAG_BRANCH, pick_branch, from, upto, to);
+void cpool__allocator_retag_branch(cpool__allocator *a, cpool__stream_key from, uint64_t upto, cpool__stream_key to) {
+    if (a->restricted_blocks && !cpool__key_equal(from, to))
+        retag_free_blocks(a, RETAG_BRANCH, pick_branch, from.word, upto, to.word);
 }
 
 void cpool__allocator_reclaim_graph(cpool__allocator *a) { retag_free_blocks(a, RETAG_UNGRAPH, pick_graph, 0, 0, 0); }
@@ -1268,6 +1230,23 @@ static bool in_heap(const cpool__heap *h, const cpool__block *b) {
     for (const cpool__block *c = h->bins[b->bin]; c; c = c->free_next)
         if (c == b) return true;
     return false;
+}
+
+/* Live blocks lie in mapped memory, in blocks as large as they were asked
+ * for; graph-reserved blocks are mapped; a mapped run holds bytes. */
+void cpool__allocator_check_counters(const cpool__allocator *a) {
+    INVARIANT(a->reserved <= a->reserved_peak, "reserved %llu past its peak %llu", (unsigned long long)a->reserved,
+              (unsigned long long)a->reserved_peak);
+    INVARIANT(a->allocated <= a->live_block_bytes && a->live_block_bytes <= a->reserved,
+              "allocated %llu, live blocks %llu, reserved %llu", (unsigned long long)a->allocated,
+              (unsigned long long)a->live_block_bytes, (unsigned long long)a->reserved);
+    INVARIANT(a->graph_reserved <= a->reserved, "graph_reserved %llu of %llu reserved",
+              (unsigned long long)a->graph_reserved, (unsigned long long)a->reserved);
+    INVARIANT((a->map_count == 0) == (a->live_block_bytes == 0), "%zu live blocks of %llu bytes", a->map_count,
+              (unsigned long long)a->live_block_bytes);
+    INVARIANT(a->map_count * 2 <= a->map_cap, "the live-block map holds %zu in %zu slots", a->map_count, a->map_cap);
+    INVARIANT((a->segment_count == 0) == (a->reserved == 0), "%llu mapped runs of %llu bytes",
+              (unsigned long long)a->segment_count, (unsigned long long)a->reserved);
 }
 
 void cpool__allocator_check(const cpool__allocator *a) {

@@ -3,8 +3,8 @@
  *
  * It carves blocks from large segments that a segment_source provides and
  * never calls a platform itself; locking, events and capture state belong
- * to the pool (pool.c), which tells it, per call, the stream and whether the
- * call is for a graph.
+ * to the pool (pool.c), which tells it, per call, whom the call serves (a
+ * cpool__stream_key, stream_order.h) and whether it is for a graph.
  *
  * Segments are growable where the source can reserve address space: a
  * segment is then a reserved range of which only some pages are backed by
@@ -17,7 +17,6 @@
 #ifndef CPOOL_ALLOC_H
 #define CPOOL_ALLOC_H
 
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -25,6 +24,7 @@
 #include <stdlib.h> /* CPOOL__INVARIANT */
 
 #include "capturepool.h" /* cpool_status */
+#include "stream_order.h"
 
 /* Every request the allocator sees is 1 to CPOOL__MAX_REQUEST bytes: the
  * callers check that once, at their entry. */
@@ -87,8 +87,11 @@ typedef struct cpool__segment cpool__segment;
 
 #define CPOOL__BINS 320
 
-/* What an allocation is for: work on a stream, or a graph. */
-typedef enum cpool__use { CPOOL__USE_STREAM, CPOOL__USE_SCRATCH } cpool__use;
+/* What a call is for: work on a stream, or a graph. An allocation for a
+ * graph is served from, and a block freed for one (under capture, where
+ * the graph uses it on every replay) joins, the graph-reserved set; work on
+ * streams uses the general set. */
+typedef enum cpool__use { CPOOL__USE_STREAM, CPOOL__USE_GRAPH } cpool__use;
 
 /* By set (general, graph-reserved) and size class. */
 #define CPOOL__HEAPS 4
@@ -133,64 +136,28 @@ void cpool__allocator_init(cpool__allocator *a, const cpool__segment_source *sou
 /* Gives every segment back (the caller waited for the device first). */
 void cpool__allocator_destroy(cpool__allocator *a);
 
-/* A branch of a multi-stream capture: the tag of graph-reserved blocks
- * freed on stream `id` while its capture has forked streams. Only that
- * branch may take them (it runs after the free), until a join retags them
- * for the stream that joined it, and the capture's end for any graph. Its
- * top bit keeps it apart from every stream id, so no fence or quiesce
- * clears it. */
-#define CPOOL__BRANCH_BIT ((uint64_t)1 << 63)
-static inline uint64_t cpool__branch_tag(uint64_t stream_id) { return stream_id | CPOOL__BRANCH_BIT; }
-/* A graph's tag: blocks freed in its capture that only that capture may
- * take, and no other until the graph is released (a pool's small graph
- * blocks, graph_pages.h). A branch tag to fences; unlike a branch, it
- * keeps no rest of a block it splits. */
-#define CPOOL__GRAPH_TAG_BIT ((uint64_t)1 << 62)
-static inline uint64_t cpool__graph_tag(uint64_t capture_id) {
-    return capture_id | CPOOL__BRANCH_BIT | CPOOL__GRAPH_TAG_BIT;
-}
-
-/* What a stream's work is known to run after, from the events it waited
- * for (cudaMallocAsync's "reuse follows event dependencies"): a few pairs
- * (stream, free sequence), each packed in one word so that a wait may note
- * one while an allocation on another thread reads them. A block freed on
- * that stream up to that sequence is reusable by this stream at once. A
- * pair that does not fit a word, or finds no slot, is not noted: the block
- * then waits for a fence, as without the event. */
-#define CPOOL__DEPS 8
-typedef struct cpool__deps {
-    _Atomic uint64_t slot[CPOOL__DEPS];
-    _Atomic unsigned next; /* the slot a new stream takes */
-} cpool__deps;
-/* The pair (stream, upto) as one word, or 0 when it does not fit one. */
-uint64_t cpool__deps_pack(uint64_t stream, uint64_t upto);
-/* Notes a packed pair (0: nothing to note). */
-void cpool__deps_note(cpool__deps *d, uint64_t pair);
-/* Whether work after the waits noted runs after a free on `stream` with
- * sequence `seq`. */
-bool cpool__deps_cover(const cpool__deps *d, uint64_t stream, uint64_t seq);
-
 /* Serves `bytes` from cached blocks only: for a graph (graph-reserved blocks
- * of the use's set free for any graph, or tagged `stream` when that is a
- * branch tag, then unrestricted general ones; `stream` is otherwise the
- * capturing stream's id), or for work on stream `stream` (blocks free for
- * any stream, freed on this one, or covered by its `deps`, which may be
- * NULL). false on a miss. The block remembers `stream` without its branch
- * bit as the stream it was last used on. */
-bool cpool__allocator_alloc_cached(cpool__allocator *a, size_t bytes, uint64_t stream, const cpool__deps *deps,
+ * free for any graph, or kept for `key` when that is a branch or a graph,
+ * then unrestricted general ones; `key` is otherwise the capturing
+ * stream's), or for work on the stream `key` (blocks free for any stream,
+ * freed on this one, or covered by its `deps`, which may be NULL; KEY_ANY:
+ * only blocks free for any stream). false on a miss. The block remembers
+ * the stream of `key` as the stream it was last used on. */
+bool cpool__allocator_alloc_cached(cpool__allocator *a, size_t bytes, cpool__stream_key key, const cpool__deps *deps,
                                    cpool__use use, void **out);
 /* Takes memory from the source for the request and serves it: in growable
- * segments, new pages next to the free block (usable by `stream`) that
+ * segments, new pages next to the free block (usable by `key`) that
  * leaves the fewest to map, after giving back, where the new pages would
  * take reserved memory past its peak, the pages of free blocks that no work
- * uses; otherwise a new segment. `stream` as for
- * cpool__allocator_alloc_cached (a graph's branch keeps the rest). */
-cpool_status cpool__allocator_alloc_grow(cpool__allocator *a, size_t bytes, uint64_t stream, cpool__use use,
+ * uses; otherwise a new segment. `key` as for cpool__allocator_alloc_cached
+ * (a graph's branch keeps the rest). */
+cpool_status cpool__allocator_alloc_grow(cpool__allocator *a, size_t bytes, cpool__stream_key key, cpool__use use,
                                         void **out);
 
 /* Whether serving the request by growing (growable segments only) would
  * take reserved memory past its peak. */
-bool cpool__allocator_growth_passes_peak(const cpool__allocator *a, size_t bytes, uint64_t stream, cpool__use use);
+bool cpool__allocator_growth_passes_peak(const cpool__allocator *a, size_t bytes, cpool__stream_key key,
+                                         cpool__use use);
 
 /* Adds at least `bytes` of free general memory (pool reserve), for
  * requests larger than CPOOL__SMALL_MAX: a segment, or mapped pages of a
@@ -203,17 +170,17 @@ void cpool__allocator_pin(cpool__allocator *a, void *ptr);
  * cache hands its blocks out again at other sizes and gives one back). */
 void cpool__allocator_set_requested(cpool__allocator *a, void *ptr, size_t requested);
 
-/* Frees a live block. It is reusable at once by `stream` only until
- * cpool__allocator_unfence says the work before the free has finished,
- * except a graph-reserved block freed under capture (`graph`), which later
- * captures may take at once (with a nonzero `branch` tag: only that branch,
- * see CPOOL__BRANCH_BIT). Under capture a general block joins the
- * graph-reserved set, keeping its stream's tag: graphs take it once it is
- * unfenced. *requested (if not NULL) gets the size the block was allocated
- * for. CPOOL_ERR_INVALID_ARGUMENT for a pointer that is not live here
- * (nothing changes). */
-cpool_status cpool__allocator_free(cpool__allocator *a, void *ptr, uint64_t stream, bool graph, uint64_t branch,
-                                   size_t *requested);
+/* Frees a live block on stream `stream`. It is reusable at once by that
+ * stream only until cpool__allocator_unfence says the work before the free
+ * has finished, except a graph-reserved block freed for a graph (under
+ * capture), which later captures may take at once (with `branch` a branch
+ * or a graph: only that one, stream_order.h). For a graph a general block
+ * joins the graph-reserved set, keeping its stream's key: graphs take it
+ * once it is unfenced. *requested (if not NULL) gets the size the block was
+ * allocated for. CPOOL_ERR_INVALID_ARGUMENT for a pointer that is not live
+ * here (nothing changes). */
+cpool_status cpool__allocator_free(cpool__allocator *a, void *ptr, cpool__stream_key stream, cpool__use use,
+                                   cpool__stream_key branch, size_t *requested);
 
 /* What the allocator knows of a live block. */
 typedef struct cpool__block_info {
@@ -244,26 +211,22 @@ bool cpool__allocator_holds(const cpool__allocator *a, uintptr_t addr);
 /* Every mapped run, then its blocks. */
 void cpool__allocator_walk(const cpool__allocator *a, const cpool__walker *w);
 
-/* The free clock's value now, without moving it: the sequence number a free
- * now would get. */
-uint64_t cpool__allocator_clock_now(void);
-/* cpool__allocator_free of a live block outside capture whose free took
- * place earlier, at sequence `seq` (a block the front cache parked then). */
-void cpool__allocator_free_as_of(cpool__allocator *a, void *ptr, uint64_t stream, uint64_t seq);
+/* cpool__allocator_free of a live block on a stream, outside capture, whose
+ * free took place earlier, at free clock `seq` (a block the front cache
+ * parked then). */
+void cpool__allocator_free_as_of(cpool__allocator *a, void *ptr, cpool__stream_key stream, uint64_t seq);
 
-/* A mark in the free clock: every free before the call has a sequence
- * number at most the value returned, every free after it a larger one.
- * Free sequence numbers come from one clock for every allocator, so that a
- * mark (a fence, an event's record) orders frees in all pools. */
-uint64_t cpool__allocator_clock(void);
-/* Free blocks tagged branch `from` and freed with sequence <= upto take tag
- * `to` (another branch, or 0: free for any graph). */
-void cpool__allocator_retag_branch(cpool__allocator *a, uint64_t from, uint64_t upto, uint64_t to);
-/* Lists up to `cap` distinct streams that have restricted blocks, with the
- * newest free sequence number among each one's blocks; returns the count. */
-size_t cpool__allocator_restricted_streams(const cpool__allocator *a, uint64_t *streams, uint64_t *seqs, size_t cap);
-/* Blocks freed on `stream` with sequence <= upto become free for any stream. */
-void cpool__allocator_unfence(cpool__allocator *a, uint64_t stream, uint64_t upto);
+/* Free blocks kept for branch (or graph) `from` and freed with sequence
+ * <= upto are kept for `to` from now on (another branch, or KEY_ANY: free
+ * for any graph). */
+void cpool__allocator_retag_branch(cpool__allocator *a, cpool__stream_key from, uint64_t upto, cpool__stream_key to);
+/* Lists up to `cap` distinct streams (ids) that have restricted blocks, with
+ * the newest free sequence number among each one's blocks; returns the
+ * count. Branches are not listed: no fence clears them. */
+size_t cpool__allocator_restricted_streams(const cpool__allocator *a, uint64_t *stream_ids, uint64_t *seqs, size_t cap);
+/* Blocks freed on stream `stream_id` with sequence <= upto become free for
+ * any stream. */
+void cpool__allocator_unfence(cpool__allocator *a, uint64_t stream_id, uint64_t upto);
 /* Every restricted block freed with sequence <= upto becomes free for any
  * stream (the device was quiesced after those frees). */
 void cpool__allocator_unfence_all(cpool__allocator *a, uint64_t upto);
@@ -276,8 +239,11 @@ void cpool__allocator_reclaim_graph(cpool__allocator *a);
  * bytes given back. */
 uint64_t cpool__allocator_trim(cpool__allocator *a);
 
-/* Checks every invariant; aborts with a message on the first broken one. */
+/* Checks every invariant, walking every block: the full grade of the debug
+ * checks (debug.h). Aborts with a message on the first broken one. */
 void cpool__allocator_check(const cpool__allocator *a);
+/* Checks the counters against each other, in O(1): the cheap grade. */
+void cpool__allocator_check_counters(const cpool__allocator *a);
 
 /* Aborts with "capturepool: <part> invariant broken: <message>" when cond is
  * false: the internal checks of the allocator and of the front cache. */

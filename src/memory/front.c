@@ -21,6 +21,7 @@
 #include "front.h"
 #include "lock.h"
 #include "status.h"
+#include "stream_order.h"
 
 /* ---- the lock ------------------------------------------------------------ */
 
@@ -125,16 +126,16 @@ static void count_free(cpool__front *f, size_t requested) {
     f->free_count++;
 }
 
-/* A handed-out entry becomes free, reusable by `stream`. */
-static void park(cpool__front *f, int16_t i, uint64_t stream) {
+/* A handed-out entry becomes free, reusable by stream `stream_id` only. */
+static void park(cpool__front *f, int16_t i, uint64_t stream_id) {
     cpool__front_entry *e = &f->entries[i];
     count_free(f, e->requested);
     e->out = false;
     e->requested = 0;
-    e->stream = stream;
+    e->stream = stream_id;
     /* When it goes back to the allocator, it is freed as of now: an event
      * recorded after this free still covers it (reuse follows events). */
-    e->free_seq = cpool__allocator_clock_now();
+    e->free_seq = cpool__free_clock_read();
     unsigned c = class_of(e->size);
     e->next = f->classes[c];
     f->classes[c] = i;
@@ -151,12 +152,12 @@ static void forget(cpool__front *f, unsigned j) {
 
 /* ---- fast paths ---------------------------------------------------------- */
 
-bool cpool__front_alloc(cpool__front *f, size_t bytes, uint64_t stream, void **out) {
+bool cpool__front_alloc(cpool__front *f, size_t bytes, uint64_t stream_id, void **out) {
     if (bytes > CPOOL__FRONT_MAX) return false;
     size_t size = cpool__block_size(bytes);
     lock(f);
     int16_t *link = &f->classes[class_of(size)];
-    while (*link >= 0 && (f->entries[*link].stream != stream || f->entries[*link].size != size))
+    while (*link >= 0 && (f->entries[*link].stream != stream_id || f->entries[*link].size != size))
         link = &f->entries[*link].next;
     int16_t i = *link;
     if (i < 0) {
@@ -175,7 +176,7 @@ bool cpool__front_alloc(cpool__front *f, size_t bytes, uint64_t stream, void **o
     return true;
 }
 
-cpool__front_result cpool__front_free(cpool__front *f, void *ptr, uint64_t stream) {
+cpool__front_result cpool__front_free(cpool__front *f, void *ptr, uint64_t stream_id) {
     /* 0 means no entry for ptr: a block handed out by the front was counted
      * here before its allocation returned. A stale count only costs a look. */
     if (!atomic_load_explicit(&f->maybe[maybe_index((uintptr_t)ptr)], memory_order_relaxed)) return CPOOL__FRONT_MISS;
@@ -185,7 +186,7 @@ cpool__front_result cpool__front_free(cpool__front *f, void *ptr, uint64_t strea
     if (j >= 0) {
         int16_t i = f->slots[j];
         if (f->entries[i].out) {
-            park(f, i, stream);
+            park(f, i, stream_id);
             r = CPOOL__FRONT_DONE;
         } else {
             r = CPOOL__FRONT_FREED;
@@ -236,7 +237,7 @@ static void evict_one(cpool__front *f, cpool__allocator *a) {
         f->classes[c] = e->next;
         f->free_bytes -= e->size;
         /* The allocator still has it live: this free cannot fail. */
-        cpool__allocator_free_as_of(a, (void *)e->addr, e->stream, e->free_seq);
+        cpool__allocator_free_as_of(a, (void *)e->addr, cpool__key_stream(e->stream), e->free_seq);
         forget(f, (unsigned)slot_find(f, e->addr));
         f->evict_class = (uint16_t)((c + 1) % CPOOL__FRONT_CLASSES);
         return;
@@ -252,8 +253,8 @@ static void evict_one(cpool__front *f, cpool__allocator *a) {
     }
 }
 
-cpool_status cpool__front_free_slow(cpool__front *f, cpool__allocator *a, void *ptr, uint64_t stream, bool graph,
-                                   uint64_t branch) {
+cpool_status cpool__front_free_slow(cpool__front *f, cpool__allocator *a, void *ptr, cpool__stream_key stream,
+                                   cpool__use use, cpool__stream_key branch) {
     cpool_status st = CPOOL_OK;
     lock(f);
     int j = slot_find(f, (uintptr_t)ptr);
@@ -262,26 +263,26 @@ cpool_status cpool__front_free_slow(cpool__front *f, cpool__allocator *a, void *
         cpool__front_entry *e = &f->entries[i];
         if (!e->out) {
             st = cpool__fail_not_live(ptr);
-        } else if (!graph) {
-            park(f, i, stream);
+        } else if (use == CPOOL__USE_STREAM) {
+            park(f, i, stream.word);
         } else {
             /* Under capture the block joins the graph-reserved set. */
             size_t requested = e->requested;
             forget(f, (unsigned)j);
-            st = cpool__allocator_free(a, ptr, stream, graph, branch, NULL);
+            st = cpool__allocator_free(a, ptr, stream, use, branch, NULL);
             if (st == CPOOL_OK) count_free(f, requested);
         }
     } else {
         /* Only a free the front could keep looks the block up first. */
         cpool__block_info info;
-        bool keep = !graph && cpool__allocator_live_block(a, ptr, &info) && !info.graph && !info.pinned &&
-                    info.size <= CPOOL__FRONT_MAX;
+        bool keep = use == CPOOL__USE_STREAM && cpool__allocator_live_block(a, ptr, &info) && !info.graph &&
+                    !info.pinned && info.size <= CPOOL__FRONT_MAX;
         if (keep && f->unused < 0) evict_one(f, a);
         if (keep && f->unused >= 0) {
-            park(f, adopt(f, ptr, &info), stream);
+            park(f, adopt(f, ptr, &info), stream.word);
         } else {
             size_t requested;
-            st = cpool__allocator_free(a, ptr, stream, graph, branch, &requested);
+            st = cpool__allocator_free(a, ptr, stream, use, branch, &requested);
             if (st == CPOOL_OK) count_free(f, requested);
         }
     }
@@ -321,7 +322,7 @@ size_t cpool__front_flush(cpool__front *f, cpool__allocator *a) {
             f->classes[c] = e->next;
             f->free_bytes -= e->size;
             /* The allocator still has it live: this free cannot fail. */
-            cpool__allocator_free_as_of(a, (void *)e->addr, e->stream, e->free_seq);
+            cpool__allocator_free_as_of(a, (void *)e->addr, cpool__key_stream(e->stream), e->free_seq);
             forget(f, (unsigned)slot_find(f, e->addr));
             n++;
         }

@@ -50,7 +50,7 @@ typedef struct cpool__front_entry {
     bool used, out;        /* known to the front; handed out (else free) */
     size_t requested;      /* handed out: the caller's size */
     size_t alloc_requested; /* the size the allocator has on record for the block */
-    uint64_t free_seq;      /* free: the free clock when it was parked (alloc.h) */
+    uint64_t free_seq;      /* free: the free clock when it was parked (stream_order.h) */
 } cpool__front_entry;
 
 typedef struct cpool__front {
@@ -77,9 +77,10 @@ typedef enum cpool__front_result {
 
 void cpool__front_init(cpool__front *f);
 
-/* The fast paths, outside the pool mutex and outside capture. */
-bool cpool__front_alloc(cpool__front *f, size_t bytes, uint64_t stream, void **out);
-cpool__front_result cpool__front_free(cpool__front *f, void *ptr, uint64_t stream);
+/* The fast paths, outside the pool mutex and outside capture: always for
+ * work on a stream, named by its id. */
+bool cpool__front_alloc(cpool__front *f, size_t bytes, uint64_t stream_id, void **out);
+cpool__front_result cpool__front_free(cpool__front *f, void *ptr, uint64_t stream_id);
 
 /* The rest is called under the pool mutex. */
 
@@ -100,13 +101,14 @@ size_t cpool__front_view_blocks(cpool__front *f, cpool__front_view *out, struct 
 
 /* Counts an allocation the allocator served. */
 void cpool__front_count_alloc(cpool__front *f, size_t bytes);
-/* The free path when the fast one did not serve: under capture (`graph`,
- * with the branch tag of a forked capture or 0), or for a block the front
- * does not know yet, which it keeps if eligible and there is room, else the
- * allocator frees it. Returns CPOOL_OK or CPOOL_ERR_INVALID_ARGUMENT (not
- * live here: nothing changes). */
-cpool_status cpool__front_free_slow(cpool__front *f, cpool__allocator *a, void *ptr, uint64_t stream, bool graph,
-                                   uint64_t branch);
+/* The free path when the fast one did not serve: for a graph (under
+ * capture, with `branch` the key of a forked capture's branch or graph, or
+ * KEY_ANY), or for a block the front does not know yet, which it keeps if
+ * eligible and there is room, else the allocator frees it (as
+ * cpool__allocator_free). Returns CPOOL_OK or CPOOL_ERR_INVALID_ARGUMENT
+ * (not live here: nothing changes). */
+cpool_status cpool__front_free_slow(cpool__front *f, cpool__allocator *a, void *ptr, cpool__stream_key stream,
+                                   cpool__use use, cpool__stream_key branch);
 /* Gives every free block back to the allocator; returns how many. */
 size_t cpool__front_flush(cpool__front *f, cpool__allocator *a);
 

@@ -40,11 +40,11 @@ struct cpool__arena {
     bool in_use;     /* a capture or a graph holds it */
     bool own_pages;  /* the packed region: every page its own memory */
     /* The packed blocks its capture handed out that are still live (the
-     * graph's packed outputs), and the tag its frees
+     * graph's packed outputs), and the key its frees
      * there carry. */
     uintptr_t *packed;
     size_t packed_count, packed_cap;
-    uint64_t packed_tag;
+    cpool__stream_key packed_key;
     uint64_t released; /* when its last holder let go, or a free left it idle (graph_pages' release clock) */
     /* Idle with memory: the device's work when it became idle, which may
      * still use its pages (NULL: seen over); with `work_unknown` none could
@@ -318,7 +318,7 @@ static void mark_work(cpool__graph_pages *gp, cpool__arena *ar) {
     cpool__order_mark_release(ar->work);
     ar->work = holds_memory(ar) ? cpool__order_mark_now(gp->order) : NULL;
     ar->work_unknown = holds_memory(ar) && !ar->work;
-    ar->work_frees = cpool__allocator_clock();
+    ar->work_frees = cpool__free_clock_tick();
 }
 
 /* An idle arena a capture may take: its marked work is over (queried, never
@@ -356,7 +356,7 @@ static cpool_status arena_new(cpool__graph_pages *gp, cpool__arena **out) {
     return CPOOL_OK;
 }
 
-cpool_status cpool__graph_pages_open(cpool__graph_pages *gp, uint64_t packed_tag, cpool__arena **out) {
+cpool_status cpool__graph_pages_open(cpool__graph_pages *gp, cpool__stream_key packed_key, cpool__arena **out) {
     /* A suspended pool's idle arenas map nothing now: a seal must find
      * nothing to move, so only a new arena will do. */
     cpool__arena *ar = gp->suspended ? NULL : gp->arenas;
@@ -370,7 +370,7 @@ cpool_status cpool__graph_pages_open(cpool__graph_pages *gp, uint64_t packed_tag
         gp->arenas = ar;
         gp->arena_count++;
     }
-    ar->packed_tag = packed_tag;
+    ar->packed_key = packed_key;
     *out = ar;
     return CPOOL_OK;
 }
@@ -404,7 +404,7 @@ cpool__arena *cpool__graph_pages_packed_freed(cpool__graph_pages *gp, const void
     return ar;
 }
 
-uint64_t cpool__arena_packed_tag(const cpool__arena *ar) { return ar->packed_tag; }
+cpool__stream_key cpool__arena_packed_key(const cpool__arena *ar) { return ar->packed_key; }
 
 cpool__allocator *cpool__arena_allocator(cpool__arena *ar) { return &ar->alloc; }
 uint64_t cpool__arena_id(const cpool__arena *ar) { return ar->id; }

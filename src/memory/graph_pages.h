@@ -92,17 +92,17 @@ void cpool__graph_pages_init(cpool__graph_pages *gp, const cpool__page_source *s
 /* Gives every page and range back (no work may use them). */
 void cpool__graph_pages_destroy(cpool__graph_pages *gp);
 
-/* An arena for a capture whose packed blocks carry `packed_tag`
- * (cpool__graph_tag): an idle one whose marked work is over (or that holds
+/* An arena for a capture whose packed blocks are kept for `packed_key`
+ * (cpool__key_graph, stream_order.h): an idle one whose marked work is over (or that holds
  * no memory), else a new one (nothing is mapped until it allocates). */
-cpool_status cpool__graph_pages_open(cpool__graph_pages *gp, uint64_t packed_tag, cpool__arena **out);
-uint64_t cpool__arena_packed_tag(const cpool__arena *ar);
+cpool_status cpool__graph_pages_open(cpool__graph_pages *gp, cpool__stream_key packed_key, cpool__arena **out);
+cpool__stream_key cpool__arena_packed_key(const cpool__arena *ar);
 
 /* The packed region: requests up to CPOOL__PACKED_MAX under capture, and
  * those made as outputs (cpool_alloc_output), at addresses of their own in
  * pages of their own. A page per small output would cost many times the
  * output; here outputs pack. A capture's freed blocks here carry its
- * graph's tag (alloc.h): no other capture takes them until that graph is
+ * graph's key (stream_order.h): no other capture takes them until that graph is
  * released, so scratch here is not shared (it is small by construction). */
 /* Up to 4 KiB: larger, the smallest blocks of a capture served apart from
  * its other memory cost bench/multistream_memory_bench up to a page more

@@ -7,6 +7,7 @@
 #include "fault.h"
 #include "order.h"
 #include "status.h"
+#include "stream_order.h"
 
 /* ---- shared events ------------------------------------------------------- */
 
@@ -47,8 +48,7 @@ void cpool__order_add(cpool__order *o, cpool__order_stream *s, cpool__bstream *i
     s->impl = impl;
     atomic_init(&s->capture, NULL);
     s->capture_fence = NULL;
-    for (unsigned i = 0; i < CPOOL__DEPS; i++) atomic_init(&s->deps.slot[i], 0);
-    atomic_init(&s->deps.next, 0);
+    cpool__deps_init(&s->deps);
     cpool__mutex_lock(&o->mu);
     s->prev = NULL;
     s->next = o->streams;
@@ -335,7 +335,7 @@ void cpool__fences_add(cpool__fences *f, cpool__order *o, cpool__allocator *a, c
     enum { MAX_STREAMS = 64 };
     uint64_t streams[MAX_STREAMS], seqs[MAX_STREAMS];
     /* Frees from now on are numbered after every block a fence here covers. */
-    (void)cpool__allocator_clock();
+    (void)cpool__free_clock_tick();
     size_t n = cpool__allocator_restricted_streams(a, streams, seqs, MAX_STREAMS);
     for (size_t i = 0; i < n; i++) {
         bool covered = false;

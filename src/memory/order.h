@@ -29,9 +29,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "alloc.h"
+#include "alloc.h" /* a pool's fences unfence its allocator's blocks */
 #include "backend.h"
 #include "lock.h"
+#include "stream_order.h"
 
 /* An event shared between a stream and those waiting on it. */
 typedef struct cpool__shared_event {

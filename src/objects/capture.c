@@ -67,7 +67,7 @@ cpool_status cpool_capture_begin(cpool_stream *s_handle, cpool_pool *pool_handle
 
 /* ---- what a capture does to the pools it holds --------------------------- */
 
-void cpool__capture_join_branch(cpool__capture *cap, uint64_t from, uint64_t upto, uint64_t to) {
+void cpool__capture_join_branch(cpool__capture *cap, cpool__stream_key from, uint64_t upto, cpool__stream_key to) {
     if (!cap->branch_tagged) return;
     for (size_t i = 0; i < cap->pool_count; i++)
         cpool__pool_retag_branch(cap->pools[i].pool, cap->pools[i].arena, cap->id, from, upto, to);
@@ -75,9 +75,9 @@ void cpool__capture_join_branch(cpool__capture *cap, uint64_t from, uint64_t upt
 
 void cpool__capture_end_branches(cpool__capture *cap, uint64_t origin_id) {
     if (!cap->branch_tagged) return;
-    cpool__capture_join_branch(cap, cpool__branch_tag(origin_id), UINT64_MAX, 0);
+    cpool__capture_join_branch(cap, cpool__key_branch(origin_id), UINT64_MAX, CPOOL__KEY_ANY);
     for (size_t k = 0; k < cap->fork_count; k++)
-        cpool__capture_join_branch(cap, cpool__branch_tag(cap->forks[k].stream_id), UINT64_MAX, 0);
+        cpool__capture_join_branch(cap, cpool__key_branch(cap->forks[k].stream_id), UINT64_MAX, CPOOL__KEY_ANY);
 }
 
 void cpool__capture_release(cpool__capture *cap) {

@@ -184,10 +184,10 @@ void cpool__capture_note_host_work(cpool__capture *cap) { cap->host_work = true;
 
 void cpool__capture_note_event(cpool__capture *cap) { cap->branching = true; }
 
-uint64_t cpool__capture_branch_of(cpool__capture *cap, uint64_t stream_id) {
-    if (!cap->branching) return 0;
+cpool__stream_key cpool__capture_branch_of(cpool__capture *cap, uint64_t stream_id) {
+    if (!cap->branching) return CPOOL__KEY_ANY;
     cap->branch_tagged = true; /* a join or the end has blocks to retag */
-    return cpool__branch_tag(stream_id);
+    return cpool__key_branch(stream_id);
 }
 
 /* Makes room for one more element in an array that starts in `inline_array`

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 
 #include "internal.h"
+#include "stream_order.h"
 
 struct cpool_event {
     cpool__handle_header handle;
@@ -25,11 +26,11 @@ struct cpool_event {
      * plain wait) and the backend's wait see the same last record. */
     cpool__mutex mu;
     /* The last record: whether there was one; made outside capture, the
-     * recording stream and the free clock then, packed in one word (alloc.h,
-     * cpool__deps_pack: a wait lets the waiting stream reuse the blocks
-     * freed there before; 0 for a record made in a capture); made in a
-     * capture, that capture's id (0: none), the recording stream's handle
-     * and the free clock. Written under mu; atomics, as queries read them
+     * recording stream and the free clock then, packed in one word
+     * (stream_order.h, cpool__deps_pack: a wait lets the waiting stream
+     * reuse the blocks freed there before; 0 for a record made in a
+     * capture); made in a capture, that capture's id (0: none), the
+     * recording stream's handle and the free clock. Written under mu; atomics, as queries read them
      * without it. */
     atomic_bool recorded;
     _Atomic uint64_t eager_mark;
@@ -118,7 +119,7 @@ static __attribute__((noinline)) cpool_status record_in_capture(cpool_event *e, 
          * has acquired it: a fence instruction each would cost more than a
          * capture's own bookkeeping. */
         atomic_store_explicit(&e->recorder, s_handle, memory_order_release);
-        atomic_store_explicit(&e->free_mark, cpool__allocator_clock(), memory_order_release);
+        atomic_store_explicit(&e->free_mark, cpool__free_clock_tick(), memory_order_release);
         if (atomic_load_explicit(&e->eager_mark, memory_order_relaxed))
             atomic_store(&e->eager_mark, 0); /* a captured record orders no eager work */
         atomic_store_explicit(&e->capture_id, cap->id, memory_order_release);
@@ -135,7 +136,7 @@ static __attribute__((noinline)) cpool_status record_in_capture(cpool_event *e, 
 static cpool_status record_eager(cpool_event *e, cpool_stream *s) {
     /* The clock first: a free it does not count may not be before the
      * record. (No wait comes in between: e->mu.) */
-    uint64_t mark = cpool__deps_pack(cpool__stream_id(s), cpool__allocator_clock());
+    uint64_t mark = cpool__deps_pack(cpool__stream_id(s), cpool__free_clock_tick());
     cpool_status st = e->dev->be->user_event_record(e->impl, s->impl);
     if (st == CPOOL_ERR_UNSUPPORTED) return CPOOL__AGAIN; /* see in_turns */
     if (st != CPOOL_OK) return cpool__fail_in("cpool_event_record", st);
@@ -206,8 +207,8 @@ static __attribute__((noinline)) cpool_status wait_in_capture(cpool_stream *s, c
     } else {
         st = s->dev->be->stream_wait_event(s->impl, e->impl);
         if (st == CPOOL_OK && cap->branching && recorder != s)
-            cpool__capture_join_branch(cap, cpool__branch_tag(cpool__stream_id(recorder)),
-                                       atomic_load(&e->free_mark), cpool__branch_tag(cpool__stream_id(s)));
+            cpool__capture_join_branch(cap, cpool__key_branch(cpool__stream_id(recorder)),
+                                       atomic_load(&e->free_mark), cpool__key_branch(cpool__stream_id(s)));
     }
     cpool__capture_unlock(cap);
     return st == CPOOL_OK ? st : cpool__fail_in(fn, st);

@@ -133,7 +133,7 @@ typedef struct cpool__capture {
     /* Streams forked into it by events (the origin is the stream whose
      * storage holds the record); `forks` is inline_forks until more fork.
      * From its first event record on (a fork may wait for any record),
-     * frees are tagged by branch (alloc.h, CPOOL__BRANCH_BIT). */
+     * frees are tagged by branch (stream_order.h, cpool__key_branch). */
     cpool__fork *forks;
     size_t fork_count, fork_cap;
     bool branching;
@@ -275,9 +275,10 @@ void cpool__capture_set_arena(cpool__held_pool *held, struct cpool__arena *arena
 /* An event was recorded in the capture: a stream may fork from it, so its
  * frees and allocations go by branch from now on. */
 void cpool__capture_note_event(cpool__capture *cap);
-/* The tag a capture's frees and allocations on stream `stream_id` go by: a
- * branch once an event was recorded in it (alloc.h), else 0 (any graph). */
-uint64_t cpool__capture_branch_of(cpool__capture *cap, uint64_t stream_id);
+/* The key a capture's frees and allocations on stream `stream_id` go by: a
+ * branch once an event was recorded in it (stream_order.h), else KEY_ANY
+ * (any graph). */
+cpool__stream_key cpool__capture_branch_of(cpool__capture *cap, uint64_t stream_id);
 /* cpool_launch_host work was captured. */
 void cpool__capture_note_host_work(cpool__capture *cap);
 void cpool__capture_set_graph_id(cpool__capture *cap, uint64_t graph_id);
@@ -304,7 +305,7 @@ void cpool__capture_discard(cpool_stream *s);
 /* In every pool the capture holds: the blocks freed on branch `from` up to
  * free sequence `upto` go to branch `to` (a join); at the end, every
  * branch's blocks become free for any graph. */
-void cpool__capture_join_branch(cpool__capture *cap, uint64_t from, uint64_t upto, uint64_t to);
+void cpool__capture_join_branch(cpool__capture *cap, cpool__stream_key from, uint64_t upto, cpool__stream_key to);
 void cpool__capture_end_branches(cpool__capture *cap, uint64_t origin_id);
 /* Drops every reference a capture that made no graph holds, forgetting what
  * it noted (its outputs are plain blocks); the record is not used after. */
@@ -365,9 +366,9 @@ bool cpool__pool_hold_in_capture(cpool__capture *cap, cpool_pool *pool, bool bou
 /* In the pool: its blocks (its allocator's, the capture's arena's, the
  * packed region's) freed on branch `from` up to free sequence `upto` go to
  * branch `to`; in the packed region, to the capture's graph where `to` is
- * 0 (cpool__capture_join_branch). */
-void cpool__pool_retag_branch(cpool_pool *pool, struct cpool__arena *arena, uint64_t capture_id, uint64_t from,
-                              uint64_t upto, uint64_t to);
+ * KEY_ANY (cpool__capture_join_branch). */
+void cpool__pool_retag_branch(cpool_pool *pool, struct cpool__arena *arena, uint64_t capture_id,
+                              cpool__stream_key from, uint64_t upto, cpool__stream_key to);
 uint64_t cpool__pool_generation(const cpool_pool *pool);
 /* Every pool's clears are numbered on one clock: a pool's generation is the
  * number of its last clear (0: none yet). */

@@ -47,6 +47,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "debug.h"
 #include "front.h"
 #include "graph_pages.h"
 #include "internal.h"
@@ -120,24 +121,37 @@ struct cpool_pool {
 #define HOLDER_EPOCH_ONE ((uint64_t)1 << 32)
 static uint64_t holder_count(uint64_t holders) { return holders & (HOLDER_EPOCH_ONE - 1); }
 
-/* Under mu. `full` walks every arena's blocks too (graph_pages.h). */
-static void check_allocator(cpool_pool *pool, bool full) {
+/* Under mu: the full walk of the pool's memory (debug.h). `every_arena`
+ * walks every arena's blocks too (graph_pages.h). */
+static void walk_allocator(cpool_pool *pool, bool every_arena) {
+    cpool__allocator_check_counters(&pool->alloc);
     cpool__allocator_check(&pool->alloc);
     cpool__graph_live graph = cpool__graph_pages_live(&pool->pages);
     cpool__front_check(&pool->front, &pool->alloc, graph.requested, graph.blocks);
-    cpool__graph_pages_check(&pool->pages, full);
+    cpool__graph_pages_check(&pool->pages, every_arena);
 }
 
 #ifdef CPOOL_DEBUG_CHECKS
+/* Under mu, after every operation: the cheap checks always, the full walk
+ * when asked (debug.h). */
+static void check_allocator(cpool_pool *pool, bool every_arena) {
+    cpool__allocator_check_counters(&pool->alloc);
+    if (!cpool__debug_full()) return;
+    cpool__debug_count_full_walk();
+    walk_allocator(pool, every_arena);
+}
 #define CHECK_ALLOCATOR(pool) check_allocator(pool, false)
 /* At a capture's end and a trim: every arena. */
 #define CHECK_ALLOCATOR_FULL(pool) check_allocator(pool, true)
-/* After a fast path, which does not hold mu. */
-#define CHECK_ALLOCATOR_LOCKING(pool)     \
-    do {                                  \
-        cpool__mutex_lock(&(pool)->mu);  \
-        check_allocator(pool, false);     \
-        cpool__mutex_unlock(&(pool)->mu); \
+/* After a fast path, which does not hold mu and leaves the allocator as it
+ * was: only a full walk has something to look at. */
+#define CHECK_ALLOCATOR_LOCKING(pool)         \
+    do {                                      \
+        if (cpool__debug_full()) {            \
+            cpool__mutex_lock(&(pool)->mu);  \
+            check_allocator(pool, false);     \
+            cpool__mutex_unlock(&(pool)->mu); \
+        }                                     \
     } while (0)
 #else
 #define CHECK_ALLOCATOR(pool) ((void)0)
@@ -580,10 +594,12 @@ static void add_fences(cpool_pool *pool, cpool_stream *capturing) {
  * very thread. Under capture the same steps run: the event calls are legal
  * beside any capture, and a capturing stream is fenced by its capture's
  * fence. */
-static cpool_status alloc_miss(cpool_pool *pool, size_t bytes, cpool_stream *s, cpool__use use, uint64_t tag,
-                               void **out) {
+static cpool_status alloc_miss(cpool_pool *pool, size_t bytes, cpool_stream *s, cpool__use use,
+                               cpool__stream_key tag, void **out) {
     cpool__allocator *a = &pool->alloc;
-    uint64_t stream = use != CPOOL__USE_STREAM ? tag : s ? cpool__stream_id(s) : 0;
+    cpool__stream_key stream = use != CPOOL__USE_STREAM ? tag
+                               : s                      ? cpool__key_stream(cpool__stream_id(s))
+                                                        : CPOOL__KEY_ANY;
     const cpool__deps *deps = use == CPOOL__USE_STREAM && s ? &s->order.deps : NULL;
     poll_fences(pool);
     if (cpool__allocator_alloc_cached(a, bytes, stream, deps, use, out)) return CPOOL_OK;
@@ -608,8 +624,8 @@ static cpool_status alloc_miss(cpool_pool *pool, size_t bytes, cpool_stream *s, 
 
 /* alloc_miss, leaving cpool_last_error() as it was when it succeeds in the
  * end (a fence refused by a capturing stream, a first full device). */
-static cpool_status alloc_slow(cpool_pool *pool, size_t bytes, cpool_stream *s, cpool__use use, uint64_t tag,
-                               void **out) {
+static cpool_status alloc_slow(cpool_pool *pool, size_t bytes, cpool_stream *s, cpool__use use,
+                               cpool__stream_key tag, void **out) {
     cpool__error_mark before;
     cpool__error_save(&before);
     cpool_status st = alloc_miss(pool, bytes, s, use, tag, out);
@@ -624,9 +640,9 @@ static __attribute__((noinline)) cpool_status alloc_locked(cpool_pool *pool, siz
     cpool__mutex_lock(&pool->mu);
     if (atomic_load(&pool->suspended)) /* suspended after the caller looked */
         st = cpool__fail(CPOOL_ERR_SUSPENDED, "the pool is suspended");
-    else if (!cpool__allocator_alloc_cached(&pool->alloc, bytes, cpool__stream_id(s), &s->order.deps,
+    else if (!cpool__allocator_alloc_cached(&pool->alloc, bytes, cpool__key_stream(cpool__stream_id(s)), &s->order.deps,
                                             CPOOL__USE_STREAM, ptr_out))
-        st = alloc_slow(pool, bytes, s, CPOOL__USE_STREAM, 0, ptr_out);
+        st = alloc_slow(pool, bytes, s, CPOOL__USE_STREAM, CPOOL__KEY_ANY, ptr_out);
     if (st == CPOOL_OK) cpool__front_count_alloc(&pool->front, bytes);
     note_peak(pool);
     CHECK_ALLOCATOR(pool);
@@ -648,7 +664,7 @@ static void unhold_last(cpool__capture *cap, cpool_pool *pool) {
  * first allocation or free there. */
 static cpool_status open_arena(cpool_pool *pool, cpool__capture *cap, cpool__held_pool *held) {
     cpool__arena *arena;
-    cpool_status st = cpool__graph_pages_open(&pool->pages, cpool__graph_tag(cap->id), &arena);
+    cpool_status st = cpool__graph_pages_open(&pool->pages, cpool__key_graph(cap->id), &arena);
     if (st == CPOOL_OK) cpool__capture_set_arena(held, arena);
     return st;
 }
@@ -663,7 +679,8 @@ static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *
     if (st != CPOOL_OK) return cpool__fail_in(fn, st);
     /* The branch's tag, or the stream's id: blocks free for any of the
      * capture's streams, and the stream a snapshot names. */
-    uint64_t branch = cpool__capture_branch_of(cap, cpool__stream_id(s)), tag = branch ? branch : cpool__stream_id(s);
+    cpool__stream_key branch = cpool__capture_branch_of(cap, cpool__stream_id(s));
+    cpool__stream_key tag = cpool__key_is_any(branch) ? cpool__key_stream(cpool__stream_id(s)) : branch;
     bool newly_held = cpool__pool_hold_in_capture(cap, pool, false);
     cpool__held_pool *held = cpool__capture_held(cap, pool);
     /* Outputs (said to be, or learned by a graphed call) and the smallest
@@ -672,7 +689,7 @@ static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *
     size_t entry;
     bool planned = cpool__capture_next_is_output(cap, cpool__stream_id(s), bytes, &entry);
     bool packed = planned || output || bytes <= CPOOL__PACKED_MAX;
-    if (packed) tag = branch ? branch : cpool__graph_tag(cap->id);
+    if (packed) tag = cpool__key_is_any(branch) ? cpool__key_graph(cap->id) : branch;
     cpool__mutex_lock(&pool->mu);
     /* After the hold: a suspend from now on sees the capture and refuses. */
     if (atomic_load(&pool->suspended)) st = cpool__fail(CPOOL_ERR_SUSPENDED, "the pool is suspended");
@@ -684,8 +701,8 @@ static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *
         if (!packed) a = cpool__arena_allocator(held->arena);
         cpool__error_mark before; /* a success after a retry leaves the last error as it was */
         cpool__error_save(&before);
-        if (!cpool__allocator_alloc_cached(a, bytes, tag, NULL, CPOOL__USE_SCRATCH, &p)) {
-            st = cpool__allocator_alloc_grow(a, bytes, tag, CPOOL__USE_SCRATCH, &p);
+        if (!cpool__allocator_alloc_cached(a, bytes, tag, NULL, CPOOL__USE_GRAPH, &p)) {
+            st = cpool__allocator_alloc_grow(a, bytes, tag, CPOOL__USE_GRAPH, &p);
             /* The device or the pool's bound is full: eager memory with
              * no work left on it goes back first, as for any allocation
              * (alloc_miss; a capturing stream is fenced by its capture). */
@@ -694,12 +711,12 @@ static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *
                 add_fences(pool, s);
                 poll_fences(pool);
                 if (cpool__allocator_trim(&pool->alloc))
-                    st = cpool__allocator_alloc_grow(a, bytes, tag, CPOOL__USE_SCRATCH, &p);
+                    st = cpool__allocator_alloc_grow(a, bytes, tag, CPOOL__USE_GRAPH, &p);
             }
         }
         if (st == CPOOL_OK) cpool__error_restore(&before);
         if (st == CPOOL_OK && packed && (st = cpool__arena_note_packed(held->arena, p)) != CPOOL_OK)
-            cpool__allocator_free(a, p, cpool__stream_id(s), true, tag, NULL);
+            cpool__allocator_free(a, p, cpool__key_stream(cpool__stream_id(s)), CPOOL__USE_GRAPH, tag, NULL);
         if (st == CPOOL_OK) *ptr_out = p; /* a refused call leaves it as it was */
     }
     if (st == CPOOL_OK) cpool__front_count_alloc(&pool->front, bytes);
@@ -788,15 +805,16 @@ static __attribute__((noinline)) cpool_status free_locked(cpool_pool *pool, void
     bool newly_held = cap && cpool__pool_hold_in_capture(cap, pool, false); /* as capture_alloc */
     cpool__held_pool *held = cap ? cpool__capture_held(cap, pool) : NULL;
     cpool__mutex_lock(&pool->mu);
-    uint64_t branch = cap ? cpool__capture_branch_of(cap, cpool__stream_id(s)) : 0;
-    bool graph = cap != NULL;
+    cpool__stream_key branch = cap ? cpool__capture_branch_of(cap, cpool__stream_id(s)) : CPOOL__KEY_ANY;
+    cpool__use use = cap ? CPOOL__USE_GRAPH : CPOOL__USE_STREAM;
+    cpool__stream_key freed_on = cpool__key_stream(cpool__stream_id(s));
     /* An eager block first, as the pool has most; only a pointer the eager
      * allocator does not hold is looked for in graph memory. */
     cpool__error_mark before;
     cpool__error_save(&before);
     cpool__allocator *a = &pool->alloc, *packed = NULL;
     cpool__arena *ar = NULL;
-    cpool_status st = cpool__front_free_slow(&pool->front, a, ptr, cpool__stream_id(s), graph, branch);
+    cpool_status st = cpool__front_free_slow(&pool->front, a, ptr, freed_on, use, branch);
     cpool__block_info info;
     if (st == CPOOL_ERR_INVALID_ARGUMENT && !cpool__allocator_live_block(a, ptr, &info)) {
         ar = cpool__graph_pages_find(&pool->pages, ptr);
@@ -810,16 +828,16 @@ static __attribute__((noinline)) cpool_status free_locked(cpool_pool *pool, void
              * write it. */
             a = packed;
             const cpool__arena *owner = cpool__graph_pages_packed_owner(&pool->pages, (uintptr_t)ptr);
-            if (cap && !branch) branch = cpool__graph_tag(cap->id);
+            if (cap && cpool__key_is_any(branch)) branch = cpool__key_graph(cap->id);
             if (!cap && owner && cpool__arena_graph(owner)) {
-                graph = true;
-                branch = cpool__arena_packed_tag(owner);
+                use = CPOOL__USE_GRAPH;
+                branch = cpool__arena_packed_key(owner);
             }
         }
         if (a != &pool->alloc) {
             cpool__error_restore(&before);
             st = a == packed && held && !held->arena ? open_arena(pool, cap, held) : CPOOL_OK;
-            if (st == CPOOL_OK) st = cpool__front_free_slow(&pool->front, a, ptr, cpool__stream_id(s), graph, branch);
+            if (st == CPOOL_OK) st = cpool__front_free_slow(&pool->front, a, ptr, freed_on, use, branch);
         }
     }
     if (st == CPOOL_OK && a == packed) ar = cpool__graph_pages_packed_freed(&pool->pages, ptr);
@@ -875,7 +893,7 @@ cpool_status cpool_free(cpool_pool *pool_handle, void *ptr, cpool_stream *stream
 cpool_status cpool__pool_seal_arena(cpool_pool *pool, cpool__arena **arena, uint64_t capture_id, uint64_t graph_id) {
     cpool__mutex_lock(&pool->mu);
     cpool_status st = CPOOL_OK;
-    if (!*arena) st = cpool__graph_pages_open(&pool->pages, cpool__graph_tag(capture_id), arena); /* it allocated nothing here */
+    if (!*arena) st = cpool__graph_pages_open(&pool->pages, cpool__key_graph(capture_id), arena); /* it allocated nothing here */
     if (st == CPOOL_OK) st = cpool__arena_seal(&pool->pages, *arena, graph_id);
     if (st == CPOOL_OK && graph_id) pool->graph_count++;
     note_peak(pool);
@@ -896,7 +914,7 @@ bool cpool__pool_release_arena(cpool_pool *pool, cpool__arena *arena) {
     /* The packed blocks its capture freed are free for any capture now. */
     cpool__allocator *packed;
     if (pool->pages.packed && cpool__graph_pages_packed(&pool->pages, &packed) == CPOOL_OK)
-        cpool__allocator_retag_branch(packed, cpool__arena_packed_tag(arena), UINT64_MAX, 0);
+        cpool__allocator_retag_branch(packed, cpool__arena_packed_key(arena), UINT64_MAX, CPOOL__KEY_ANY);
     cpool__arena_release(&pool->pages, arena);
     cpool__mutex_unlock(&pool->mu);
     return graph;
@@ -968,8 +986,9 @@ cpool_status cpool__pool_add_param(cpool_pool *pool, size_t bytes, cpool_param *
     cpool_status st = CPOOL_OK;
     if (atomic_load(&pool->suspended))
         st = cpool__fail(CPOOL_ERR_SUSPENDED, "the pool is suspended (cpool_pool_resume gives it memory again)");
-    else if (!cpool__allocator_alloc_cached(&pool->alloc, param->bytes, 0, NULL, CPOOL__USE_STREAM, &param->ptr))
-        st = alloc_slow(pool, param->bytes, NULL, CPOOL__USE_STREAM, 0, &param->ptr);
+    else if (!cpool__allocator_alloc_cached(&pool->alloc, param->bytes, CPOOL__KEY_ANY, NULL, CPOOL__USE_STREAM,
+                                            &param->ptr))
+        st = alloc_slow(pool, param->bytes, NULL, CPOOL__USE_STREAM, CPOOL__KEY_ANY, &param->ptr);
     if (st == CPOOL_OK) {
         cpool__front_count_alloc(&pool->front, param->bytes);
         cpool__allocator_pin(&pool->alloc, param->ptr);
@@ -1083,7 +1102,7 @@ static void trim_after_quiesce(cpool_pool *pool, uint64_t upto, uint64_t holders
 static cpool_status quiesce_and_trim(cpool_pool *pool) {
     cpool__mutex_lock(&pool->mu);
     cpool__front_flush(&pool->front, &pool->alloc);
-    uint64_t upto = cpool__allocator_clock();
+    uint64_t upto = cpool__free_clock_tick();
     uint64_t holders = atomic_load(&pool->holders);
     uint64_t released_by = pool->pages.release_clock;
     cpool__mutex_unlock(&pool->mu);
@@ -1261,7 +1280,7 @@ void cpool__pool_check(const cpool_pool *handle) {
         abort();
     }
     cpool__mutex_lock(&p->mu);
-    check_allocator(p, true);
+    walk_allocator(p, true);
     /* Records a clear at work has yet to take (made before its bump) come
      * first; the count is of those made since the last bump. */
     size_t records = 0, before_bump = 0;
@@ -1312,8 +1331,8 @@ bool cpool__pool_hold_in_capture(cpool__capture *cap, cpool_pool *pool, bool bou
     return true;
 }
 
-void cpool__pool_retag_branch(cpool_pool *pool, cpool__arena *arena, uint64_t capture_id, uint64_t from,
-                              uint64_t upto, uint64_t to) {
+void cpool__pool_retag_branch(cpool_pool *pool, cpool__arena *arena, uint64_t capture_id, cpool__stream_key from,
+                              uint64_t upto, cpool__stream_key to) {
     cpool__mutex_lock(&pool->mu);
     cpool__allocator_retag_branch(&pool->alloc, from, upto, to);
     if (arena) cpool__allocator_retag_branch(cpool__arena_allocator(arena), from, upto, to);
@@ -1321,7 +1340,7 @@ void cpool__pool_retag_branch(cpool_pool *pool, cpool__arena *arena, uint64_t ca
      * its graph, not to every capture. */
     cpool__allocator *packed;
     if (pool->pages.packed && cpool__graph_pages_packed(&pool->pages, &packed) == CPOOL_OK)
-        cpool__allocator_retag_branch(packed, from, upto, to ? to : cpool__graph_tag(capture_id));
+        cpool__allocator_retag_branch(packed, from, upto, cpool__key_is_any(to) ? cpool__key_graph(capture_id) : to);
     CHECK_ALLOCATOR(pool);
     cpool__mutex_unlock(&pool->mu);
 }
