@@ -1289,7 +1289,9 @@ static void launches_race_run_splits(cpool_device *dev) {
     REQUIRE(pthread_create(&launcher, NULL, launch_over_and_over, &race) == 0);
     for (int k = 1; k <= RACE_CAPTURES; k++) {
         r[k] = (run_graph){pool, NULL, (unsigned char)(0x10 + k), NULL};
-        CHECK_OK(cpool_capture(t, pool, CPOOL_CAPTURE_GLOBAL, body_run_graph, &r[k], &g[k]));
+        /* THREAD_LOCAL: the launcher's copies to pageable memory would
+         * break a GLOBAL capture on another thread (CUDA's rule). */
+        CHECK_OK(cpool_capture(t, pool, CPOOL_CAPTURE_THREAD_LOCAL, body_run_graph, &r[k], &g[k]));
         if (!g[k]) continue;
         pthread_mutex_lock(&running);
         CHECK_OK(cpool_graph_launch(g[k], t));
