@@ -401,16 +401,20 @@ static bool run_quiet(cpool__graph_pages *gp, const cpool__page_run *run, const 
     return *held;
 }
 
-/* Splits run into single pages if no work can use it now (run_quiet);
- * whether it did. The last error stays as it was either way: a run left
- * whole is no failure, its pages are only not shared. */
-static bool split_run_quiet(cpool__graph_pages *gp, cpool__page_run *run, const cpool__arena *asking) {
+/* Makes run's pages [from, from + count) pages alone (the rest stays in
+ * runs) if no work can use it now (run_quiet); whether it did. The last
+ * error stays as it was either way: a run left whole is no failure, its
+ * pages are only not shared. */
+static bool split_run_quiet(cpool__graph_pages *gp, cpool__page_run *run, const cpool__arena *asking, size_t from,
+                            size_t count) {
     bool held;
-    if (!run_quiet(gp, run, asking, &held)) return false;
+    if (gp->suspended || !run_quiet(gp, run, asking, &held)) return false;
     cpool__error_mark before;
     cpool__error_save(&before);
-    uint8_t *cut = cpool__malloc(run->pages);
-    bool split = cut && (memset(cut, 1, run->pages), split_run(gp, run, cut) == CPOOL_OK);
+    uint8_t *cut = cpool__calloc(run->pages, 1);
+    if (cut)
+        for (size_t j = from; j < from + count && j < run->pages; j++) cut[j] = 1;
+    bool split = cut && split_run(gp, run, cut) == CPOOL_OK;
     free(cut);
     cpool__error_restore(&before);
     if (held) gp->source.release_launches(gp->source.ctx);
@@ -418,9 +422,10 @@ static bool split_run_quiet(cpool__graph_pages *gp, cpool__page_run *run, const 
 }
 
 /* The lowest number the arena may map a page of its own to: one no page
- * of it maps, and not a page of another arena's run, which is split if it
- * can be, else blocked for this arena. False with *st on failure. */
-static bool next_number(cpool__arena *ar, size_t *out, cpool_status *st) {
+ * of it maps, and not a page of another arena's run. Such a run is split
+ * if it can be (as many of its pages alone as the arena wants, `want`),
+ * else blocked for this arena. False with *st on failure. */
+static bool next_number(cpool__arena *ar, size_t want, size_t *out, cpool_status *st) {
     cpool__graph_pages *gp = ar->gp;
     for (;;) {
         size_t d;
@@ -430,7 +435,7 @@ static bool next_number(cpool__arena *ar, size_t *out, cpool_status *st) {
         }
         cpool__page_run *run = d < gp->shared_count ? gp->shared[d].run : NULL;
         size_t first = run ? run->first : 0, pages = run ? run->pages : 0;
-        if (!run || split_run_quiet(gp, run, ar)) {
+        if (!run || split_run_quiet(gp, run, ar, d - first, want)) {
             *out = d;
             return true;
         }
@@ -473,7 +478,7 @@ static void arena_unmap(void *ctx, void *addr, size_t bytes) {
         cpool__page_run *run = sp->own[i] ? NULL : ar->gp->shared[sp->number[i]].run;
         bool part = run && (run->addr < (uintptr_t)addr ||
                             run->addr + run->pages * CPOOL__PAGE > (uintptr_t)addr + bytes);
-        if (part && split_run_quiet(ar->gp, run, ar)) run = NULL; /* single pages now */
+        if (part && split_run_quiet(ar->gp, run, ar, 0, run->pages)) run = NULL; /* single pages now */
         if (run)
             unmap_run(ar->gp, run);
         else
@@ -510,7 +515,7 @@ static cpool_status arena_map(void *ctx, void *addr, size_t bytes) {
         size_t d = 0;
         if (ar->own_pages) {
             st = own_page(gp, sp, i);
-        } else if (next_number(ar, &d, &st) && d >= gp->shared_count && i + 1 < at + n) {
+        } else if (next_number(ar, at + n - i, &d, &st) && d >= gp->shared_count && i + 1 < at + n) {
             /* No shared page from here on: the rest as one run. */
             st = map_new_run(ar, sp, i, at + n - i, d);
             if (st == CPOOL_OK) return CPOOL_OK;
@@ -740,7 +745,7 @@ static void compact_numbers(cpool__graph_pages *gp, cpool__arena *ar) {
         for (size_t i = 0; i < sp->pages; i++) {
             size_t d, old = sp->number[i];
             /* A run's pages stay in their run. */
-            if (!sp->mapped[i] || sp->own[i] || gp->shared[old].run || !next_number(ar, &d, &st) || d >= old)
+            if (!sp->mapped[i] || sp->own[i] || gp->shared[old].run || !next_number(ar, 1, &d, &st) || d >= old)
                 continue;
             void *addr = (void *)(sp->base + i * CPOOL__PAGE), *page;
             if (shared_page(gp, d, &page) != CPOOL_OK) return;
@@ -831,7 +836,7 @@ static void retry_blocked(cpool__graph_pages *gp, cpool__arena *ar) {
         cpool__page_run *run = gp->shared[d].run;
         if (!run)
             untake(ar, d);
-        else if (!split_run_quiet(gp, run, ar))
+        else if (!split_run_quiet(gp, run, ar, 0, run->pages))
             d = run->first + run->pages - 1; /* still whole */
     }
 }
