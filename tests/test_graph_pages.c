@@ -1165,6 +1165,161 @@ static void graph_memory_alone_suspends(cpool_device *dev) {
     cpool_stream_destroy(s);
 }
 
+/* ---- 12. runs: a fresh capture's pages in one allocation ------------------------- */
+
+/* Graph memory a pool did not have yet is made as one allocation (a run),
+ * which later captures split to share it page by page, but never while a
+ * launch of its graph may run. */
+typedef struct run_graph {
+    cpool_pool *pool;
+    gated_fill *gate; /* NULL: no gate */
+    unsigned char value;
+    void *out;
+} run_graph;
+
+static cpool_status body_run_graph(cpool_stream *s, void *ctx) {
+    run_graph *r = ctx;
+    void *scratch = NULL;
+    cpool_status st = cpool_alloc(r->pool, 32 * MiB, s, &scratch);
+    if (st == CPOOL_OK && r->gate) st = cpool_launch_host(s, cb_wait_gate, r->gate);
+    if (st == CPOOL_OK) st = cpool_memset_async(s, scratch, r->value, 32 * MiB);
+    if (st == CPOOL_OK) st = cpool_alloc(r->pool, 1 * MiB, s, &r->out);
+    if (st == CPOOL_OK) st = cpool_memcpy_async(s, r->out, scratch, 1 * MiB);
+    if (scratch && st == CPOOL_OK) st = cpool_free(r->pool, scratch, s);
+    return st;
+}
+
+/* Graph a's scratch is a run, and a's launch waits at a gate while b is
+ * captured: b must not take a's pages then (splitting the run would move
+ * them under the launch), so it holds memory of its own; once the device
+ * is idle a trim settles b onto a's pages, back at the bound, and replays
+ * in any order keep both outputs. */
+static void running_run_is_left_whole_then_settles(cpool_device *dev) {
+    cpool_stream *s, *t;
+    cpool_pool *pool;
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    REQUIRE_OK(cpool_stream_create(dev, &t));
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    gated_fill gate = {.gate = 0};
+    run_graph a = {pool, &gate, 0xa1, NULL}, b = {pool, NULL, 0xb2, NULL};
+    cpool_graph *ga, *gb;
+    /* The scratch, and a page for each output. */
+    const uint64_t bound = 32 * MiB + 2 * PAGE_BYTES;
+    REQUIRE_OK(cpool_capture(t, pool, CPOOL_CAPTURE_GLOBAL, body_run_graph, &a, &ga));
+    CHECK_LE(stats_of(pool).graph_reserved_bytes, bound);
+    CHECK_OK(cpool_graph_launch(ga, s)); /* held at the gate */
+    REQUIRE_OK(cpool_capture(t, pool, CPOOL_CAPTURE_GLOBAL, body_run_graph, &b, &gb));
+    uint64_t while_running = stats_of(pool).graph_reserved_bytes;
+    CHECK(while_running > bound);
+    CHECK_EQ(aload(&gate.passed), 0);
+    astore(&gate.gate, 1);
+    CHECK_OK(cpool_stream_synchronize(s));
+    CHECK_BYTES(s, a.out, 1 * MiB, 0xa1);
+    CHECK_OK(cpool_pool_trim(pool));
+    uint64_t settled = stats_of(pool).graph_reserved_bytes;
+    CHECK_LE(settled, bound);
+    printf("  graph memory: %.1f MiB while a ran, %.1f MiB after the trim (bound %.1f)\n",
+           (double)while_running / MiB, (double)settled / MiB, (double)bound / MiB);
+    uint64_t rng = 0x9e3779b97f4a7c15ull;
+    int launched[2] = {0, 0};
+    for (int k = 0; k < 24; k++) {
+        int x = (int)rng_below(&rng, 2);
+        CHECK_OK(cpool_graph_launch(x ? gb : ga, s));
+        launched[x] = 1;
+        if (launched[0]) CHECK_BYTES(s, a.out, 1 * MiB, 0xa1);
+        if (launched[1]) CHECK_BYTES(s, b.out, 1 * MiB, 0xb2);
+    }
+    cpool_graph_release(ga);
+    cpool_graph_release(gb);
+    CHECK_OK(cpool_free(pool, a.out, s));
+    CHECK_OK(cpool_free(pool, b.out, s));
+    CHECK_OK(cpool_pool_trim(pool));
+    CHECK_EQ(stats_of(pool).graph_reserved_bytes, 0);
+    cpool_pool_release(pool);
+    cpool_stream_destroy(t);
+    cpool_stream_destroy(s);
+}
+
+enum { RACE_LAUNCHES = 200, RACE_CAPTURES = 12 };
+
+typedef struct run_race {
+    cpool_graph *g;
+    cpool_stream *s;
+    const void *out;
+    pthread_mutex_t *running; /* held while a graph of the pool runs: they never run at once */
+    int failures;
+} run_race;
+
+/* Launches the graph over and over, reading its output back each time. */
+static void *launch_over_and_over(void *arg) {
+    run_race *r = arg;
+    unsigned char got[4096];
+    for (int k = 0; k < RACE_LAUNCHES; k++) {
+        pthread_mutex_lock(r->running);
+        bool ok = cpool_graph_launch(r->g, r->s) == CPOOL_OK &&
+                  cpool_memcpy_async(r->s, got, r->out, sizeof got) == CPOOL_OK &&
+                  cpool_stream_synchronize(r->s) == CPOOL_OK;
+        pthread_mutex_unlock(r->running);
+        for (size_t i = 0; ok && i < sizeof got; i++) ok = got[i] == 0xa1;
+        r->failures += !ok;
+    }
+    return NULL;
+}
+
+/* One thread launches graph a (its scratch a run) again and again while
+ * another captures graphs into the pool: each capture wants a's pages and
+ * may split the run only between a's launches, holding new ones back
+ * meanwhile. (The graphs' launches take turns: graphs of one pool never
+ * run at once.) a's output keeps its bytes, every graph's replay is right,
+ * and after a trim the graphs share one scratch: the pool holds it and a
+ * page at most for each output. */
+static void launches_race_run_splits(cpool_device *dev) {
+    cpool_stream *s, *t;
+    cpool_pool *pool;
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    REQUIRE_OK(cpool_stream_create(dev, &t));
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    run_graph r[RACE_CAPTURES + 1];
+    cpool_graph *g[RACE_CAPTURES + 1] = {NULL};
+    r[0] = (run_graph){pool, NULL, 0xa1, NULL};
+    REQUIRE_OK(cpool_capture(t, pool, CPOOL_CAPTURE_GLOBAL, body_run_graph, &r[0], &g[0]));
+    pthread_mutex_t running = PTHREAD_MUTEX_INITIALIZER;
+    run_race race = {g[0], s, r[0].out, &running, 0};
+    pthread_t launcher;
+    REQUIRE(pthread_create(&launcher, NULL, launch_over_and_over, &race) == 0);
+    for (int k = 1; k <= RACE_CAPTURES; k++) {
+        r[k] = (run_graph){pool, NULL, (unsigned char)(0x10 + k), NULL};
+        /* THREAD_LOCAL: the launcher's copies to pageable memory would
+         * break a GLOBAL capture on another thread (CUDA's rule). */
+        CHECK_OK(cpool_capture(t, pool, CPOOL_CAPTURE_THREAD_LOCAL, body_run_graph, &r[k], &g[k]));
+        if (!g[k]) continue;
+        pthread_mutex_lock(&running);
+        CHECK_OK(cpool_graph_launch(g[k], t));
+        CHECK_OK(cpool_stream_synchronize(t));
+        pthread_mutex_unlock(&running);
+        CHECK_BYTES(t, r[k].out, 1 * MiB, 0x10 + k);
+    }
+    pthread_join(launcher, NULL);
+    CHECK_EQ(race.failures, 0);
+    CHECK_OK(cpool_pool_trim(pool));
+    CHECK_LE(stats_of(pool).graph_reserved_bytes, 32 * MiB + (RACE_CAPTURES + 1) * PAGE_BYTES);
+    uint64_t rng = 0x2545f4914f6cdd1dull;
+    for (int n = 0; n < 2 * (RACE_CAPTURES + 1); n++) {
+        int k = (int)rng_below(&rng, RACE_CAPTURES + 1);
+        if (!g[k]) continue;
+        CHECK_OK(cpool_graph_launch(g[k], s));
+        for (int j = 0; j <= RACE_CAPTURES; j++)
+            if (g[j]) CHECK_BYTES(s, r[j].out, 1 * MiB, j ? 0x10 + j : 0xa1);
+    }
+    for (int k = 0; k <= RACE_CAPTURES; k++) {
+        cpool_graph_release(g[k]);
+        if (r[k].out) CHECK_OK(cpool_free(pool, r[k].out, s));
+    }
+    cpool_pool_release(pool);
+    cpool_stream_destroy(t);
+    cpool_stream_destroy(s);
+}
+
 static const check_case cases[] = {
     CHECK_CASE(check_sees_one_changed_byte),
     CHECK_CASE(engine_graphs_share_pages),
@@ -1178,6 +1333,8 @@ static const check_case cases[] = {
     CHECK_CASE(released_arenas_serve_again_once_their_work_is_over),
     CHECK_CASE(freed_output_still_read_keeps_its_page),
     CHECK_CASE(graph_memory_alone_suspends),
+    CHECK_CASE(running_run_is_left_whole_then_settles),
+    CHECK_CASE(launches_race_run_splits),
 };
 
 CHECK_MAIN(cases, CHECK_ON_ALL)

@@ -11,6 +11,21 @@
  * two arenas' pages of the same number share memory, which is the point. Where the platform reserves no address
  * space (plain segments), an arena takes plain segments of its own and
  * shares nothing.
+ *
+ * Runs. A page of its own costs the platform a create, a map and an access
+ * setting each (about 45 us on an H200), where one allocation of many pages
+ * costs about as much as one page. So where a capture maps pages for which
+ * the pool has no shared page yet (the numbers past the last), they are
+ * made as one allocation, a run, mapped whole by that capture's arena. The
+ * platform maps an allocation only whole, so a run's page can be neither
+ * mapped alone by another arena nor made an arena's own: what needs that
+ * splits the run first (split_run: new memory for its pieces, mapped where
+ * it was; nothing is copied, as no work may use it then). Its arena's
+ * capture splits it at will (nothing ran there since); another arena's
+ * capture splits it only while no work can use it: its arena idle with its
+ * work over, or its graph's launches held back (hold_launches, which never
+ * waits). Else that capture leaves the run's numbers alone (blocked) and
+ * maps others; its seal tries again and moves its pages onto them.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +33,15 @@
 #include "fault.h"
 #include "graph_pages.h"
 #include "status.h"
+
+/* A run: one allocation behind the shared numbers [first, first + pages),
+ * mapped whole by `arena` at `addr`, its pages in number order. */
+struct cpool__page_run {
+    void *mem;
+    size_t first, pages;
+    cpool__arena *arena;
+    uintptr_t addr;
+};
 
 typedef struct arena_span {
     uintptr_t base;
@@ -34,7 +58,7 @@ struct cpool__arena {
     cpool__allocator alloc;
     arena_span *spans;
     size_t span_count, span_cap;
-    uint8_t *taken;  /* by number: whether one of its pages maps that shared page */
+    uint8_t *taken;  /* by number: TAKEN (one of its pages maps that shared page), BLOCKED or 0 */
     size_t taken_cap;
     size_t low_free; /* no number below is free (where free_number starts looking) */
     bool in_use;     /* a capture or a graph holds it */
@@ -53,8 +77,15 @@ struct cpool__arena {
     bool work_unknown;
     uint64_t work_frees; /* the free clock at the mark: every free in the arena came before */
     uint64_t graph;  /* the graph that holds it, once sealed */
+    atomic_bool launched; /* its graph was launched (cpool__arena_note_launch) */
+    bool unsettled;       /* its capture found a run in use: its pages may settle lower (settle_graphs) */
     uint64_t plain_bytes; /* plain segments (no address space to share) */
 };
+
+/* An arena's note of a shared number: one of its pages maps it, or it is a
+ * page of another arena's run that could not be split when the arena
+ * wanted it (its capture maps other numbers; its seal tries again). */
+enum { TAKEN = 1, BLOCKED = 2 };
 
 /* ---- the shared set -------------------------------------------------------- */
 
@@ -95,7 +126,7 @@ static cpool_status shared_page(cpool__graph_pages *gp, size_t k, void **out) {
     cpool__shared_page *sp = &gp->shared[k];
     if (!sp->page) {
         if (!bound_allows(gp, CPOOL__PAGE)) return over_bound(gp, CPOOL__PAGE);
-        cpool_status st = gp->source.create(gp->source.ctx, &sp->page);
+        cpool_status st = gp->source.create(gp->source.ctx, 1, &sp->page);
         if (st != CPOOL_OK) return st;
         gp->shared_bytes += CPOOL__PAGE;
     }
@@ -103,11 +134,12 @@ static cpool_status shared_page(cpool__graph_pages *gp, size_t k, void **out) {
     return CPOOL_OK;
 }
 
-/* Gives back the shared pages numbered [from, to) that no arena maps. */
+/* Gives back the shared pages numbered [from, to) that no arena maps (a
+ * run goes back whole, when its arena unmaps it: unmap_run). */
 static void release_unmapped(cpool__graph_pages *gp, size_t from, size_t to) {
     for (size_t k = from; k < to && k < gp->shared_count; k++) {
         cpool__shared_page *sp = &gp->shared[k];
-        if (sp->page && !sp->maps) {
+        if (sp->page && !sp->maps && !sp->run) {
             page_release(gp, sp->page);
             sp->page = NULL;
             gp->shared_bytes -= CPOOL__PAGE;
@@ -193,6 +225,230 @@ static bool free_number(cpool__arena *ar, size_t *out) {
     return true;
 }
 
+/* ---- runs -------------------------------------------------------------------- */
+
+/* Shared numbers [first, first + n) changed (a run split or gone): no
+ * arena keeps them blocked. */
+static void unblock(cpool__graph_pages *gp, size_t first, size_t n) {
+    for (cpool__arena *ar = gp->arenas; ar; ar = ar->next)
+        for (size_t d = first; d < first + n && d < ar->taken_cap; d++)
+            if (ar->taken[d] == BLOCKED) untake(ar, d);
+}
+
+/* Takes run down from its arena (unless `mapped` is false: its mapping is
+ * gone already) and gives its memory back. */
+static void drop_run(cpool__graph_pages *gp, cpool__page_run *run, bool mapped) {
+    cpool__arena *ar = run->arena;
+    arena_span *sp = span_of(ar, run->addr);
+    size_t at = (run->addr - sp->base) / CPOOL__PAGE;
+    if (mapped) page_unmap(gp, (void *)run->addr, run->mem);
+    page_release(gp, run->mem);
+    unblock(gp, run->first, run->pages);
+    for (size_t j = 0; j < run->pages; j++) {
+        sp->mapped[at + j] = 0;
+        untake(ar, run->first + j);
+        gp->shared[run->first + j] = (cpool__shared_page){0};
+    }
+    gp->shared_bytes -= run->pages * CPOOL__PAGE;
+    while (gp->shared_count && !gp->shared[gp->shared_count - 1].page) gp->shared_count--;
+    free(run);
+}
+
+static void unmap_run(cpool__graph_pages *gp, cpool__page_run *run) { drop_run(gp, run, true); }
+
+/* Room in the records for shared numbers up to `last` and the arena's
+ * notes of them. */
+static cpool_status number_room(cpool__arena *ar, size_t last) {
+    cpool__graph_pages *gp = ar->gp;
+    if (last >= gp->shared_cap) {
+        size_t cap = gp->shared_cap ? gp->shared_cap : 16;
+        while (cap <= last) cap *= 2;
+        cpool__shared_page *grown = cpool__realloc(gp->shared, cap * sizeof *grown);
+        if (!grown) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for the graph pages' records");
+        memset(grown + gp->shared_cap, 0, (cap - gp->shared_cap) * sizeof *grown);
+        gp->shared = grown;
+        gp->shared_cap = cap;
+    }
+    if (last >= ar->taken_cap) {
+        size_t cap = ar->taken_cap ? 2 * ar->taken_cap : 64;
+        while (cap <= last) cap *= 2;
+        uint8_t *grown = cpool__realloc(ar->taken, cap);
+        if (!grown) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory numbering a graph's pages");
+        memset(grown + ar->taken_cap, 0, cap - ar->taken_cap);
+        ar->taken = grown;
+        ar->taken_cap = cap;
+    }
+    return CPOOL_OK;
+}
+
+/* Makes pages [at, at + n) of span sp one new run behind the numbers from
+ * `first` (none of them exists yet) and maps it; all or nothing. */
+static cpool_status map_new_run(cpool__arena *ar, arena_span *sp, size_t at, size_t n, size_t first) {
+    cpool__graph_pages *gp = ar->gp;
+    if (!bound_allows(gp, n * CPOOL__PAGE)) return over_bound(gp, n * CPOOL__PAGE);
+    cpool_status st = number_room(ar, first + n - 1);
+    if (st != CPOOL_OK) return st;
+    cpool__page_run *run = cpool__calloc(1, sizeof *run);
+    if (!run) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a run of graph pages");
+    *run = (cpool__page_run){.first = first, .pages = n, .arena = ar, .addr = sp->base + at * CPOOL__PAGE};
+    st = gp->source.create(gp->source.ctx, n, &run->mem);
+    if (st == CPOOL_OK) {
+        st = gp->source.map(gp->source.ctx, (void *)run->addr, run->mem);
+        if (st != CPOOL_OK) gp->source.release(gp->source.ctx, run->mem);
+    }
+    if (st != CPOOL_OK) {
+        free(run);
+        return st;
+    }
+    for (size_t j = 0; j < n; j++) {
+        gp->shared[first + j] = (cpool__shared_page){.page = run->mem, .maps = 1, .run = run};
+        ar->taken[first + j] = TAKEN;
+        sp->number[at + j] = first + j;
+        sp->mapped[at + j] = 1;
+    }
+    if (first + n > gp->shared_count) gp->shared_count = first + n;
+    gp->shared_bytes += n * CPOOL__PAGE;
+    return CPOOL_OK;
+}
+
+/* The pieces split_run makes: each page with cut[j] set alone, each
+ * stretch between them one piece. */
+typedef struct run_piece {
+    size_t start, pages;
+    void *mem;
+    cpool__page_run *run; /* its record, for a piece of two pages or more */
+} run_piece;
+
+/* Replaces run's memory with pieces (see run_piece) mapped where it was, in
+ * its arena, whose work must not use it (run_quiet): nothing is copied. On
+ * failure nothing changed, unless the run could not even be mapped back:
+ * then its pages are unmapped (their blocks unbacked) and the run is gone. */
+static cpool_status split_run(cpool__graph_pages *gp, cpool__page_run *run, const uint8_t *cut) {
+    size_t count = 0;
+    for (size_t j = 0; j < run->pages; count++)
+        if (cut[j++])
+            continue;
+        else
+            while (j < run->pages && !cut[j]) j++;
+    run_piece *piece = cpool__calloc(count, sizeof *piece);
+    if (!piece) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory splitting a run of graph pages");
+    cpool_status st = CPOOL_OK;
+    size_t made = 0, mapped = 0;
+    bool lost = false;
+    for (size_t j = 0, k = 0; j < run->pages; k++) {
+        piece[k].start = j;
+        if (!cut[j++])
+            while (j < run->pages && !cut[j]) j++;
+        piece[k].pages = j - piece[k].start;
+    }
+    for (; st == CPOOL_OK && made < count; made++) {
+        if (piece[made].pages > 1 && !(piece[made].run = cpool__calloc(1, sizeof *piece[made].run))) {
+            st = cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory splitting a run of graph pages");
+            break;
+        }
+        st = gp->source.create(gp->source.ctx, piece[made].pages, &piece[made].mem);
+        if (st != CPOOL_OK) break;
+    }
+    if (st == CPOOL_OK) {
+        page_unmap(gp, (void *)run->addr, run->mem);
+        for (; st == CPOOL_OK && mapped < count; mapped++) {
+            st = gp->source.map(gp->source.ctx, (void *)(run->addr + piece[mapped].start * CPOOL__PAGE),
+                                piece[mapped].mem);
+            if (st != CPOOL_OK) break;
+        }
+        if (st != CPOOL_OK) {
+            while (mapped--)
+                gp->source.unmap(gp->source.ctx, (void *)(run->addr + piece[mapped].start * CPOOL__PAGE),
+                                 piece[mapped].mem);
+            lost = gp->source.map(gp->source.ctx, (void *)run->addr, run->mem) != CPOOL_OK;
+        }
+    }
+    if (st != CPOOL_OK) {
+        for (size_t k = 0; k <= made && k < count; k++) {
+            if (piece[k].mem) gp->source.release(gp->source.ctx, piece[k].mem);
+            free(piece[k].run);
+        }
+        free(piece);
+        if (lost) drop_run(gp, run, false);
+        return st;
+    }
+    for (size_t k = 0; k < count; k++) {
+        cpool__page_run *r = piece[k].run;
+        if (r)
+            *r = (cpool__page_run){.mem = piece[k].mem, .first = run->first + piece[k].start, .pages = piece[k].pages,
+                                   .arena = run->arena, .addr = run->addr + piece[k].start * CPOOL__PAGE};
+        for (size_t j = 0; j < piece[k].pages; j++)
+            gp->shared[run->first + piece[k].start + j] = (cpool__shared_page){.page = piece[k].mem, .maps = 1, .run = r};
+    }
+    gp->source.release(gp->source.ctx, run->mem);
+    unblock(gp, run->first, run->pages);
+    free(run);
+    free(piece);
+    return CPOOL_OK;
+}
+
+/* Whether no work can use run's memory now: its arena is `asking`, or a
+ * capture's (nothing ran there since it was taken), or idle with its
+ * marked work over, or its graph's launches are held back now (*held:
+ * release them after). Never waits. */
+static bool run_quiet(cpool__graph_pages *gp, const cpool__page_run *run, const cpool__arena *asking, bool *held) {
+    const cpool__arena *ar = run->arena;
+    *held = false;
+    if (ar == asking || (ar->in_use && !ar->graph)) return true;
+    if (!ar->in_use) return !ar->work_unknown && (!ar->work || cpool__order_mark_done(ar->work));
+    if (gp->holding) return true;
+    *held = gp->source.hold_launches && gp->source.hold_launches(gp->source.ctx, !atomic_load(&ar->launched));
+    return *held;
+}
+
+/* Makes run's pages [from, from + count) pages alone (the rest stays in
+ * runs) if no work can use it now (run_quiet); whether it did. The last
+ * error stays as it was either way: a run left whole is no failure, its
+ * pages are only not shared. */
+static bool split_run_quiet(cpool__graph_pages *gp, cpool__page_run *run, const cpool__arena *asking, size_t from,
+                            size_t count) {
+    bool held;
+    if (gp->suspended || !run_quiet(gp, run, asking, &held)) return false;
+    cpool__error_mark before;
+    cpool__error_save(&before);
+    uint8_t *cut = cpool__calloc(run->pages, 1);
+    if (cut)
+        for (size_t j = from; j < from + count && j < run->pages; j++) cut[j] = 1;
+    bool split = cut && split_run(gp, run, cut) == CPOOL_OK;
+    free(cut);
+    cpool__error_restore(&before);
+    if (held) gp->source.release_launches(gp->source.ctx);
+    return split;
+}
+
+/* The lowest number the arena may map a page of its own to: one no page
+ * of it maps, and not a page of another arena's run. Such a run is split
+ * if it can be (as many of its pages alone as the arena wants, `want`),
+ * else blocked for this arena. False with *st on failure. */
+static bool next_number(cpool__arena *ar, size_t want, size_t *out, cpool_status *st) {
+    cpool__graph_pages *gp = ar->gp;
+    for (;;) {
+        size_t d;
+        if (!free_number(ar, &d)) {
+            *st = cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory numbering a graph's pages");
+            return false;
+        }
+        cpool__page_run *run = d < gp->shared_count ? gp->shared[d].run : NULL;
+        size_t first = run ? run->first : 0, pages = run ? run->pages : 0;
+        if (!run || split_run_quiet(gp, run, ar, d - first, want)) {
+            *out = d;
+            return true;
+        }
+        /* Left whole (or gone, if it could not be mapped back). */
+        if (gp->shared[d].run) {
+            *st = number_room(ar, first + pages - 1);
+            if (*st != CPOOL_OK) return false;
+            for (size_t j = first; j < first + pages; j++) ar->taken[j] = BLOCKED;
+            ar->unsettled = true;
+        }
+    }
+}
+
 /* Takes down page i of span sp (mapped). */
 static void unmap_page(cpool__arena *ar, arena_span *sp, size_t i) {
     cpool__graph_pages *gp = ar->gp;
@@ -210,17 +466,30 @@ static void unmap_page(cpool__arena *ar, arena_span *sp, size_t i) {
     sp->mapped[i] = 0;
 }
 
+/* A run goes whole; one only partly in the range is split first (the
+ * arena's allocator unmaps only where no work is: its arena is its own).
+ * Should even that fail, it goes whole, and its other pages with it. */
 static void arena_unmap(void *ctx, void *addr, size_t bytes) {
     cpool__arena *ar = ctx;
     arena_span *sp = span_of(ar, (uintptr_t)addr);
-    size_t at = ((uintptr_t)addr - sp->base) / CPOOL__PAGE;
-    for (size_t i = at; i < at + bytes / CPOOL__PAGE; i++) unmap_page(ar, sp, i);
+    size_t at = ((uintptr_t)addr - sp->base) / CPOOL__PAGE, end = at + bytes / CPOOL__PAGE;
+    for (size_t i = at; i < end; i++) {
+        if (!sp->mapped[i]) continue;
+        cpool__page_run *run = sp->own[i] ? NULL : ar->gp->shared[sp->number[i]].run;
+        bool part = run && (run->addr < (uintptr_t)addr ||
+                            run->addr + run->pages * CPOOL__PAGE > (uintptr_t)addr + bytes);
+        if (part && split_run_quiet(ar->gp, run, ar, 0, run->pages)) run = NULL; /* single pages now */
+        if (run)
+            unmap_run(ar->gp, run);
+        else
+            unmap_page(ar, sp, i);
+    }
 }
 
 /* Memory of the arena's own for page i of span sp. */
 static cpool_status own_page(cpool__graph_pages *gp, arena_span *sp, size_t i) {
     if (!bound_allows(gp, CPOOL__PAGE)) return over_bound(gp, CPOOL__PAGE);
-    cpool_status st = gp->source.create(gp->source.ctx, &sp->own[i]);
+    cpool_status st = gp->source.create(gp->source.ctx, 1, &sp->own[i]);
     if (st != CPOOL_OK) return st;
     st = gp->source.map(gp->source.ctx, (void *)(sp->base + i * CPOOL__PAGE), sp->own[i]);
     if (st != CPOOL_OK) {
@@ -246,14 +515,16 @@ static cpool_status arena_map(void *ctx, void *addr, size_t bytes) {
         size_t d = 0;
         if (ar->own_pages) {
             st = own_page(gp, sp, i);
-        } else if (!free_number(ar, &d)) {
-            st = cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory numbering a graph's pages");
-        } else {
+        } else if (next_number(ar, at + n - i, &d, &st) && d >= gp->shared_count && i + 1 < at + n) {
+            /* No shared page from here on: the rest as one run. */
+            st = map_new_run(ar, sp, i, at + n - i, d);
+            if (st == CPOOL_OK) return CPOOL_OK;
+        } else if (st == CPOOL_OK) {
             st = shared_page(gp, d, &page);
             if (st == CPOOL_OK) st = gp->source.map(gp->source.ctx, (void *)(sp->base + i * CPOOL__PAGE), page);
             if (st == CPOOL_OK) {
                 gp->shared[d].maps++;
-                ar->taken[d] = 1;
+                ar->taken[d] = TAKEN;
                 sp->number[i] = d;
             } else if (d < gp->shared_count) {
                 release_unmapped(gp, d, d + 1); /* made for this page alone */
@@ -363,6 +634,9 @@ cpool_status cpool__graph_pages_open(cpool__graph_pages *gp, cpool__stream_key p
     while (ar && !reusable(ar)) ar = ar->next;
     if (ar) {
         ar->in_use = true;
+        for (size_t d = 0; d < ar->taken_cap; d++) /* what its last capture found in use */
+            if (ar->taken[d] == BLOCKED) untake(ar, d);
+        ar->unsettled = false;
     } else {
         cpool_status st = arena_new(gp, &ar);
         if (st != CPOOL_OK) return st;
@@ -448,6 +722,10 @@ static void no_segment(void *ctx, uintptr_t base, size_t size) {
 
 uint64_t cpool__arena_graph(const cpool__arena *ar) { return ar->graph; }
 
+void cpool__arena_note_launch(cpool__arena *ar) {
+    if (!atomic_load_explicit(&ar->launched, memory_order_relaxed)) atomic_store(&ar->launched, true);
+}
+
 cpool_status cpool__arena_seal(cpool__graph_pages *gp, cpool__arena *ar, uint64_t graph_id) {
     cpool_status st = seal_pages(gp, ar);
     if (st == CPOOL_OK && graph_id) ar->graph = graph_id;
@@ -461,11 +739,14 @@ cpool_status cpool__arena_seal(cpool__graph_pages *gp, cpool__arena *ar, uint64_
  * moves only to a number no page of the arena maps, so nothing aliases
  * even if a move fails midway (the page then stays where it was). */
 static void compact_numbers(cpool__graph_pages *gp, cpool__arena *ar) {
+    cpool_status st; /* a page that cannot move stays where it is: no failure */
     for (size_t s = 0; s < ar->span_count; s++) {
         arena_span *sp = &ar->spans[s];
         for (size_t i = 0; i < sp->pages; i++) {
             size_t d, old = sp->number[i];
-            if (!sp->mapped[i] || sp->own[i] || !free_number(ar, &d) || d >= old) continue;
+            /* A run's pages stay in their run. */
+            if (!sp->mapped[i] || sp->own[i] || gp->shared[old].run || !next_number(ar, 1, &d, &st) || d >= old)
+                continue;
             void *addr = (void *)(sp->base + i * CPOOL__PAGE), *page;
             if (shared_page(gp, d, &page) != CPOOL_OK) return;
             gp->source.unmap(gp->source.ctx, addr, gp->shared[old].page);
@@ -478,7 +759,7 @@ static void compact_numbers(cpool__graph_pages *gp, cpool__arena *ar) {
                 return;
             }
             gp->shared[d].maps++;
-            ar->taken[d] = 1;
+            ar->taken[d] = TAKEN;
             untake(ar, old);
             sp->number[i] = d;
             unmapped_shared(gp, old);
@@ -486,11 +767,181 @@ static void compact_numbers(cpool__graph_pages *gp, cpool__arena *ar) {
     }
 }
 
+/* Whether run could take the shared numbers [d, d + run->pages): each is
+ * one of its own or has no page (no arena notes a number without one). */
+static bool run_fits(const cpool__graph_pages *gp, const cpool__page_run *run, size_t d) {
+    for (size_t k = d; k < d + run->pages && k < gp->shared_count; k++)
+        if (gp->shared[k].page && gp->shared[k].run != run) return false;
+    return true;
+}
+
+/* Moves each of the arena's runs to the lowest numbers it fits (run_fits):
+ * like compact_numbers, but only the records change, as the memory behind
+ * the arena's addresses stays the same (only this arena maps it). */
+static void slide_runs(cpool__graph_pages *gp, cpool__arena *ar) {
+    for (size_t s = 0; s < ar->span_count; s++) {
+        arena_span *sp = &ar->spans[s];
+        for (size_t i = 0; i < sp->pages; i++) {
+            cpool__page_run *run = sp->mapped[i] && !sp->own[i] ? gp->shared[sp->number[i]].run : NULL;
+            if (!run || run->addr != sp->base + i * CPOOL__PAGE) continue; /* not a run's first page */
+            size_t d = 0;
+            while (d < run->first && !run_fits(gp, run, d)) d++;
+            if (d == run->first) continue;
+            for (size_t j = 0; j < run->pages; j++) {
+                gp->shared[run->first + j] = (cpool__shared_page){0};
+                untake(ar, run->first + j);
+            }
+            for (size_t j = 0; j < run->pages; j++) { /* d + j < run->first + j: within the records' room */
+                gp->shared[d + j] = (cpool__shared_page){.page = run->mem, .maps = 1, .run = run};
+                ar->taken[d + j] = TAKEN;
+                sp->number[i + j] = d + j;
+            }
+            run->first = d;
+            while (gp->shared_count && !gp->shared[gp->shared_count - 1].page) gp->shared_count--;
+            i += run->pages - 1;
+        }
+    }
+}
+
+/* A run of the arena that numbers below it do not fit (slide_runs) while
+ * some of them are free for it leaves those free and holds as many pages
+ * more at the top: its last pages, as many as such numbers, become pages
+ * alone, which compact_numbers then moves down (the arena never ran). */
+static void split_run_tails(cpool__graph_pages *gp, cpool__arena *ar) {
+    for (size_t s = 0; s < ar->span_count; s++) {
+        arena_span *sp = &ar->spans[s];
+        for (size_t i = 0; i < sp->pages; i++) {
+            cpool__page_run *run = sp->mapped[i] && !sp->own[i] ? gp->shared[sp->number[i]].run : NULL;
+            if (!run || run->addr != sp->base + i * CPOOL__PAGE) continue;
+            i += run->pages - 1;
+            size_t free_below = 0;
+            for (size_t d = 0; d < run->first; d++)
+                free_below += (d >= ar->taken_cap || !ar->taken[d]) && !gp->shared[d].run;
+            if (!free_below) continue;
+            uint8_t *cut = cpool__calloc(run->pages, 1);
+            if (!cut) return;
+            for (size_t j = run->pages - (free_below < run->pages ? free_below : run->pages); j < run->pages; j++)
+                cut[j] = 1;
+            (void)split_run(gp, run, cut); /* left whole, it only shares less */
+            free(cut);
+        }
+    }
+}
+
+/* The runs this arena's capture found in use and left alone: split now if
+ * their work is over, so that compaction moves its pages onto them. */
+static void retry_blocked(cpool__graph_pages *gp, cpool__arena *ar) {
+    for (size_t d = 0; d < ar->taken_cap && d < gp->shared_count; d++) {
+        if (ar->taken[d] != BLOCKED) continue;
+        cpool__page_run *run = gp->shared[d].run;
+        if (!run)
+            untake(ar, d);
+        else if (!split_run_quiet(gp, run, ar, 0, run->pages))
+            d = run->first + run->pages - 1; /* still whole */
+    }
+}
+
+/* The runs that hold pages of live blocks are split around them, so that
+ * those pages can become the arena's own (nothing ran in it since its
+ * capture took it). */
+static cpool_status split_live_runs(cpool__graph_pages *gp, cpool__arena *ar, const page_list *l) {
+    for (size_t k = 0; k < l->count; k++) {
+        arena_span *sp = span_of(ar, l->addr[k]);
+        size_t i = (l->addr[k] - sp->base) / CPOOL__PAGE;
+        cpool__page_run *run = sp->own[i] ? NULL : gp->shared[sp->number[i]].run;
+        if (!run) continue;
+        uint8_t *cut = cpool__calloc(run->pages, 1);
+        if (!cut) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory sealing a graph's pages");
+        uintptr_t end = run->addr + run->pages * CPOOL__PAGE;
+        for (size_t m = 0; m < l->count; m++)
+            if (l->addr[m] >= run->addr && l->addr[m] < end) cut[(l->addr[m] - run->addr) / CPOOL__PAGE] = 1;
+        cpool_status st = split_run(gp, run, cut);
+        free(cut);
+        if (st != CPOOL_OK) return st;
+    }
+    return CPOOL_OK;
+}
+
+static bool page_listed(const page_list *l, uintptr_t addr) {
+    for (size_t k = 0; k < l->count; k++)
+        if (l->addr[k] == addr) return true;
+    return false;
+}
+
+/* Pages of the arena's own that no live block is on any more (outputs
+ * freed since) go back to the shared set: each becomes the shared page of
+ * a number none has (records only), which compact_numbers may then move
+ * lower. */
+static void share_freed_pages(cpool__graph_pages *gp, cpool__arena *ar) {
+    if (ar->own_pages || !gp->own_bytes) return;
+    page_list live = {0};
+    cpool__allocator_walk(&ar->alloc, &(cpool__walker){.ctx = &live, .segment = no_segment, .block = live_pages_block});
+    size_t d = 0;
+    for (size_t s = 0; s < ar->span_count && !live.failed; s++) {
+        arena_span *sp = &ar->spans[s];
+        for (size_t i = 0; i < sp->pages; i++) {
+            uintptr_t addr = sp->base + i * CPOOL__PAGE;
+            if (!sp->mapped[i] || !sp->own[i] || page_listed(&live, addr)) continue;
+            while (d < gp->shared_count && (gp->shared[d].page || (d < ar->taken_cap && ar->taken[d]))) d++;
+            if (number_room(ar, d) != CPOOL_OK) break;
+            gp->shared[d] = (cpool__shared_page){.page = sp->own[i], .maps = 1};
+            if (d >= gp->shared_count) gp->shared_count = d + 1;
+            ar->taken[d] = TAKEN;
+            sp->number[i] = d;
+            sp->own[i] = NULL;
+            gp->own_bytes -= CPOOL__PAGE;
+            gp->shared_bytes += CPOOL__PAGE;
+        }
+    }
+    free(live.addr);
+}
+
+/* Moves the arena's shared pages to the lowest numbers they can take: the
+ * runs it left alone first if they can be split now, then its pages alone,
+ * its runs, and its runs' tails where numbers below are free. Nothing may
+ * use the arena's shared pages (its capture's end, or its graph's launches
+ * held back); what cannot move stays, which is no failure. */
+static void settle(cpool__graph_pages *gp, cpool__arena *ar) {
+    cpool__error_mark before;
+    cpool__error_save(&before);
+    share_freed_pages(gp, ar);
+    retry_blocked(gp, ar);
+    compact_numbers(gp, ar);
+    slide_runs(gp, ar);
+    split_run_tails(gp, ar);
+    compact_numbers(gp, ar);
+    cpool__error_restore(&before);
+}
+
+/* Graphs captured while a run they needed was in use hold pages of their
+ * own numbers: once the graphs' launches can be held back with the device
+ * idle, they settle onto the shared ones (a capture's end and a trim
+ * try). */
+static void settle_graphs(cpool__graph_pages *gp) {
+    bool any = false;
+    for (cpool__arena *ar = gp->arenas; ar && !any; ar = ar->next) any = ar->graph && ar->unsettled;
+    if (!any || gp->suspended || !gp->source.hold_launches || !gp->source.hold_launches(gp->source.ctx, false)) return;
+    gp->holding = true;
+    for (cpool__arena *ar = gp->arenas; ar; ar = ar->next) {
+        if (!ar->graph || !ar->unsettled) continue;
+        ar->unsettled = false; /* settle may block a run again, and note it */
+        settle(gp, ar);
+    }
+    gp->holding = false;
+    gp->source.release_launches(gp->source.ctx);
+}
+
 /* The pages of live blocks that still map shared memory get their own. */
 static cpool_status seal_pages(cpool__graph_pages *gp, cpool__arena *ar) {
     if (!ar->span_count) return CPOOL_OK; /* plain segments: nothing shared */
     page_list l = {0};
     cpool__allocator_walk(&ar->alloc, &(cpool__walker){.ctx = &l, .segment = no_segment, .block = live_pages_block});
+    cpool_status st = l.failed ? cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory sealing a graph's pages")
+                               : split_live_runs(gp, ar, &l);
+    if (st != CPOOL_OK) {
+        free(l.addr);
+        return st;
+    }
     /* A shared page that no other arena maps simply becomes this one's
      * (its number gets a new page when another arena needs it); the
      * others get memory of their own, made first: a failure then changes
@@ -512,12 +963,10 @@ static cpool_status seal_pages(cpool__graph_pages *gp, cpool__arena *ar) {
         l.addr[n++] = l.addr[k];
     }
     void **fresh = n ? cpool__calloc(n, sizeof *fresh) : NULL;
-    cpool_status st = l.failed || (n && !fresh)
-                          ? cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory sealing a graph's pages")
-                          : CPOOL_OK;
+    if (n && !fresh) st = cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory sealing a graph's pages");
     if (st == CPOOL_OK && !bound_allows(gp, (uint64_t)n * CPOOL__PAGE)) st = over_bound(gp, (uint64_t)n * CPOOL__PAGE);
     size_t made = 0;
-    for (; st == CPOOL_OK && made < n; made++) st = gp->source.create(gp->source.ctx, &fresh[made]);
+    for (; st == CPOOL_OK && made < n; made++) st = gp->source.create(gp->source.ctx, 1, &fresh[made]);
     /* Swap: the graph has not run, so the new page needs no copy. */
     for (size_t k = 0; st == CPOOL_OK && k < n; k++) {
         arena_span *sp = span_of(ar, l.addr[k]);
@@ -545,12 +994,16 @@ static cpool_status seal_pages(cpool__graph_pages *gp, cpool__arena *ar) {
         if (fresh[k]) gp->source.release(gp->source.ctx, fresh[k]);
     free(fresh);
     free(l.addr);
-    if (st == CPOOL_OK) compact_numbers(gp, ar);
+    if (st == CPOOL_OK) {
+        settle(gp, ar);
+        settle_graphs(gp);
+    }
     return st;
 }
 
 void cpool__arena_release(cpool__graph_pages *gp, cpool__arena *ar) {
     ar->in_use = false;
+    atomic_store(&ar->launched, false); /* its next holder's launches count anew */
     ar->released = ++gp->release_clock;
     ar->graph = 0;
     if (idle(ar)) mark_work(gp, ar);
@@ -598,6 +1051,7 @@ cpool__arena *cpool__graph_pages_find(const cpool__graph_pages *gp, const void *
 
 uint64_t cpool__graph_pages_trim(cpool__graph_pages *gp, uint64_t released_by, bool no_holder) {
     uint64_t before = gp->shared_bytes + gp->own_bytes;
+    settle_graphs(gp);
     if (gp->packed && no_holder) {
         /* No graph or capture can run or write there: free packed blocks
          * have no owner left. */
@@ -625,8 +1079,11 @@ void cpool__graph_pages_destroy(cpool__graph_pages *gp) {
         gp->arenas = ar->next;
         arena_destroy(ar);
     }
-    for (size_t k = 0; k < gp->shared_count; k++)
-        if (gp->shared[k].page) page_release(gp, gp->shared[k].page);
+    for (size_t k = 0; k < gp->shared_count; k++) {
+        cpool__page_run *run = gp->shared[k].run;
+        if (gp->shared[k].page && (!run || run->first == k)) page_release(gp, gp->shared[k].page);
+        if (run && run->first + run->pages == k + 1) free(run);
+    }
     free(gp->shared);
     *gp = (cpool__graph_pages){0};
 }
@@ -709,13 +1166,21 @@ static void check_arena(const cpool__graph_pages *gp, const cpool__arena *ar, ui
             size_t d = sp->number[i];
             CPOOL__INVARIANT("graph pages", d < gp->shared_count && gp->shared[d].page,
                              "a mapped page has no shared page behind it");
-            CPOOL__INVARIANT("graph pages", d < ar->taken_cap && ar->taken[d], "page number %zu is not noted taken", d);
+            CPOOL__INVARIANT("graph pages", d < ar->taken_cap && ar->taken[d] == TAKEN, "page number %zu is not noted taken",
+                             d);
             CPOOL__INVARIANT("graph pages", !seen || !seen[d], "two pages of one arena map shared page %zu", d);
+            const cpool__page_run *run = gp->shared[d].run;
+            CPOOL__INVARIANT("graph pages",
+                             !run || (run->arena == ar && d >= run->first && d < run->first + run->pages &&
+                                      run->addr + (d - run->first) * CPOOL__PAGE == sp->base + i * CPOOL__PAGE &&
+                                      run->mem == gp->shared[d].page && gp->shared[d].maps == 1),
+                             "shared page %zu is in a run that arena %llu does not map whole in order", d,
+                             (unsigned long long)ar->id);
             if (seen) seen[d] = 1;
             if (maps) maps[d]++;
         }
     for (size_t d = 0; seen && d < ar->taken_cap; d++)
-        CPOOL__INVARIANT("graph pages", seen[d] == ar->taken[d], "number %zu noted taken by no page", d);
+        CPOOL__INVARIANT("graph pages", seen[d] == (ar->taken[d] == TAKEN), "number %zu noted taken by no page", d);
     free(seen);
 }
 
@@ -777,15 +1242,34 @@ static void **page_memory(cpool__graph_pages *gp, const page_visit *v) {
     return sp->own[v->page] ? &sp->own[v->page] : &gp->shared[sp->number[v->page]].page;
 }
 
+/* The run behind a visited page, or NULL. */
+static cpool__page_run *page_run(const cpool__graph_pages *gp, const page_visit *v) {
+    const arena_span *sp = &v->ar->spans[v->span];
+    return sp->own[v->page] ? NULL : gp->shared[sp->number[v->page]].run;
+}
+
+/* Whether a visited page begins a mapping: a page alone, or a run's first. */
+static bool maps_here(const cpool__graph_pages *gp, const page_visit *v) {
+    const cpool__page_run *run = page_run(gp, v);
+    return !run || run->addr == (uintptr_t)page_addr(v);
+}
+
+/* Whether shared number k begins an allocation: a page alone, or a run's
+ * first. */
+static bool allocation_at(const cpool__graph_pages *gp, size_t k) {
+    return gp->shared[k].page && (!gp->shared[k].run || gp->shared[k].run->first == k);
+}
+
 void cpool__graph_pages_suspend(cpool__graph_pages *gp) {
     if (gp->suspended) return;
-    for (page_visit v = {0}; next_page(gp, &v);) gp->source.unmap(gp->source.ctx, page_addr(&v), *page_memory(gp, &v));
+    for (page_visit v = {0}; next_page(gp, &v);)
+        if (maps_here(gp, &v)) gp->source.unmap(gp->source.ctx, page_addr(&v), *page_memory(gp, &v));
     for (page_visit v = {0}; next_page(gp, &v);) {
         arena_span *sp = &v.ar->spans[v.span];
         if (sp->own[v.page]) gp->source.release(gp->source.ctx, sp->own[v.page]);
     }
     for (size_t k = 0; k < gp->shared_count; k++)
-        if (gp->shared[k].page) gp->source.release(gp->source.ctx, gp->shared[k].page);
+        if (allocation_at(gp, k)) gp->source.release(gp->source.ctx, gp->shared[k].page);
     gp->suspended = true;
 }
 
@@ -800,15 +1284,20 @@ cpool_status cpool__graph_pages_resume(cpool__graph_pages *gp) {
     cpool_status st = (gp->shared_count && !fresh_shared) || (own && !fresh_own)
                           ? cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory resuming graph pages")
                           : CPOOL_OK;
+    /* A run again as one allocation, mapped whole. */
     for (size_t k = 0; st == CPOOL_OK && k < gp->shared_count; k++)
-        if (gp->shared[k].page) st = gp->source.create(gp->source.ctx, &fresh_shared[k]);
+        if (allocation_at(gp, k))
+            st = gp->source.create(gp->source.ctx, gp->shared[k].run ? gp->shared[k].run->pages : 1, &fresh_shared[k]);
+    for (size_t k = 0; st == CPOOL_OK && k < gp->shared_count; k++)
+        if (gp->shared[k].run && !allocation_at(gp, k)) fresh_shared[k] = fresh_shared[gp->shared[k].run->first];
     for (; st == CPOOL_OK && made < own; made++) {
-        st = gp->source.create(gp->source.ctx, &fresh_own[made]);
+        st = gp->source.create(gp->source.ctx, 1, &fresh_own[made]);
         if (st != CPOOL_OK) break;
     }
     size_t o = 0;
     page_visit v = {0};
     while (st == CPOOL_OK && next_page(gp, &v)) {
+        if (!maps_here(gp, &v)) continue;
         arena_span *sp = &v.ar->spans[v.span];
         void *page = sp->own[v.page] ? fresh_own[o++] : fresh_shared[sp->number[v.page]];
         st = gp->source.map(gp->source.ctx, page_addr(&v), page);
@@ -817,22 +1306,27 @@ cpool_status cpool__graph_pages_resume(cpool__graph_pages *gp) {
     if (st != CPOOL_OK) {
         o = 0;
         page_visit u = {0};
-        for (size_t n = 0; n < mapped && next_page(gp, &u); n++) {
+        for (size_t n = 0; n < mapped && next_page(gp, &u);) {
+            if (!maps_here(gp, &u)) continue;
             arena_span *sp = &u.ar->spans[u.span];
             gp->source.unmap(gp->source.ctx, page_addr(&u),
                              sp->own[u.page] ? fresh_own[o++] : fresh_shared[sp->number[u.page]]);
+            n++;
         }
         for (size_t k = 0; k < made; k++) gp->source.release(gp->source.ctx, fresh_own[k]);
         for (size_t k = 0; fresh_shared && k < gp->shared_count; k++)
-            if (fresh_shared[k]) gp->source.release(gp->source.ctx, fresh_shared[k]);
+            if (fresh_shared[k] && allocation_at(gp, k)) gp->source.release(gp->source.ctx, fresh_shared[k]);
     } else {
         o = 0;
         for (page_visit u = {0}; next_page(gp, &u);) {
             arena_span *sp = &u.ar->spans[u.span];
             if (sp->own[u.page]) sp->own[u.page] = fresh_own[o++];
         }
-        for (size_t k = 0; k < gp->shared_count; k++)
-            if (gp->shared[k].page) gp->shared[k].page = fresh_shared[k];
+        for (size_t k = 0; k < gp->shared_count; k++) {
+            if (!gp->shared[k].page) continue;
+            gp->shared[k].page = fresh_shared[k];
+            if (gp->shared[k].run && gp->shared[k].run->first == k) gp->shared[k].run->mem = fresh_shared[k];
+        }
         gp->suspended = false;
     }
     free(fresh_shared);

@@ -5,14 +5,25 @@
  * too (they never run at the same time).
  *
  * - An arena is an allocator (alloc.h) over address space it reserved;
- *   the k-th page of an arena is backed by the pool's k-th shared page,
- *   made when first needed. Inside one capture the allocator's rules hold
- *   as for any graph memory (stream order, branches); two arenas never
- *   hand out the same address.
+ *   each of its pages is backed by a shared page of the pool, made when
+ *   first needed. Inside one capture the allocator's rules hold as for any
+ *   graph memory (stream order, branches); two arenas never hand out the
+ *   same address.
+ * - Pages the pool had none of yet are made together as one allocation (a
+ *   run: one create, one map and one access setting for all of them, which
+ *   page by page cost about 45 us each on an H200). A run is mapped whole
+ *   by the arena that made it, and split into pieces (new memory, mapped
+ *   where it was) where pages must be shared or owned one by one: at once
+ *   by its own capture, or for another capture once no work can use it
+ *   (its graph never launched, or the device idle; launches are held back
+ *   meanwhile, never waited for). Until then the other capture maps other
+ *   pages, and it settles onto the run's later (a capture's end, a trim).
  * - At the end of a capture its arena is sealed: every page that holds a
  *   live block (an output) is backed by a page of the arena's own instead
  *   of the shared one, so no other graph's replay writes it. The graph has
- *   not run yet, so nothing needs copying.
+ *   not run yet, so nothing needs copying. A page of its own that no live
+ *   block is on any more (an output freed since) goes back to the shared
+ *   set at the arena's next seal.
  * - A graph that lets go of its arena leaves it to the pool: with nothing
  *   live in it, it is idle, and the next capture takes it as it is,
  *   addresses and mappings included; with outputs still allocated it stays
@@ -36,6 +47,7 @@
 #ifndef CPOOL_GRAPH_PAGES_H
 #define CPOOL_GRAPH_PAGES_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -44,8 +56,9 @@
 #include "order.h"
 
 /* Where physical pages and address space come from (the pool's backend).
- * create makes one CPOOL__PAGE of physical memory that map may place at
- * any number of reserved addresses at once, each seeing the same bytes. */
+ * create makes `pages` CPOOL__PAGEs of physical memory in one allocation,
+ * which map places, whole, at any number of reserved addresses at once,
+ * each seeing the same bytes (unmap takes one such mapping down). */
 typedef struct cpool__page_source {
     void *ctx;
     /* Plain segments, where no address space can be reserved (reserve
@@ -54,19 +67,30 @@ typedef struct cpool__page_source {
     void (*shrink)(void *ctx, void *base, size_t bytes);
     cpool_status (*reserve)(void *ctx, size_t bytes, void **base);
     void (*unreserve)(void *ctx, void *base, size_t bytes);
-    cpool_status (*create)(void *ctx, void **page);
-    void (*release)(void *ctx, void *page);
-    cpool_status (*map)(void *ctx, void *addr, void *page);
-    void (*unmap)(void *ctx, void *addr, void *page);
+    cpool_status (*create)(void *ctx, size_t pages, void **mem);
+    void (*release)(void *ctx, void *mem);
+    cpool_status (*map)(void *ctx, void *addr, void *mem);
+    void (*unmap)(void *ctx, void *addr, void *mem);
+    /* Holds back the launches of the pool's graphs if none is under way
+     * and, unless `idle_known` (the graphs in question were never
+     * launched: cpool__arena_note_launch), the device's work is over
+     * (queried, never waited for): then no graph can use their pages until
+     * release_launches. NULL: never. */
+    bool (*hold_launches)(void *ctx, bool idle_known);
+    void (*release_launches)(void *ctx);
 } cpool__page_source;
 
 typedef struct cpool__arena cpool__arena;
 
-/* One page of the pool's shared set: the physical page and how many arena
- * pages map it. */
+typedef struct cpool__page_run cpool__page_run;
+
+/* One page of the pool's shared set: the physical memory behind it, how
+ * many arena pages map it, and the run it is part of (NULL: a page of its
+ * own; graph_pages.c). */
 typedef struct cpool__shared_page {
     void *page;
     uint32_t maps;
+    cpool__page_run *run;
 } cpool__shared_page;
 
 typedef struct cpool__graph_pages {
@@ -84,6 +108,7 @@ typedef struct cpool__graph_pages {
     uint64_t next_arena_id;
     uint64_t release_clock; /* counts the arenas' releases and their turns idle */
     bool suspended;         /* no physical page exists: cpool__graph_pages_suspend */
+    bool holding;           /* the graphs' launches are held back, their work over (hold_launches) */
     cpool__order *order;    /* the device's streams, for marks of their work */
 } cpool__graph_pages;
 
@@ -129,6 +154,10 @@ uint64_t cpool__arena_id(const cpool__arena *ar);
 cpool_status cpool__arena_seal(cpool__graph_pages *gp, cpool__arena *ar, uint64_t graph_id);
 /* The graph that holds the arena (0: a capture's, or idle). */
 uint64_t cpool__arena_graph(const cpool__arena *ar);
+/* Its graph is being launched (inside the pool's launch bracket, which
+ * hold_launches holds back): until then its pages may change without a
+ * look at the device's work. */
+void cpool__arena_note_launch(cpool__arena *ar);
 /* Its capture or graph lets go of it (an idle one marks the device's
  * work: never waits). */
 void cpool__arena_release(cpool__graph_pages *gp, cpool__arena *ar);

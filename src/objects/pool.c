@@ -30,7 +30,9 @@
  *   and a clear drops only the records made before its bump (a capture
  *   that saw the bump keeps what it records). `launching` counts launches
  *   between their generation check and their enqueue, so a clear can wait
- *   for them before it waits for the device.
+ *   for them before it waits for the device. `launches_held` holds new
+ *   ones back for a moment while graph pages change under the pool's graphs
+ *   (hold_launches: only when none is under way and the device is idle).
  *
  * - `refs` counts every holder (the callers, captures, graphs, a clear at
  *   work); `user_refs` the callers' own, so that a release too many is
@@ -68,6 +70,7 @@ struct cpool_pool {
     atomic_int refs;
     atomic_int user_refs;
     atomic_int launching;
+    atomic_bool launches_held; /* page runs being split: launches wait (hold_launches) */
     cpool_device *dev;
     _Atomic uint64_t generation;
     atomic_bool sealed;
@@ -209,9 +212,9 @@ static void pages_unmap(void *ctx, void *addr, size_t bytes) {
 }
 
 /* Graph pages: physical memory mapped at each graph's own addresses. */
-static cpool_status page_create(void *ctx, void **page) {
+static cpool_status page_create(void *ctx, size_t pages, void **mem) {
     cpool_pool *pool = ctx;
-    return pool->dev->be->mem_create(pool->dev->impl, CPOOL__PAGE_BYTES, (cpool__bmem **)page);
+    return pool->dev->be->mem_create(pool->dev->impl, pages * CPOOL__PAGE_BYTES, (cpool__bmem **)mem);
 }
 
 static void page_release(void *ctx, void *page) {
@@ -227,6 +230,31 @@ static cpool_status page_map(void *ctx, void *addr, void *page) {
 static void page_unmap(void *ctx, void *addr, void *page) {
     cpool_pool *pool = ctx;
     pool->dev->be->mem_unmap(pool->dev->impl, addr, page);
+}
+
+/* Under mu: holds the pool's launches back if none is under way and the
+ * device's work so far is over (queried, never waited for; known without
+ * a look where the graphs in question never ran), so that graph pages can
+ * change under its graphs. A launch checks the flag after it counts itself
+ * in `launching`, and this looks at the count after raising the flag: one
+ * of the two sees the other. */
+static bool hold_launches(void *ctx, bool idle_known) {
+    cpool_pool *pool = ctx;
+    atomic_store(&pool->launches_held, true);
+    if (atomic_load(&pool->launching) == 0) {
+        if (idle_known) return true;
+        cpool__order_mark *mark = cpool__order_mark_now(&pool->dev->order);
+        bool over = mark && cpool__order_mark_done(mark);
+        cpool__order_mark_release(mark);
+        if (over) return true;
+    }
+    atomic_store(&pool->launches_held, false);
+    return false;
+}
+
+static void release_launches(void *ctx) {
+    cpool_pool *pool = ctx;
+    atomic_store(&pool->launches_held, false);
 }
 
 static void run_deferred_clear(cpool__deferred *task);
@@ -302,6 +330,8 @@ cpool_status cpool__pool_create_registered(cpool_device *dev_handle, const cpool
         pages.release = page_release;
         pages.map = page_map;
         pages.unmap = page_unmap;
+        pages.hold_launches = hold_launches;
+        pages.release_launches = release_launches;
     }
     cpool__graph_pages_init(&pool->pages, &pages, o.max_reserved_bytes, &pool->alloc.reserved, &pool->dev->order);
     pool->alloc.also_reserved[0] = &pool->pages.shared_bytes;
@@ -1309,6 +1339,11 @@ uint64_t cpool__pool_generation(const cpool_pool *pool) { return atomic_load(&po
 
 cpool_status cpool__pool_launch_enter(cpool_pool *pool, uint64_t generation) {
     atomic_fetch_add(&pool->launching, 1);
+    while (atomic_load(&pool->launches_held)) { /* a moment: graph pages are being split */
+        atomic_fetch_sub(&pool->launching, 1);
+        while (atomic_load(&pool->launches_held)) sched_yield();
+        atomic_fetch_add(&pool->launching, 1);
+    }
     cpool_status st = atomic_load(&pool->generation) != generation ? CPOOL_ERR_STALE_GRAPH
                       : atomic_load(&pool->suspended)                ? CPOOL_ERR_SUSPENDED
                                                                      : CPOOL_OK;

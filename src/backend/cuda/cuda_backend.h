@@ -39,7 +39,16 @@ struct cpool__bdevice {
      * its memory gets it to the pages mapped before too (peer.c). */
     cpool__mutex mapped_mu;
     reservation *reservations;
+    /* Ranges given back (va_release) and kept for the next reservation of
+     * their size: a graph's first capture into a new pool takes one instead
+     * of reserving (under mapped_mu; at most CPOOL__CUDA_IDLE_RANGES). */
+    reservation *idle_ranges;
+    size_t idle_count;
 };
+
+#define CPOOL__CUDA_IDLE_RANGES 8
+/* Larger ranges go back to the driver at once. */
+#define CPOOL__CUDA_IDLE_RANGE_MAX ((size_t)1 << 30)
 
 typedef struct device_guard {
     int previous;
@@ -88,6 +97,8 @@ CUresult cpool__cuda_set_access_for(CUdeviceptr at, size_t bytes, int own, uint6
 bool cpool__cuda_va_supported(cpool__bdevice *dev);
 cpool_status cpool__cuda_va_reserve(cpool__bdevice *dev, size_t bytes, void **out);
 void cpool__cuda_va_release(cpool__bdevice *dev, void *base, size_t bytes);
+/* Gives back the ranges va_release kept (the device closing). */
+void cpool__cuda_release_idle_ranges(cpool__bdevice *dev);
 cpool_status cpool__cuda_pages_map(cpool__bdevice *dev, void *addr, size_t bytes);
 void cpool__cuda_pages_unmap(cpool__bdevice *dev, void *addr, size_t bytes);
 cpool_status cpool__cuda_mem_create(cpool__bdevice *dev, size_t bytes, cpool__bmem **out);

@@ -96,7 +96,29 @@ bool cpool__cuda_vmm_probe(const cpool__bdevice *dev) {
 
 bool cpool__cuda_va_supported(cpool__bdevice *dev) { return dev->vmm && !cpool__virtual_memory_off(); }
 
+/* A kept range of `pages` pages, listed again as a reservation, or NULL. */
+static reservation *take_idle_range(cpool__bdevice *dev, size_t pages) {
+    cpool__mutex_lock(&dev->mapped_mu);
+    reservation *r = NULL;
+    for (reservation **at = &dev->idle_ranges; *at; at = &(*at)->next)
+        if ((*at)->pages == pages) {
+            r = *at;
+            *at = r->next;
+            dev->idle_count--;
+            r->next = dev->reservations;
+            dev->reservations = r;
+            break;
+        }
+    cpool__mutex_unlock(&dev->mapped_mu);
+    return r;
+}
+
 cpool_status cpool__cuda_va_reserve(cpool__bdevice *dev, size_t bytes, void **out) {
+    reservation *kept = take_idle_range(dev, bytes / CPOOL__PAGE_BYTES);
+    if (kept) {
+        *out = (void *)kept->base;
+        return CPOOL_OK;
+    }
     CUdeviceptr ptr = 0;
     cudaError_t err;
     GUARDED(err, dev, true, VMM_CALL(vmm.reserve(&ptr, bytes, CPOOL__PAGE_BYTES, 0, 0)));
@@ -123,18 +145,40 @@ cpool_status cpool__cuda_va_reserve(cpool__bdevice *dev, size_t bytes, void **ou
     return CPOOL_OK;
 }
 
+/* A range nothing maps any more: kept for the next reservation of its size
+ * while there is room (a few, none larger than CPOOL__CUDA_IDLE_RANGE_MAX),
+ * else given back. */
 void cpool__cuda_va_release(cpool__bdevice *dev, void *base, size_t bytes) {
+    bool kept = false;
     cpool__mutex_lock(&dev->mapped_mu);
     for (reservation **at = &dev->reservations; *at; at = &(*at)->next)
         if ((*at)->base == (CUdeviceptr)base) {
             reservation *r = *at;
             *at = r->next;
-            free(r->mapped);
-            free(r);
+            kept = dev->idle_count < CPOOL__CUDA_IDLE_RANGES && bytes <= CPOOL__CUDA_IDLE_RANGE_MAX;
+            if (kept) {
+                r->next = dev->idle_ranges;
+                dev->idle_ranges = r;
+                dev->idle_count++;
+            } else {
+                free(r->mapped);
+                free(r);
+            }
             break;
         }
     cpool__mutex_unlock(&dev->mapped_mu);
-    GUARDED_QUIET(dev, (cudaError_t)vmm.release_range((CUdeviceptr)base, bytes));
+    if (!kept) GUARDED_QUIET(dev, (cudaError_t)vmm.release_range((CUdeviceptr)base, bytes));
+}
+
+void cpool__cuda_release_idle_ranges(cpool__bdevice *dev) {
+    while (dev->idle_ranges) {
+        reservation *r = dev->idle_ranges;
+        dev->idle_ranges = r->next;
+        GUARDED_QUIET(dev, (cudaError_t)vmm.release_range(r->base, r->pages * CPOOL__PAGE_BYTES));
+        free(r->mapped);
+        free(r);
+    }
+    dev->idle_count = 0;
 }
 
 /* Marks [at, at + bytes) of dev's reservations mapped or not (mapped_mu

@@ -276,7 +276,7 @@ static cpool_status enqueue_uncaptured(cpool__bstream *s, host_task *t, uint64_t
 
 cpool_status cpool__host_event_record(cpool__bevent *ev, cpool__bstream *s) {
     host_queue *q = s->q;
-    uint64_t position;
+    uint64_t position = 0; /* set on every path to the record (gcc -O2 cannot tell) */
     host_stamp *stamp = NULL;
     if (ev->timed) {
         /* A task stamps the time when the stream reaches the record. */
