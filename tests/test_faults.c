@@ -253,6 +253,69 @@ static void scenario_graph_pages(world *w) {
     cpool_stream_destroy(s);
 }
 
+/* A graph whose scratch is a run (pages made in one allocation) runs, held
+ * at a gate, while a second graph is captured: the run cannot be split
+ * under it, so the second maps pages of its own, and a trim once the
+ * device is idle settles it onto the run's pages (splitting the run). At
+ * every failure, in a capture, a split or the settling, the pool stays
+ * consistent and both graphs replay. */
+typedef struct run_gate {
+    cpool_pool *pool;
+    int open;
+} run_gate;
+
+static void cb_wait_open(void *arg) {
+    run_gate *g = (run_gate *)arg;
+    (void)wait_for_int(&g->open, 1, 5000);
+}
+
+static cpool_status body_gated_run(cpool_stream *s, void *arg) {
+    run_gate *g = (run_gate *)arg;
+    void *scratch = NULL;
+    cpool_status st = cpool_alloc(g->pool, 6u << 20, s, &scratch);
+    if (st == CPOOL_OK) st = cpool_launch_host(s, cb_wait_open, g);
+    if (st == CPOOL_OK) st = cpool_memset_async(s, scratch, 3, 6u << 20);
+    if (scratch && st == CPOOL_OK) st = cpool_free(g->pool, scratch, s);
+    return st;
+}
+
+static void scenario_runs_in_use(world *w) {
+    cpool_stream *s = NULL, *t = NULL;
+    cpool_pool *pool = NULL;
+    cpool_graph *g0 = NULL, *g1 = NULL;
+    pages_ctx c;
+    memset(&c, 0, sizeof c);
+    if (!TRY(w, cpool_stream_create(w->dev, &s))) return;
+    if (TRY(w, cpool_stream_create(w->dev, &t)) && TRY(w, cpool_pool_create(w->dev, NULL, &pool))) {
+        run_gate gate = {pool, 0};
+        c.pool = pool;
+        TRY(w, cpool_capture(t, pool, CPOOL_CAPTURE_GLOBAL, body_gated_run, &gate, &g0));
+        if (g0) TRY(w, cpool_graph_launch(g0, s));
+        if (!TRY(w, cpool_capture(t, pool, CPOOL_CAPTURE_GLOBAL, body_outputs, &c, &g1))) {
+            if (c.out) TRY(w, cpool_free(pool, c.out, t));
+            if (c.small) TRY(w, cpool_free(pool, c.small, t));
+            c.out = c.small = NULL;
+        }
+        astore(&gate.open, 1);
+        TRY(w, cpool_stream_synchronize(s));
+        TRY(w, cpool_pool_trim(pool));
+        cpool__pool_check(pool);
+        if (g1) TRY(w, cpool_graph_launch(g1, s));
+        if (g0) TRY(w, cpool_graph_launch(g0, s));
+        TRY(w, cpool_stream_synchronize(s));
+        cpool__pool_check(pool);
+        cpool_graph_release(g0);
+        cpool_graph_release(g1);
+        if (c.out) TRY(w, cpool_free(pool, c.out, s));
+        if (c.small) TRY(w, cpool_free(pool, c.small, s));
+        TRY(w, cpool_pool_trim(pool));
+        cpool__pool_check(pool);
+        cpool_pool_release(pool);
+    }
+    cpool_stream_destroy(t);
+    cpool_stream_destroy(s);
+}
+
 /* Growth into a hole inside a segment whose new pages merge with a free
  * block before the request's start (served apart from it): at every
  * failure there, also of the live-block map's growth when the request is
@@ -332,6 +395,9 @@ static void sweep_pool_life(cpool_device *dev) { sweep(dev, scenario_pool_life, 
 static void sweep_capture_launch(cpool_device *dev) { sweep(dev, scenario_capture_launch, "capture, launch, update, release while running"); }
 static void sweep_graph_pages(cpool_device *dev) {
     sweep(dev, scenario_graph_pages, "graph pages: shared scratch, outputs' own and packed pages, trim");
+}
+static void sweep_runs_in_use(cpool_device *dev) {
+    sweep(dev, scenario_runs_in_use, "graph pages: a run in use left whole, then settled onto by a trim");
 }
 static void sweep_growable(cpool_device *dev) { sweep(dev, scenario_growable, "growable segments: grow, trim inside, regrow"); }
 static void sweep_growable_split(cpool_device *dev) {
@@ -548,6 +614,7 @@ static const check_case cases[] = {
     CHECK_CASE(sweep_growable),
     CHECK_CASE(sweep_growable_split),
     CHECK_CASE(sweep_graph_pages),
+    CHECK_CASE(sweep_runs_in_use),
     CHECK_CASE(update_failure_keeps_outputs),
     CHECK_CASE(suspend_resume_failures_change_nothing),
     CHECK_CASE(report_total),

@@ -1320,6 +1320,48 @@ static void launches_race_run_splits(cpool_device *dev) {
     cpool_stream_destroy(s);
 }
 
+enum { RECAPTURES = 30 };
+
+/* A server keeps one graph and captures another again and again, each time
+ * launching it, releasing it and then freeing its output (learned as an
+ * output, it packs). The freed outputs serve the next captures once their
+ * stream's work is over, so graph memory stays at one scratch and two
+ * outputs' pages however many rounds. */
+static void recapture_loop_keeps_its_memory(cpool_device *dev) {
+    cpool_stream *s, *t;
+    cpool_pool *pool;
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    REQUIRE_OK(cpool_stream_create(dev, &t));
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    run_graph kept = {pool, NULL, 0x5e, NULL};
+    cpool_graph *gk;
+    REQUIRE_OK(cpool_capture(t, pool, CPOOL_CAPTURE_GLOBAL, body_run_graph, &kept, &gk));
+    uint64_t after_first = 0, most = 0;
+    for (int k = 0; k < RECAPTURES; k++) {
+        run_graph r = {pool, NULL, (unsigned char)k, NULL};
+        cpool_graph *g;
+        REQUIRE_OK(cpool_capture(t, pool, CPOOL_CAPTURE_GLOBAL, body_run_graph, &r, &g));
+        CHECK_OK(cpool_graph_launch(g, t));
+        CHECK_BYTES(t, r.out, 1 * MiB, k);
+        cpool_graph_release(g);
+        CHECK_OK(cpool_free(pool, r.out, t));
+        uint64_t now = stats_of(pool).graph_reserved_bytes;
+        if (k == 1) after_first = now;
+        if (now > most) most = now;
+    }
+    printf("  graph memory after two rounds %.1f MiB, at most %.1f MiB over %d\n", (double)after_first / MiB,
+           (double)most / MiB, RECAPTURES);
+    CHECK_LE(most, after_first);
+    CHECK_LE(most, 32 * MiB + 2 * PAGE_BYTES);
+    CHECK_OK(cpool_graph_launch(gk, s));
+    CHECK_BYTES(s, kept.out, 1 * MiB, 0x5e);
+    cpool_graph_release(gk);
+    CHECK_OK(cpool_free(pool, kept.out, s));
+    cpool_pool_release(pool);
+    cpool_stream_destroy(t);
+    cpool_stream_destroy(s);
+}
+
 static const check_case cases[] = {
     CHECK_CASE(check_sees_one_changed_byte),
     CHECK_CASE(engine_graphs_share_pages),
@@ -1335,6 +1377,7 @@ static const check_case cases[] = {
     CHECK_CASE(graph_memory_alone_suspends),
     CHECK_CASE(running_run_is_left_whole_then_settles),
     CHECK_CASE(launches_race_run_splits),
+    CHECK_CASE(recapture_loop_keeps_its_memory),
 };
 
 CHECK_MAIN(cases, CHECK_ON_ALL)

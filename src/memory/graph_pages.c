@@ -111,22 +111,28 @@ static cpool_status over_bound(const cpool__graph_pages *gp, uint64_t bytes) {
                        (unsigned long long)bytes, (unsigned long long)gp->max_reserved);
 }
 
+/* Room in the records for shared numbers up to `last`. */
+static cpool_status shared_room(cpool__graph_pages *gp, size_t last) {
+    if (last < gp->shared_cap) return CPOOL_OK;
+    size_t cap = gp->shared_cap ? gp->shared_cap : 16;
+    while (cap <= last) cap *= 2;
+    cpool__shared_page *grown = cpool__realloc(gp->shared, cap * sizeof *grown);
+    if (!grown) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for the graph pages' records");
+    memset(grown + gp->shared_cap, 0, (cap - gp->shared_cap) * sizeof *grown);
+    gp->shared = grown;
+    gp->shared_cap = cap;
+    return CPOOL_OK;
+}
+
 /* The shared page number k, made if there is none yet. */
 static cpool_status shared_page(cpool__graph_pages *gp, size_t k, void **out) {
-    if (k >= gp->shared_cap) {
-        size_t cap = gp->shared_cap ? gp->shared_cap : 16;
-        while (cap <= k) cap *= 2;
-        cpool__shared_page *grown = cpool__realloc(gp->shared, cap * sizeof *grown);
-        if (!grown) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for the graph pages' records");
-        memset(grown + gp->shared_cap, 0, (cap - gp->shared_cap) * sizeof *grown);
-        gp->shared = grown;
-        gp->shared_cap = cap;
-    }
+    cpool_status st = shared_room(gp, k);
+    if (st != CPOOL_OK) return st;
     if (k >= gp->shared_count) gp->shared_count = k + 1;
     cpool__shared_page *sp = &gp->shared[k];
     if (!sp->page) {
         if (!bound_allows(gp, CPOOL__PAGE)) return over_bound(gp, CPOOL__PAGE);
-        cpool_status st = gp->source.create(gp->source.ctx, 1, &sp->page);
+        st = gp->source.create(gp->source.ctx, 1, &sp->page);
         if (st != CPOOL_OK) return st;
         gp->shared_bytes += CPOOL__PAGE;
     }
@@ -209,20 +215,25 @@ static void untake(cpool__arena *ar, size_t d) {
 
 /* The lowest number none of the arena's pages maps; false when there is no
  * room to note it. */
+/* Room in the arena's notes for numbers up to `last`. */
+static bool taken_room(cpool__arena *ar, size_t last) {
+    if (last < ar->taken_cap) return true;
+    size_t cap = ar->taken_cap ? 2 * ar->taken_cap : 64;
+    while (cap <= last) cap *= 2;
+    uint8_t *grown = cpool__realloc(ar->taken, cap);
+    if (!grown) return false;
+    memset(grown + ar->taken_cap, 0, cap - ar->taken_cap);
+    ar->taken = grown;
+    ar->taken_cap = cap;
+    return true;
+}
+
 static bool free_number(cpool__arena *ar, size_t *out) {
     size_t d = ar->low_free;
     while (d < ar->taken_cap && ar->taken[d]) d++;
     ar->low_free = d;
-    if (d == ar->taken_cap) {
-        size_t cap = ar->taken_cap ? 2 * ar->taken_cap : 64;
-        uint8_t *grown = cpool__realloc(ar->taken, cap);
-        if (!grown) return false;
-        memset(grown + ar->taken_cap, 0, cap - ar->taken_cap);
-        ar->taken = grown;
-        ar->taken_cap = cap;
-    }
     *out = d;
-    return true;
+    return taken_room(ar, d);
 }
 
 /* ---- runs -------------------------------------------------------------------- */
@@ -259,26 +270,10 @@ static void unmap_run(cpool__graph_pages *gp, cpool__page_run *run) { drop_run(g
 /* Room in the records for shared numbers up to `last` and the arena's
  * notes of them. */
 static cpool_status number_room(cpool__arena *ar, size_t last) {
-    cpool__graph_pages *gp = ar->gp;
-    if (last >= gp->shared_cap) {
-        size_t cap = gp->shared_cap ? gp->shared_cap : 16;
-        while (cap <= last) cap *= 2;
-        cpool__shared_page *grown = cpool__realloc(gp->shared, cap * sizeof *grown);
-        if (!grown) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for the graph pages' records");
-        memset(grown + gp->shared_cap, 0, (cap - gp->shared_cap) * sizeof *grown);
-        gp->shared = grown;
-        gp->shared_cap = cap;
-    }
-    if (last >= ar->taken_cap) {
-        size_t cap = ar->taken_cap ? 2 * ar->taken_cap : 64;
-        while (cap <= last) cap *= 2;
-        uint8_t *grown = cpool__realloc(ar->taken, cap);
-        if (!grown) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory numbering a graph's pages");
-        memset(grown + ar->taken_cap, 0, cap - ar->taken_cap);
-        ar->taken = grown;
-        ar->taken_cap = cap;
-    }
-    return CPOOL_OK;
+    cpool_status st = shared_room(ar->gp, last);
+    if (st == CPOOL_OK && !taken_room(ar, last))
+        st = cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory numbering a graph's pages");
+    return st;
 }
 
 /* Makes pages [at, at + n) of span sp one new run behind the numbers from

@@ -304,12 +304,16 @@ static void event_give(cpool__fences *f, cpool__order *o, cpool__bevent *ev) {
     f->spare[f->spare_count++] = ev;
 }
 
-void cpool__fences_poll(cpool__fences *f, cpool__order *o, cpool__allocator *a) {
+static void unfence_each(const cpool__fenced *a, uint64_t stream, uint64_t upto) {
+    for (size_t k = 0; k < a->count; k++) cpool__allocator_unfence(a->list[k], stream, upto);
+}
+
+void cpool__fences_poll(cpool__fences *f, cpool__order *o, const cpool__fenced *a) {
     size_t kept = 0;
     for (size_t i = 0; i < f->count; i++) {
         cpool__fence x = f->list[i];
         if (o->be->event_done(x.shared ? x.shared->event : x.event)) {
-            cpool__allocator_unfence(a, x.stream, x.upto);
+            unfence_each(a, x.stream, x.upto);
             if (x.shared)
                 cpool__shared_event_release(x.shared);
             else
@@ -331,12 +335,26 @@ static bool fence_room(cpool__fences *f) {
     return true;
 }
 
-void cpool__fences_add(cpool__fences *f, cpool__order *o, cpool__allocator *a, cpool__order_stream *capturing) {
+void cpool__fences_add(cpool__fences *f, cpool__order *o, const cpool__fenced *a, cpool__order_stream *capturing) {
     enum { MAX_STREAMS = 64 };
     uint64_t streams[MAX_STREAMS], seqs[MAX_STREAMS];
     /* Frees from now on are numbered after every block a fence here covers. */
     (void)cpool__free_clock_tick();
-    size_t n = cpool__allocator_restricted_streams(a, streams, seqs, MAX_STREAMS);
+    size_t n = 0;
+    for (size_t k = 0; k < a->count; k++) {
+        uint64_t more[MAX_STREAMS], more_seqs[MAX_STREAMS];
+        size_t m = cpool__allocator_restricted_streams(a->list[k], more, more_seqs, MAX_STREAMS);
+        for (size_t j = 0; j < m; j++) {
+            size_t i = 0;
+            while (i < n && streams[i] != more[j]) i++;
+            if (i == n && n < MAX_STREAMS) {
+                streams[n] = more[j];
+                seqs[n++] = more_seqs[j];
+            } else if (i < n && more_seqs[j] > seqs[i]) {
+                seqs[i] = more_seqs[j];
+            }
+        }
+    }
     for (size_t i = 0; i < n; i++) {
         bool covered = false;
         for (size_t k = 0; k < f->count; k++)
@@ -355,7 +373,7 @@ void cpool__fences_add(cpool__fences *f, cpool__order *o, cpool__allocator *a, c
             f->list[f->count++] = (cpool__fence){.stream = streams[i], .upto = seqs[i], .event = ev};
             break;
         case FENCE_GONE: /* a stream leaves the list only once its work is over */
-            cpool__allocator_unfence(a, streams[i], UINT64_MAX);
+            unfence_each(a, streams[i], UINT64_MAX);
             event_give(f, o, ev);
             break;
         case FENCE_BUSY:

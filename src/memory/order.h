@@ -124,12 +124,20 @@ typedef struct cpool__fences {
     size_t spare_count, spare_cap;
 } cpool__fences;
 
+/* The allocators whose blocks a pool's fences cover (a fence is a fact
+ * about a stream's work, whichever allocator a block freed there is in):
+ * the pool's own and its graph memory's packed region. */
+typedef struct cpool__fenced {
+    cpool__allocator *list[2];
+    size_t count;
+} cpool__fenced;
+
 /* Unfences the blocks of every completed fence. Never waits. */
-void cpool__fences_poll(cpool__fences *f, cpool__order *o, cpool__allocator *a);
+void cpool__fences_poll(cpool__fences *f, cpool__order *o, const cpool__fenced *a);
 /* Records a fence on every stream whose restricted blocks no fence covers
  * yet; `capturing` (may be NULL), the caller's stream under capture, is
  * fenced by its capture's fence instead. Never waits. */
-void cpool__fences_add(cpool__fences *f, cpool__order *o, cpool__allocator *a, cpool__order_stream *capturing);
+void cpool__fences_add(cpool__fences *f, cpool__order *o, const cpool__fenced *a, cpool__order_stream *capturing);
 void cpool__fences_destroy(cpool__fences *f, cpool__order *o);
 
 #endif /* CPOOL_ORDER_H */

@@ -607,10 +607,23 @@ void cpool_pool_clear_buffers(cpool_pool *handle) {
 
 /* ---- fences (order.c) ---------------------------------------------------- */
 
-static void poll_fences(cpool_pool *pool) { cpool__fences_poll(&pool->fences, &pool->dev->order, &pool->alloc); }
+/* The pool's allocator and, once there is one, its packed region, where
+ * outputs freed outside capture wait for their stream's work as eager
+ * blocks do. */
+static cpool__fenced fenced(cpool_pool *pool) {
+    cpool__fenced a = {.list = {&pool->alloc}, .count = 1};
+    if (pool->pages.packed && cpool__graph_pages_packed(&pool->pages, &a.list[1]) == CPOOL_OK) a.count = 2;
+    return a;
+}
+
+static void poll_fences(cpool_pool *pool) {
+    cpool__fenced a = fenced(pool);
+    cpool__fences_poll(&pool->fences, &pool->dev->order, &a);
+}
 
 static void add_fences(cpool_pool *pool, cpool_stream *capturing) {
-    cpool__fences_add(&pool->fences, &pool->dev->order, &pool->alloc, capturing ? &capturing->order : NULL);
+    cpool__fenced a = fenced(pool);
+    cpool__fences_add(&pool->fences, &pool->dev->order, &a, capturing ? &capturing->order : NULL);
 }
 
 /* ---- allocation ---------------------------------------------------------- */
@@ -731,7 +744,15 @@ static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *
         if (!packed) a = cpool__arena_allocator(held->arena);
         cpool__error_mark before; /* a success after a retry leaves the last error as it was */
         cpool__error_save(&before);
-        if (!cpool__allocator_alloc_cached(a, bytes, tag, NULL, CPOOL__USE_GRAPH, &p)) {
+        bool cached = cpool__allocator_alloc_cached(a, bytes, tag, NULL, CPOOL__USE_GRAPH, &p);
+        if (!cached && packed) {
+            /* Outputs freed since on streams whose work is over: free for
+             * this capture too. */
+            add_fences(pool, s);
+            poll_fences(pool);
+            cached = cpool__allocator_alloc_cached(a, bytes, tag, NULL, CPOOL__USE_GRAPH, &p);
+        }
+        if (!cached) {
             st = cpool__allocator_alloc_grow(a, bytes, tag, CPOOL__USE_GRAPH, &p);
             /* The device or the pool's bound is full: eager memory with
              * no work left on it goes back first, as for any allocation
