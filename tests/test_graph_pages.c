@@ -1325,8 +1325,10 @@ enum { RECAPTURES = 30 };
 /* A server keeps one graph and captures another again and again, each time
  * launching it, releasing it and then freeing its output (learned as an
  * output, it packs). The freed outputs serve the next captures once their
- * stream's work is over, so graph memory stays at one scratch and two
- * outputs' pages however many rounds. */
+ * stream's work is over, so graph memory stays near one scratch and two
+ * outputs' pages however many rounds (a fence the device has not reached
+ * yet when a capture looks may cost a page for a while; growing by a page
+ * a round, as before, would reach 56 MiB). */
 static void recapture_loop_keeps_its_memory(cpool_device *dev) {
     cpool_stream *s, *t;
     cpool_pool *pool;
@@ -1351,8 +1353,7 @@ static void recapture_loop_keeps_its_memory(cpool_device *dev) {
     }
     printf("  graph memory after two rounds %.1f MiB, at most %.1f MiB over %d\n", (double)after_first / MiB,
            (double)most / MiB, RECAPTURES);
-    CHECK_LE(most, after_first);
-    CHECK_LE(most, 32 * MiB + 2 * PAGE_BYTES);
+    CHECK_LE(most, 32 * MiB + 4 * PAGE_BYTES);
     CHECK_OK(cpool_graph_launch(gk, s));
     CHECK_BYTES(s, kept.out, 1 * MiB, 0x5e);
     cpool_graph_release(gk);
@@ -1360,6 +1361,69 @@ static void recapture_loop_keeps_its_memory(cpool_device *dev) {
     cpool_pool_release(pool);
     cpool_stream_destroy(t);
     cpool_stream_destroy(s);
+}
+
+enum { WARMED_GRAPHS = 8 };
+
+typedef struct warmed {
+    cpool_pool *pool;
+    size_t scratch, out_bytes;
+    unsigned char value;
+    void *out;
+} warmed;
+
+static cpool_status body_warmed(cpool_stream *s, void *ctx) {
+    warmed *w = ctx;
+    void *scratch = NULL;
+    cpool_status st = cpool_alloc(w->pool, w->scratch, s, &scratch);
+    if (st == CPOOL_OK) st = cpool_memset_async(s, scratch, w->value, w->scratch);
+    if (st == CPOOL_OK) st = cpool_alloc(w->pool, w->out_bytes, s, &w->out);
+    if (st == CPOOL_OK) st = cpool_memcpy_async(s, w->out, scratch, w->out_bytes);
+    if (scratch && st == CPOOL_OK) st = cpool_free(w->pool, scratch, s);
+    return st;
+}
+
+/* The engine's graphs, each launched once right after its capture and not
+ * waited for (a warm-up), so that the next capture may find the last
+ * graph's run in use: once the device is idle the pool's stats read the
+ * bound, and replays in random order keep every output. */
+static void warm_up_launches_between_captures(cpool_device *dev) {
+    for (int descending = 0; descending < 2; descending++) {
+        cpool_stream *s;
+        cpool_pool *pool;
+        REQUIRE_OK(cpool_stream_create(dev, &s));
+        REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+        warmed w[WARMED_GRAPHS];
+        cpool_graph *g[WARMED_GRAPHS];
+        uint64_t largest = 0, outputs = 0;
+        for (int k = 0; k < WARMED_GRAPHS; k++) {
+            int i = descending ? WARMED_GRAPHS - 1 - k : k;
+            w[k] = (warmed){pool, (size_t)1 << (20 + i), (size_t)64 << (10 + i), (unsigned char)(0x31 + k), NULL};
+            REQUIRE_OK(cpool_capture(s, pool, CPOOL_CAPTURE_GLOBAL, body_warmed, &w[k], &g[k]));
+            CHECK_OK(cpool_graph_launch(g[k], s));
+            if (w[k].scratch > largest) largest = w[k].scratch;
+            outputs += w[k].out_bytes;
+        }
+        CHECK_OK(cpool_stream_synchronize(s));
+        uint64_t bound = largest + outputs, pages = (bound + PAGE_BYTES - 1) / PAGE_BYTES * PAGE_BYTES;
+        uint64_t held = stats_of(pool).graph_reserved_bytes;
+        printf("  %s: graph memory %.1f MiB, bound %.1f MiB in pages\n", descending ? "descending" : "ascending",
+               (double)held / MiB, (double)pages / MiB);
+        CHECK_LE(held, (uint64_t)((double)pages * (1 + MARGIN)));
+        uint64_t rng = 0x853c49e6748fea9bull;
+        for (int n = 0; n < 3 * WARMED_GRAPHS; n++) {
+            int k = (int)rng_below(&rng, WARMED_GRAPHS);
+            CHECK_OK(cpool_graph_launch(g[k], s));
+            CHECK_BYTES(s, w[k].out, w[k].out_bytes, w[k].value);
+        }
+        for (int k = 0; k < WARMED_GRAPHS; k++) CHECK_BYTES(s, w[k].out, w[k].out_bytes, w[k].value);
+        for (int k = 0; k < WARMED_GRAPHS; k++) {
+            cpool_graph_release(g[k]);
+            CHECK_OK(cpool_free(pool, w[k].out, s));
+        }
+        cpool_pool_release(pool);
+        cpool_stream_destroy(s);
+    }
 }
 
 static const check_case cases[] = {
@@ -1378,6 +1442,7 @@ static const check_case cases[] = {
     CHECK_CASE(running_run_is_left_whole_then_settles),
     CHECK_CASE(launches_race_run_splits),
     CHECK_CASE(recapture_loop_keeps_its_memory),
+    CHECK_CASE(warm_up_launches_between_captures),
 };
 
 CHECK_MAIN(cases, CHECK_ON_ALL)

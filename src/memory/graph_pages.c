@@ -33,6 +33,7 @@
 #include "fault.h"
 #include "graph_pages.h"
 #include "status.h"
+#include "thread.h"
 
 /* A run: one allocation behind the shared numbers [first, first + pages),
  * mapped whole by `arena` at `addr`, its pages in number order. */
@@ -439,7 +440,7 @@ static bool next_number(cpool__arena *ar, size_t want, size_t *out, cpool_status
             *st = number_room(ar, first + pages - 1);
             if (*st != CPOOL_OK) return false;
             for (size_t j = first; j < first + pages; j++) ar->taken[j] = BLOCKED;
-            ar->unsettled = true;
+            ar->unsettled = gp->unsettled = true;
         }
     }
 }
@@ -913,9 +914,15 @@ static void settle(cpool__graph_pages *gp, cpool__arena *ar) {
  * idle, they settle onto the shared ones (a capture's end and a trim
  * try). */
 static void settle_graphs(cpool__graph_pages *gp) {
-    bool any = false;
-    for (cpool__arena *ar = gp->arenas; ar && !any; ar = ar->next) any = ar->graph && ar->unsettled;
-    if (!any || gp->suspended || !gp->source.hold_launches || !gp->source.hold_launches(gp->source.ctx, false)) return;
+    bool any = false, left = false;
+    for (cpool__arena *ar = gp->arenas; ar; ar = ar->next) {
+        any |= ar->graph && ar->unsettled;
+        left |= ar->unsettled;
+    }
+    gp->unsettled = left;
+    if (!any || gp->suspended || cpool__on_stream_thread() || !gp->source.hold_launches ||
+        !gp->source.hold_launches(gp->source.ctx, false))
+        return;
     gp->holding = true;
     for (cpool__arena *ar = gp->arenas; ar; ar = ar->next) {
         if (!ar->graph || !ar->unsettled) continue;
@@ -924,6 +931,13 @@ static void settle_graphs(cpool__graph_pages *gp) {
     }
     gp->holding = false;
     gp->source.release_launches(gp->source.ctx);
+    left = false;
+    for (cpool__arena *ar = gp->arenas; ar; ar = ar->next) left |= ar->unsettled;
+    gp->unsettled = left;
+}
+
+void cpool__graph_pages_settle(cpool__graph_pages *gp) {
+    if (gp->unsettled) settle_graphs(gp);
 }
 
 /* The pages of live blocks that still map shared memory get their own. */

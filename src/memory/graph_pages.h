@@ -109,6 +109,7 @@ typedef struct cpool__graph_pages {
     uint64_t release_clock; /* counts the arenas' releases and their turns idle */
     bool suspended;         /* no physical page exists: cpool__graph_pages_suspend */
     bool holding;           /* the graphs' launches are held back, their work over (hold_launches) */
+    bool unsettled;         /* some arena's capture found a run in use (cpool__graph_pages_settle) */
     cpool__order *order;    /* the device's streams, for marks of their work */
 } cpool__graph_pages;
 
@@ -178,6 +179,11 @@ typedef struct cpool__graph_live {
     uint64_t runs; /* runs of mapped pages */
 } cpool__graph_live;
 cpool__graph_live cpool__graph_pages_live(const cpool__graph_pages *gp);
+/* Graphs captured while a run they needed was in use settle onto its
+ * pages, if the pool's launches can be held back with the device idle
+ * (never waits; nothing on a thread that runs stream work, where the
+ * platform may not be called). A capture's end and a trim do it too. */
+void cpool__graph_pages_settle(cpool__graph_pages *gp);
 /* Gives back the idle arenas released (or made idle by a free) when the
  * release clock read at most `released_by` (their work is over: the device
  * was quiesced since), whatever their marks say, and

@@ -1101,9 +1101,10 @@ cpool_status cpool_pool_get_stats(const cpool_pool *handle, cpool_pool_stats *ou
     size_t size = out->struct_size;
     CPOOL__CHECK_STRUCT_SIZE(size, CPOOL__SIZE_THROUGH(cpool_pool_stats, segment_count),
                              "cpool_pool_get_stats: struct_size");
-    cpool_pool *p = (cpool_pool *)pool; /* locking is not a logical change */
+    cpool_pool *p = (cpool_pool *)pool; /* locking, and settling graph pages, are no logical change */
     cpool_pool_stats s = {.struct_size = size};
     cpool__mutex_lock(&p->mu);
+    cpool__graph_pages_settle(&p->pages);
     cpool__front_counts front = cpool__front_counters(&p->front);
     fill_stats(p, &front, &s);
     cpool__mutex_unlock(&p->mu);
@@ -1113,10 +1114,11 @@ cpool_status cpool_pool_get_stats(const cpool_pool *handle, cpool_pool_stats *ou
 
 cpool_status cpool__pool_inspect(const cpool_pool *pool, cpool_status (*fn)(void *ctx, const cpool__pool_view *v),
                               void *ctx) {
-    cpool_pool *p = (cpool_pool *)pool; /* locking is not a logical change */
+    cpool_pool *p = (cpool_pool *)pool; /* locking, and settling graph pages, are no logical change */
     cpool__pool_view v = {.stats = {.struct_size = sizeof v.stats}, .backend = p->dev->be->name};
     cpool__front_counts front;
     cpool__mutex_lock(&p->mu);
+    cpool__graph_pages_settle(&p->pages);
     v.front_count = cpool__front_view_blocks(&p->front, v.front, &front);
     fill_stats(p, &front, &v.stats);
     v.suspended = p->residency.suspended;
