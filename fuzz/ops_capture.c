@@ -244,6 +244,13 @@ void op_update(rd *r, int s) {
     if (gi < 0) return;
     mgraph *g = &G[gi];
     if (holds_suspended(g)) return; /* its new capture would use a suspended pool */
+    /* In a bounded pool the update's end may find no room for the pages of
+     * the new outputs, after the body (where the model moves the graph's
+     * holds to the new capture, before the library may drop pools) has
+     * returned: that failure is not modelled, so no update runs while a
+     * bounded pool lives (do_capture_end and op_capture model it). */
+    for (int i = 0; i < NPOOL; i++)
+        if (P[i].state != SLOT_FREE && P[i].max_reserved) return;
     c.s = s;
     c.pool = g->bound;
     c.mode = g->mode;
