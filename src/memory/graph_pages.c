@@ -141,8 +141,19 @@ static cpool_status shared_page(cpool__graph_pages *gp, size_t k, void **out) {
     return CPOOL_OK;
 }
 
+/* The shared set ends at its last number that has a page. */
+static void trim_shared_count(cpool__graph_pages *gp) {
+    while (gp->shared_count && !gp->shared[gp->shared_count - 1].page) gp->shared_count--;
+}
+
+/* Whether shared number k begins an allocation: a page alone, or a run's
+ * first. */
+static bool allocation_at(const cpool__graph_pages *gp, size_t k) {
+    return gp->shared[k].page && (!gp->shared[k].run || gp->shared[k].run->first == k);
+}
+
 /* Gives back the shared pages numbered [from, to) that no arena maps (a
- * run goes back whole, when its arena unmaps it: unmap_run). */
+ * run goes back whole, when its arena unmaps it: drop_run). */
 static void release_unmapped(cpool__graph_pages *gp, size_t from, size_t to) {
     for (size_t k = from; k < to && k < gp->shared_count; k++) {
         cpool__shared_page *sp = &gp->shared[k];
@@ -152,7 +163,7 @@ static void release_unmapped(cpool__graph_pages *gp, size_t from, size_t to) {
             gp->shared_bytes -= CPOOL__PAGE;
         }
     }
-    while (gp->shared_count && !gp->shared[gp->shared_count - 1].page) gp->shared_count--;
+    trim_shared_count(gp);
 }
 
 /* One mapping of shared page k went: a page no arena maps goes back at
@@ -214,8 +225,6 @@ static void untake(cpool__arena *ar, size_t d) {
     if (d < ar->low_free) ar->low_free = d;
 }
 
-/* The lowest number none of the arena's pages maps; false when there is no
- * room to note it. */
 /* Room in the arena's notes for numbers up to `last`. */
 static bool taken_room(cpool__arena *ar, size_t last) {
     if (last < ar->taken_cap) return true;
@@ -229,6 +238,8 @@ static bool taken_room(cpool__arena *ar, size_t last) {
     return true;
 }
 
+/* The lowest number none of the arena's pages maps; false when there is no
+ * room to note it. */
 static bool free_number(cpool__arena *ar, size_t *out) {
     size_t d = ar->low_free;
     while (d < ar->taken_cap && ar->taken[d]) d++;
@@ -262,11 +273,9 @@ static void drop_run(cpool__graph_pages *gp, cpool__page_run *run, bool mapped) 
         gp->shared[run->first + j] = (cpool__shared_page){0};
     }
     gp->shared_bytes -= run->pages * CPOOL__PAGE;
-    while (gp->shared_count && !gp->shared[gp->shared_count - 1].page) gp->shared_count--;
+    trim_shared_count(gp);
     free(run);
 }
-
-static void unmap_run(cpool__graph_pages *gp, cpool__page_run *run) { drop_run(gp, run, true); }
 
 /* Room in the records for shared numbers up to `last` and the arena's
  * notes of them. */
@@ -320,23 +329,18 @@ typedef struct run_piece {
  * failure nothing changed, unless the run could not even be mapped back:
  * then its pages are unmapped (their blocks unbacked) and the run is gone. */
 static cpool_status split_run(cpool__graph_pages *gp, cpool__page_run *run, const uint8_t *cut) {
-    size_t count = 0;
-    for (size_t j = 0; j < run->pages; count++)
-        if (cut[j++])
-            continue;
-        else
-            while (j < run->pages && !cut[j]) j++;
-    run_piece *piece = cpool__calloc(count, sizeof *piece);
+    run_piece *piece = cpool__calloc(run->pages, sizeof *piece); /* at most a piece a page */
     if (!piece) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory splitting a run of graph pages");
+    size_t count = 0;
+    for (size_t j = 0; j < run->pages; count++) {
+        piece[count].start = j;
+        if (!cut[j++])
+            while (j < run->pages && !cut[j]) j++;
+        piece[count].pages = j - piece[count].start;
+    }
     cpool_status st = CPOOL_OK;
     size_t made = 0, mapped = 0;
     bool lost = false;
-    for (size_t j = 0, k = 0; j < run->pages; k++) {
-        piece[k].start = j;
-        if (!cut[j++])
-            while (j < run->pages && !cut[j]) j++;
-        piece[k].pages = j - piece[k].start;
-    }
     for (; st == CPOOL_OK && made < count; made++) {
         if (piece[made].pages > 1 && !(piece[made].run = cpool__calloc(1, sizeof *piece[made].run))) {
             st = cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory splitting a run of graph pages");
@@ -476,7 +480,7 @@ static void arena_unmap(void *ctx, void *addr, size_t bytes) {
                             run->addr + run->pages * CPOOL__PAGE > (uintptr_t)addr + bytes);
         if (part && split_run_quiet(ar->gp, run, ar, 0, run->pages)) run = NULL; /* single pages now */
         if (run)
-            unmap_run(ar->gp, run);
+            drop_run(ar->gp, run, true);
         else
             unmap_page(ar, sp, i);
     }
@@ -763,6 +767,12 @@ static void compact_numbers(cpool__graph_pages *gp, cpool__arena *ar) {
     }
 }
 
+/* The run whose first page is page i of span sp, or NULL. */
+static cpool__page_run *run_starting_at(const cpool__graph_pages *gp, const arena_span *sp, size_t i) {
+    cpool__page_run *run = sp->mapped[i] && !sp->own[i] ? gp->shared[sp->number[i]].run : NULL;
+    return run && run->addr == sp->base + i * CPOOL__PAGE ? run : NULL;
+}
+
 /* Whether run could take the shared numbers [d, d + run->pages): each is
  * one of its own or has no page (no arena notes a number without one). */
 static bool run_fits(const cpool__graph_pages *gp, const cpool__page_run *run, size_t d) {
@@ -778,8 +788,8 @@ static void slide_runs(cpool__graph_pages *gp, cpool__arena *ar) {
     for (size_t s = 0; s < ar->span_count; s++) {
         arena_span *sp = &ar->spans[s];
         for (size_t i = 0; i < sp->pages; i++) {
-            cpool__page_run *run = sp->mapped[i] && !sp->own[i] ? gp->shared[sp->number[i]].run : NULL;
-            if (!run || run->addr != sp->base + i * CPOOL__PAGE) continue; /* not a run's first page */
+            cpool__page_run *run = run_starting_at(gp, sp, i);
+            if (!run) continue;
             size_t d = 0;
             while (d < run->first && !run_fits(gp, run, d)) d++;
             if (d == run->first) continue;
@@ -793,7 +803,7 @@ static void slide_runs(cpool__graph_pages *gp, cpool__arena *ar) {
                 sp->number[i + j] = d + j;
             }
             run->first = d;
-            while (gp->shared_count && !gp->shared[gp->shared_count - 1].page) gp->shared_count--;
+            trim_shared_count(gp);
             i += run->pages - 1;
         }
     }
@@ -807,8 +817,8 @@ static void split_run_tails(cpool__graph_pages *gp, cpool__arena *ar) {
     for (size_t s = 0; s < ar->span_count; s++) {
         arena_span *sp = &ar->spans[s];
         for (size_t i = 0; i < sp->pages; i++) {
-            cpool__page_run *run = sp->mapped[i] && !sp->own[i] ? gp->shared[sp->number[i]].run : NULL;
-            if (!run || run->addr != sp->base + i * CPOOL__PAGE) continue;
+            cpool__page_run *run = run_starting_at(gp, sp, i);
+            if (!run) continue;
             i += run->pages - 1;
             size_t free_below = 0;
             for (size_t d = 0; d < run->first; d++)
@@ -913,27 +923,27 @@ static void settle(cpool__graph_pages *gp, cpool__arena *ar) {
  * own numbers: once the graphs' launches can be held back with the device
  * idle, they settle onto the shared ones (a capture's end and a trim
  * try). */
+static bool graphs_unsettled(const cpool__graph_pages *gp) {
+    for (const cpool__arena *ar = gp->arenas; ar; ar = ar->next)
+        if (ar->graph && ar->unsettled) return true;
+    return false;
+}
+
 static void settle_graphs(cpool__graph_pages *gp) {
-    bool any = false, left = false;
-    for (cpool__arena *ar = gp->arenas; ar; ar = ar->next) {
-        any |= ar->graph && ar->unsettled;
-        left |= ar->unsettled;
+    if (graphs_unsettled(gp) && !gp->suspended && !cpool__on_stream_thread() && gp->source.hold_launches &&
+        gp->source.hold_launches(gp->source.ctx, false)) {
+        gp->holding = true;
+        for (cpool__arena *ar = gp->arenas; ar; ar = ar->next) {
+            if (!ar->graph || !ar->unsettled) continue;
+            ar->unsettled = false; /* settle may block a run again, and note it */
+            settle(gp, ar);
+        }
+        gp->holding = false;
+        gp->source.release_launches(gp->source.ctx);
     }
-    gp->unsettled = left;
-    if (!any || gp->suspended || cpool__on_stream_thread() || !gp->source.hold_launches ||
-        !gp->source.hold_launches(gp->source.ctx, false))
-        return;
-    gp->holding = true;
-    for (cpool__arena *ar = gp->arenas; ar; ar = ar->next) {
-        if (!ar->graph || !ar->unsettled) continue;
-        ar->unsettled = false; /* settle may block a run again, and note it */
-        settle(gp, ar);
-    }
-    gp->holding = false;
-    gp->source.release_launches(gp->source.ctx);
-    left = false;
-    for (cpool__arena *ar = gp->arenas; ar; ar = ar->next) left |= ar->unsettled;
-    gp->unsettled = left;
+    /* Captures still open may have found runs in use: their seals settle. */
+    gp->unsettled = false;
+    for (cpool__arena *ar = gp->arenas; ar && !gp->unsettled; ar = ar->next) gp->unsettled = ar->unsettled;
 }
 
 void cpool__graph_pages_settle(cpool__graph_pages *gp) {
@@ -1090,7 +1100,7 @@ void cpool__graph_pages_destroy(cpool__graph_pages *gp) {
     }
     for (size_t k = 0; k < gp->shared_count; k++) {
         cpool__page_run *run = gp->shared[k].run;
-        if (gp->shared[k].page && (!run || run->first == k)) page_release(gp, gp->shared[k].page);
+        if (allocation_at(gp, k)) page_release(gp, gp->shared[k].page);
         if (run && run->first + run->pages == k + 1) free(run);
     }
     free(gp->shared);
@@ -1261,12 +1271,6 @@ static cpool__page_run *page_run(const cpool__graph_pages *gp, const page_visit 
 static bool maps_here(const cpool__graph_pages *gp, const page_visit *v) {
     const cpool__page_run *run = page_run(gp, v);
     return !run || run->addr == (uintptr_t)page_addr(v);
-}
-
-/* Whether shared number k begins an allocation: a page alone, or a run's
- * first. */
-static bool allocation_at(const cpool__graph_pages *gp, size_t k) {
-    return gp->shared[k].page && (!gp->shared[k].run || gp->shared[k].run->first == k);
 }
 
 void cpool__graph_pages_suspend(cpool__graph_pages *gp) {
