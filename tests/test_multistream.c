@@ -1107,6 +1107,74 @@ static void graphed_calls_with_forks_place_outputs_apart(cpool_device *dev) {
     CHECK_OK(cpool_free(f.pool, b2.eager_out, f.o));
 }
 
+/* Four branches allocate at once, each keeping its last 4 blocks of 4 KiB
+ * to 4 MiB (log-uniform) live, round-robin, as bench/multistream_memory_bench
+ * does. Each branch grows address space of its own, so the graph holds
+ * about what four streams with allocators of their own would: at most 1.4x
+ * the branches' peaks summed (branches that took turns in one span held
+ * 1.77x). The same capture again, after the graph is gone, reuses the
+ * arena's spans and holds no more. */
+static size_t branch_block_size(uint64_t *x) {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    size_t octave = (size_t)4096 << (*x % 10);
+    return octave + (size_t)(*x >> 8) % octave;
+}
+
+static uint64_t capture_branches_round_robin(ms_fixture *f, int allocs) {
+    enum { BRANCHES = 4, WINDOW = 4 };
+    cpool_stream *s[BRANCHES] = {f->o, f->x, f->y, f->z};
+    void *live[BRANCHES][WINDOW];
+    size_t bytes[BRANCHES][WINDOW];
+    uint64_t sum[BRANCHES] = {0}, peak[BRANCHES] = {0}, x = 0x9e3779b97f4a7c15ull, peaks = 0;
+    int count[BRANCHES] = {0};
+    cpool_graph *g = NULL;
+    memset(live, 0, sizeof live);
+    if (!CHECK_OK(cpool_capture_begin(f->o, f->pool, CPOOL_CAPTURE_GLOBAL))) return 0;
+    cpool_status st = cpool_event_record(f->e[0], f->o);
+    for (int b = 1; b < BRANCHES && st == CPOOL_OK; b++) st = cpool_stream_wait_event(s[b], f->e[0]);
+    for (int i = 0; i < allocs && st == CPOOL_OK; i++) {
+        int b = i % BRANCHES, slot = count[b] % WINDOW;
+        if (count[b] >= WINDOW) {
+            st = cpool_free(f->pool, live[b][slot], s[b]);
+            sum[b] -= bytes[b][slot];
+        }
+        bytes[b][slot] = branch_block_size(&x);
+        if (st == CPOOL_OK) st = cpool_alloc(f->pool, bytes[b][slot], s[b], &live[b][slot]);
+        if (st == CPOOL_OK) st = cpool_memset_async(s[b], live[b][slot], (int)(1 + i % 255), bytes[b][slot]);
+        sum[b] += bytes[b][slot];
+        if (sum[b] > peak[b]) peak[b] = sum[b];
+        count[b]++;
+    }
+    for (int b = 0; b < BRANCHES; b++)
+        for (int k = 0; k < WINDOW && k < count[b] && st == CPOOL_OK; k++) st = cpool_free(f->pool, live[b][k], s[b]);
+    for (int b = 1; b < BRANCHES && st == CPOOL_OK; b++) st = link_streams(f->e[b], s[b], f->o);
+    CHECK_OK(st);
+    cpool_status ended = cpool_capture_end(f->o, &g);
+    if (!CHECK_OK(ended) || st != CPOOL_OK) {
+        cpool_graph_release(g);
+        return 0;
+    }
+    CHECK_OK(cpool_graph_launch(g, f->o));
+    CHECK_OK(cpool_stream_synchronize(f->o));
+    cpool_graph_release(g);
+    for (int b = 0; b < BRANCHES; b++) peaks += peak[b];
+    return peaks;
+}
+
+static void branches_grow_spans_apart(cpool_device *dev) {
+    static ms_fixture f;
+    REQUIRE(ms_open(dev, &f));
+    uint64_t peaks = capture_branches_round_robin(&f, 600);
+    REQUIRE(peaks != 0);
+    cpool_pool_stats first = stats_of(f.pool);
+    CHECK_LE(first.graph_reserved_bytes, peaks * 14 / 10);
+    CHECK_GE(first.graph_reserved_bytes, peaks);
+    REQUIRE(capture_branches_round_robin(&f, 600) == peaks);
+    CHECK_EQ(stats_of(f.pool).graph_reserved_bytes, first.graph_reserved_bytes);
+}
+
 /* More forks than a capture record keeps inline: each of 6 side streams
  * writes a block of its own from the pool; all join back and the replay
  * writes every block. */
@@ -1180,5 +1248,6 @@ static const check_case cases[] = {
     CHECK_CASE(replays_match_eager_across_branches),
     CHECK_CASE(branches_replay_concurrently),
     CHECK_CASE(fork_driven_from_another_thread),
+    CHECK_CASE(branches_grow_spans_apart),
 };
 CHECK_MAIN(cases, CHECK_ON_ALL)

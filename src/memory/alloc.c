@@ -55,7 +55,10 @@
  * start on a page boundary where that costs little (align_to_page), so
  * that their frees leave whole pages. A graph's memory grows the large
  * span in whole pages of graph memory, whatever its size (grows_large), so
- * graphs that share a pool hold what the largest needs, in any order.
+ * graphs that share a pool hold what the largest needs, in any order. In a
+ * graph's arena (spans_by_branch) each branch of a multi-stream capture
+ * takes blocks from and grows spans of its own (spans_for), as if each
+ * stream had an allocator of its own.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,6 +95,9 @@ struct cpool__segment {
     size_t size; /* growable: the reserved range, mapped or not */
     bool large;
     bool growable;
+    /* The branch of a capture that owns the span (takes its blocks, grows
+     * it; graph_branch), or 0; and who owned it in the last capture. */
+    uint64_t branch, last_branch;
     cpool__segment *prev, *next;
     cpool__block *first;
 };
@@ -150,13 +156,26 @@ static bool usable_by(const cpool__block *b, uint64_t stream, const cpool__deps 
            (deps && !(b->stream & CPOOL__KEY_BRANCH_BIT) && cpool__deps_cover(deps, b->stream, b->free_seq));
 }
 
+/* Which spans a request may take blocks from (spans_by_branch): any
+ * (owner 0), its branch's, and with `adopt` those no branch owns. */
+typedef struct span_pick {
+    uint64_t owner;
+    bool adopt;
+} span_pick;
+
+static bool in_spans(const cpool__block *b, span_pick spans) {
+    return !spans.owner || b->seg->branch == spans.owner || (spans.adopt && !b->seg->branch);
+}
+
 /* Smallest fitting block usable by `stream` (0: only unrestricted ones) in
- * the lowest class that has one. */
-static cpool__block *heap_find(const cpool__heap *h, size_t size, uint64_t stream, const cpool__deps *deps) {
+ * the spans picked, in the lowest class that has one. */
+static cpool__block *heap_find(const cpool__heap *h, size_t size, uint64_t stream, const cpool__deps *deps,
+                               span_pick spans) {
     for (unsigned bin = next_bin(h, bin_of(size)); bin < CPOOL__BINS; bin = next_bin(h, bin + 1)) {
         cpool__block *best = NULL;
         for (cpool__block *b = h->bins[bin]; b; b = b->free_next)
-            if (b->size >= size && usable_by(b, stream, deps) && (!best || b->size < best->size)) {
+            if (b->size >= size && usable_by(b, stream, deps) && in_spans(b, spans) &&
+                (!best || b->size < best->size)) {
                 best = b;
                 if (b->size == size) break;
             }
@@ -350,6 +369,8 @@ static bool hand_out(cpool__allocator *a, cpool__block *b, size_t bytes, size_t 
 }
 
 
+static span_pick spans_for(cpool__allocator *a, cpool__use use, uint64_t stream);
+
 /* The heap block that serves a request, searched in this order: for a graph,
  * graph-reserved blocks, then
  * unrestricted general ones (no pending work, so they may become
@@ -364,11 +385,13 @@ static cpool__block *heap_take(cpool__allocator *a, size_t rounded, uint64_t str
     /* A graph takes graph-reserved blocks free for any graph or for its
      * branch, and only unrestricted general ones. */
     uint64_t graph_tag = graph_branch(stream);
+    span_pick spans = spans_for(a, use, stream);
     for (unsigned k = 0; k < (own ? 2u : 1u); k++) {
         uint64_t tag = use == CPOOL__USE_STREAM ? stream : sets[k] ? graph_tag : 0;
         for (int cls = large; cls <= 1; cls++) {
             *from = &a->heaps[heap_index(sets[k], cls == 1)];
-            cpool__block *b = heap_find(*from, rounded, tag, use == CPOOL__USE_STREAM ? deps : NULL);
+            cpool__block *b = heap_find(*from, rounded, tag, use == CPOOL__USE_STREAM ? deps : NULL, spans);
+            if (b && spans.owner) b->seg->branch = spans.owner; /* adopted, if no branch owned it */
             if (b) return b;
         }
     }
@@ -573,15 +596,16 @@ static void unlink_block(cpool__allocator *a, cpool__block *b) {
     block_recycle(a, b);
 }
 
-/* The address space a new span of class `large` takes: as much as the
- * allocator reserved for the class so far (CPOOL__SPAN_*_FIRST at first, at
- * most CPOOL__SPAN_*), or what the request needs. Reservations then grow
- * geometrically with use, past the first span at most about twice what the
- * class needed, so that many pools fit in a process's address space. */
-static size_t span_size(const cpool__allocator *a, bool large, size_t need) {
+/* The address space a new span of class `large` for `owner` (a branch, or
+ * 0) takes: as much as the allocator reserved for the class and owner so
+ * far (CPOOL__SPAN_*_FIRST at first, at most CPOOL__SPAN_*), or what the
+ * request needs. Reservations then grow geometrically with use, past the
+ * first span at most about twice what the class needed, so that many pools
+ * fit in a process's address space. */
+static size_t span_size(const cpool__allocator *a, bool large, uint64_t owner, size_t need) {
     size_t reserved = 0;
     for (const cpool__segment *seg = a->segments; seg; seg = seg->next)
-        if (seg->growable && seg->large == large) reserved += seg->size;
+        if (seg->growable && seg->large == large && seg->branch == owner) reserved += seg->size;
     size_t first = a->span_first[large];
     size_t most = large ? CPOOL__SPAN_LARGE : CPOOL__SPAN_SMALL;
     size_t span = reserved < first ? first : reserved > most ? most : reserved;
@@ -591,8 +615,8 @@ static size_t span_size(const cpool__allocator *a, bool large, size_t need) {
 /* A new growable segment of class `large` spanning at least `bytes`: one
  * hole. CPOOL_ERR_UNSUPPORTED: the platform reserves no address space (the
  * allocator stops trying). */
-static cpool_status span_new(cpool__allocator *a, bool large, size_t bytes, cpool__block **hole) {
-    size_t need = round_up(bytes, CPOOL__PAGE), span = span_size(a, large, need);
+static cpool_status span_new(cpool__allocator *a, bool large, size_t bytes, uint64_t owner, cpool__block **hole) {
+    size_t need = round_up(bytes, CPOOL__PAGE), span = span_size(a, large, owner, need);
     cpool__segment *seg = cpool__calloc(1, sizeof *seg);
     cpool__block *h = block_new(a);
     if (!seg || !h) {
@@ -615,7 +639,8 @@ static cpool_status span_new(cpool__allocator *a, bool large, size_t bytes, cpoo
         if (st == CPOOL_ERR_UNSUPPORTED) a->growable = false;
         return st;
     }
-    *seg = (cpool__segment){.base = (uintptr_t)base, .size = span, .large = large, .growable = true, .first = h};
+    *seg = (cpool__segment){
+        .base = (uintptr_t)base, .size = span, .large = large, .growable = true, .branch = owner, .first = h};
     seg->next = a->segments;
     if (a->segments) a->segments->prev = seg;
     a->segments = seg;
@@ -806,20 +831,39 @@ static void consider(grow_plan *best, cpool__block *hole, uintptr_t at, size_t b
     if (!best->hole || bytes < best->bytes) *best = (grow_plan){hole, like, other, at, start, bytes};
 }
 
+/* The branch whose spans a request grows, or 0: where spans_by_branch is
+ * set, each branch of a multi-stream capture grows its own, as if each
+ * stream had an allocator of its own. Branches that grew one span took
+ * turns in its pages and left pieces no branch could merge until the
+ * capture ended: 34/60/72 MiB for 2/3/4 streams in
+ * bench/multistream_memory_bench against 28/42/52 with spans apart. */
+static uint64_t span_owner(const cpool__allocator *a, cpool__use use, uint64_t stream) {
+    uint64_t branch = use != CPOOL__USE_STREAM && a->spans_by_branch ? graph_branch(stream) : 0;
+    return branch & CPOOL__KEY_GRAPH_BIT ? 0 : branch;
+}
+
+/* Whether a graph's request grows graph memory: yes, but a branch that
+ * shares its spans with other branches grows general memory, whose rests
+ * any branch may take (less memory in multistream_memory_bench then). */
+static bool grows_graph(const cpool__allocator *a, cpool__use use, uint64_t stream) {
+    return use != CPOOL__USE_STREAM && (!graph_branch(stream) || span_owner(a, use, stream));
+}
+
 /* The class of span a request grows: its own, but a graph's memory grows
- * the large span (unless branches of a capture allocate at once), where the
+ * the large span (unless branches of a capture share spans), where the
  * other graphs' scratch lies: larger graphs reuse a small one's blocks only
  * there. Captured smallest first, graphs otherwise held a small span's page
  * besides the largest graph's memory (bench/capture_order_bench). */
-static bool grows_large(size_t rounded, cpool__use use, uint64_t stream) {
-    return rounded > CPOOL__SMALL_MAX || (use != CPOOL__USE_STREAM && !graph_branch(stream));
+static bool grows_large(const cpool__allocator *a, size_t rounded, cpool__use use, uint64_t stream) {
+    return rounded > CPOOL__SMALL_MAX || grows_graph(a, use, stream);
 }
 
 /* The plan that maps the fewest pages: a hole's start after a usable free
  * block, its end before one, the whole hole between two, or a bare hole. */
-static grow_plan plan_growth(cpool__allocator *a, size_t rounded, uint64_t stream, cpool__use use) {
+static grow_plan plan_in_spans(cpool__allocator *a, size_t rounded, uint64_t stream, cpool__use use, uint64_t owner) {
     grow_plan best = {0};
-    for (cpool__block *h = a->holes[grows_large(rounded, use, stream)]; h; h = h->free_next) {
+    for (cpool__block *h = a->holes[grows_large(a, rounded, use, stream)]; h; h = h->free_next) {
+        if (h->seg->branch != owner) continue;
         cpool__block *p = extendable(h->prev, use, stream) ? h->prev : NULL;
         cpool__block *n = extendable(h->next, use, stream) ? h->next : NULL;
         size_t psz = p ? p->size : 0, nsz = n ? n->size : 0;
@@ -833,6 +877,35 @@ static grow_plan plan_growth(cpool__allocator *a, size_t rounded, uint64_t strea
             consider(&best, h, h->addr, h->size, p, n, p->addr);
     }
     return best;
+}
+
+/* The spans a request may use. A branch that owns none takes back the one
+ * it owned in the arena's last capture (the same stream: the same needs),
+ * else it may take over any that no branch owns: new spans beside those
+ * left mapped would hold more. */
+static span_pick spans_for(cpool__allocator *a, cpool__use use, uint64_t stream) {
+    span_pick spans = {span_owner(a, use, stream), false};
+    if (!spans.owner) return spans;
+    cpool__segment *last = NULL;
+    for (cpool__segment *seg = a->segments; seg; seg = seg->next) {
+        if (seg->branch == spans.owner) return spans;
+        if (!seg->branch && seg->last_branch == spans.owner) last = seg;
+    }
+    if (last)
+        last->branch = spans.owner;
+    else
+        spans.adopt = true;
+    return spans;
+}
+
+static grow_plan plan_growth(cpool__allocator *a, size_t rounded, uint64_t stream, cpool__use use) {
+    span_pick spans = spans_for(a, use, stream);
+    grow_plan plan = plan_in_spans(a, rounded, stream, use, spans.owner);
+    if (!plan.hole && spans.adopt) {
+        plan = plan_in_spans(a, rounded, stream, use, 0);
+        if (plan.hole) plan.hole->seg->branch = spans.owner;
+    }
+    return plan;
 }
 
 /* Serves a request from new pages of a growable segment (a new one when no
@@ -850,7 +923,7 @@ static cpool_status grow_in_place(cpool__allocator *a, size_t bytes, uint64_t st
     bool new_span = !plan.hole;
     if (new_span) {
         cpool__block *hole;
-        cpool_status st = span_new(a, grows_large(rounded, use, stream), rounded, &hole);
+        cpool_status st = span_new(a, grows_large(a, rounded, use, stream), rounded, span_owner(a, use, stream), &hole);
         if (st != CPOOL_OK) return st;
         plan = (grow_plan){.hole = hole, .at = hole->addr, .start = hole->addr, .bytes = round_up(rounded, CPOOL__PAGE)};
     }
@@ -858,10 +931,8 @@ static cpool_status grow_in_place(cpool__allocator *a, size_t bytes, uint64_t st
      * graph's are all graph memory: the rest of the last page joins the
      * graphs' free scratch, which then lies in one block that a later
      * capture places its blocks in as it would in an empty pool. As general
-     * memory the rest would split that block in two. Branches of a capture
-     * keep general rests, which any branch may take: that measured less
-     * memory in multistream_memory_bench. */
-    bool graph = plan.like ? plan.like->graph : use != CPOOL__USE_STREAM && !graph_branch(stream);
+     * memory the rest would split that block in two (grows_graph). */
+    bool graph = plan.like ? plan.like->graph : grows_graph(a, use, stream);
     cpool__block *fresh, *spare = block_new(a); /* for the split at plan.start */
     cpool_status st = spare ? map_in_hole(a, plan.hole, plan.at, plan.bytes, graph, &fresh)
                             : cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for allocator records");
@@ -907,7 +978,7 @@ bool cpool__allocator_growth_passes_peak(const cpool__allocator *a, size_t bytes
 /* The pool's reserve as mapped pages at the start of a new large span. */
 static cpool_status reserve_in_place(cpool__allocator *a, size_t bytes) {
     cpool__block *hole, *b;
-    cpool_status st = span_new(a, true, bytes, &hole);
+    cpool_status st = span_new(a, true, bytes, 0, &hole);
     if (st != CPOOL_OK) return st;
     st = map_in_hole(a, hole, hole->addr, round_up(bytes, CPOOL__PAGE), false, &b);
     if (st != CPOOL_OK) {
@@ -1125,6 +1196,13 @@ void cpool__allocator_unfence(cpool__allocator *a, uint64_t stream_id, uint64_t 
 
 void cpool__allocator_unfence_all(cpool__allocator *a, uint64_t upto) {
     if (a->restricted_blocks) retag_free_blocks(a, RETAG_UNFENCE, pick_restricted, 0, upto, 0);
+}
+
+void cpool__allocator_share_spans(cpool__allocator *a) {
+    for (cpool__segment *seg = a->segments; seg; seg = seg->next) {
+        seg->last_branch = seg->branch;
+        seg->branch = 0;
+    }
 }
 
 void cpool__allocator_retag_branch(cpool__allocator *a, cpool__stream_key from, uint64_t upto, cpool__stream_key to) {

@@ -120,6 +120,9 @@ typedef struct cpool__allocator {
     /* The first span of each class (small 0, large 1): CPOOL__SPAN_*_FIRST
      * unless the owner sets less after init (a graph's arena). */
     size_t span_first[2];
+    /* Each branch of a multi-stream capture grows spans of its own (a
+     * graph's arena; cpool__allocator_share_spans ends it). */
+    bool spans_by_branch;
     /* Memory that max_reserved counts besides this allocator's own (the
      * pool's graph pages); NULL: none. */
     const uint64_t *also_reserved[2];
@@ -216,6 +219,10 @@ void cpool__allocator_walk(const cpool__allocator *a, const cpool__walker *w);
  * parked then). */
 void cpool__allocator_free_as_of(cpool__allocator *a, void *ptr, cpool__stream_key stream, uint64_t seq);
 
+/* The spans the last capture's branches owned are anyone's now (a new
+ * capture in a graph's arena); a branch of the new one on the same stream
+ * takes its own back. */
+void cpool__allocator_share_spans(cpool__allocator *a);
 /* Free blocks kept for branch (or graph) `from` and freed with sequence
  * <= upto are kept for `to` from now on (another branch, or KEY_ANY: free
  * for any graph). */

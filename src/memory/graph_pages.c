@@ -623,6 +623,7 @@ static cpool_status arena_new(cpool__graph_pages *gp, cpool__arena **out) {
      * hold many graphs (a span grows to what a request needs). */
     ar->alloc.span_first[0] = CPOOL__ARENA_SPAN_SMALL;
     ar->alloc.span_first[1] = CPOOL__ARENA_SPAN_LARGE;
+    ar->alloc.spans_by_branch = true;
     *out = ar;
     return CPOOL_OK;
 }
@@ -634,6 +635,7 @@ cpool_status cpool__graph_pages_open(cpool__graph_pages *gp, cpool__stream_key p
     while (ar && !reusable(ar)) ar = ar->next;
     if (ar) {
         ar->in_use = true;
+        cpool__allocator_share_spans(&ar->alloc); /* its last capture's branches' */
         for (size_t d = 0; d < ar->taken_cap; d++) /* what its last capture found in use */
             if (ar->taken[d] == BLOCKED) untake(ar, d);
         ar->unsettled = false;
@@ -654,6 +656,7 @@ cpool_status cpool__graph_pages_packed(cpool__graph_pages *gp, cpool__allocator 
         cpool_status st = arena_new(gp, &gp->packed);
         if (st != CPOOL_OK) return st;
         gp->packed->own_pages = true;
+        gp->packed->alloc.spans_by_branch = false; /* every graph's: no capture's branches */
     }
     *out = &gp->packed->alloc;
     return CPOOL_OK;
