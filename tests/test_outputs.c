@@ -596,6 +596,84 @@ static void freed_under_capture_keeps_outputs(cpool_device *dev) {
     cpool_graph_release(gc);
 }
 
+/* ---- 9. another graph's output freed in a capture ------------------------------- */
+
+/* A keeps an output OA; B's capture writes OA, frees it, then keeps an
+ * output OB of the same size; C, captured once A is released, keeps OC.
+ * A's replays still write OA and B's write it before their free: OB and OC
+ * must lie elsewhere, every launch in any order leaves them intact, and
+ * OA is free only once both are released (a second free of it is
+ * refused). For outputs made by cpool_alloc_output (packed) and by
+ * cpool_alloc (pages of the graph's own), small and large, with B's
+ * scratch before or after OB. */
+static cpool_status alloc_as(cpool_pool *pool, int packed, size_t n, cpool_stream *s, void **out) {
+    return packed ? cpool_alloc_output(pool, n, s, out) : cpool_alloc(pool, n, s, out);
+}
+
+static void freed_output_of_another_graph(cpool_device *dev, stream_pool *fx, int packed, size_t n,
+                                          int scratch_first) {
+    cpool_graph *ga = NULL, *gb = NULL, *gc = NULL;
+    void *oa = NULL, *ob = NULL, *oc = NULL, *scratch = NULL;
+    printf("  outputs by %s, %zu bytes, %s\n", packed ? "cpool_alloc_output" : "cpool_alloc", n,
+           scratch_first ? "B's scratch first" : "B's output first");
+    REQUIRE(fixture_open(dev, NULL, fx));
+    cpool_stream *s = fx->s;
+    cpool_pool *pool = fx->pool;
+    REQUIRE_OK(cpool_capture_begin(s, pool, CPOOL_CAPTURE_GLOBAL)); /* A = {output OA} */
+    CHECK_OK(alloc_as(pool, packed, n, s, &oa));
+    CHECK_OK(cpool_memset_async(s, oa, 0xa1, n));
+    REQUIRE_OK(cpool_capture_end(s, &ga));
+    CHECK_LAUNCH_OK(ga, s);
+    REQUIRE_OK(cpool_capture_begin(s, pool, CPOOL_CAPTURE_GLOBAL)); /* B = {write OA, free it; OB, scratch} */
+    CHECK_OK(cpool_memset_async(s, oa, 0x5b, n));
+    CHECK_OK(cpool_free(pool, oa, s));
+    if (scratch_first) {
+        CHECK_OK(cpool_alloc(pool, n, s, &scratch));
+        CHECK_OK(cpool_memset_async(s, scratch, 0xee, n));
+    }
+    CHECK_OK(alloc_as(pool, packed, n, s, &ob));
+    CHECK_OK(cpool_memset_async(s, ob, 0x0b, n));
+    if (!scratch_first) {
+        CHECK_OK(cpool_alloc(pool, n, s, &scratch));
+        CHECK_OK(cpool_memset_async(s, scratch, 0xee, n));
+    }
+    CHECK_OK(cpool_free(pool, scratch, s));
+    REQUIRE_OK(cpool_capture_end(s, &gb));
+    CHECK(!ranges_overlap(ob, n, oa, n));
+    CHECK_LAUNCH_OK(gb, s);
+    CHECK_LAUNCH_OK(ga, s);
+    CHECK_BYTES(s, ob, n, 0x0b);
+    CHECK_LAUNCH_OK(gb, s);
+    CHECK_BYTES(s, ob, n, 0x0b);
+    CHECK_STATUS(cpool_free(pool, oa, s), CPOOL_ERR_INVALID_ARGUMENT); /* freed by B's capture */
+    cpool_graph_release(ga);
+    REQUIRE_OK(cpool_capture_begin(s, pool, CPOOL_CAPTURE_GLOBAL)); /* C = {output OC} */
+    CHECK_OK(alloc_as(pool, packed, n, s, &oc));
+    CHECK_OK(cpool_memset_async(s, oc, 0x0c, n));
+    REQUIRE_OK(cpool_capture_end(s, &gc));
+    CHECK(!ranges_overlap(oc, n, oa, n));
+    CHECK_LAUNCH_OK(gc, s);
+    CHECK_LAUNCH_OK(gb, s);
+    CHECK_BYTES(s, oc, n, 0x0c);
+    CHECK_BYTES(s, ob, n, 0x0b);
+    cpool_graph_release(gb);
+    cpool_graph_release(gc);
+    CHECK_OK(cpool_free(pool, ob, s));
+    CHECK_OK(cpool_free(pool, oc, s));
+    CHECK_OK(cpool_stream_synchronize(s));
+    CHECK_OK(cpool_pool_trim(pool));
+    cpool_pool_stats st = {.struct_size = sizeof st};
+    CHECK_OK(cpool_pool_get_stats(pool, &st));
+    CHECK_EQ(st.allocated_bytes, 0);
+    CHECK_EQ(st.graph_reserved_bytes, 0);
+}
+
+static void output_freed_in_another_capture(cpool_device *dev) {
+    static stream_pool fx[8]; /* outlive the case: their cleanups run after */
+    const size_t sizes[] = {8 * KiB, 3 * MiB};
+    for (int k = 0; k < 8; k++) freed_output_of_another_graph(dev, &fx[k], k & 1, sizes[k >> 1 & 1], k >> 2);
+}
+
 /* ---- 10. an update keeps the graph's id and its old output intact ------------- */
 
 typedef struct update_body {
@@ -748,6 +826,7 @@ static const check_case cases[] = {
     CHECK_CASE(plain_alloc_outputs_share_scratch_any_order),
     CHECK_CASE(failed_capture_leaves_no_outputs),
     CHECK_CASE(freed_under_capture_keeps_outputs),
+    CHECK_CASE(output_freed_in_another_capture),
     CHECK_CASE(update_keeps_outputs_intact),
     CHECK_CASE(launches_race_captures_and_frees),
     CHECK_CASE(graphed_calls_without_warmup_never_refused),

@@ -205,6 +205,12 @@ void cpool__front_count_alloc(cpool__front *f, size_t bytes) {
     unlock(f);
 }
 
+void cpool__front_count_free(cpool__front *f, size_t requested) {
+    lock(f);
+    count_free(f, requested);
+    unlock(f);
+}
+
 /* Starts tracking a live allocator block as handed out (there is an unused
  * entry); returns its entry. */
 static int16_t adopt(cpool__front *f, void *ptr, const cpool__block_info *info) {

@@ -101,6 +101,10 @@ size_t cpool__front_view_blocks(cpool__front *f, cpool__front_view *out, struct 
 
 /* Counts an allocation the allocator served. */
 void cpool__front_count_alloc(cpool__front *f, size_t bytes);
+/* A free the caller made of a block that stays live in the allocator for
+ * now (a free a capture defers): counted now, freed later without the
+ * front. */
+void cpool__front_count_free(cpool__front *f, size_t requested);
 /* The free path when the fast one did not serve: for a graph (under
  * capture, with `branch` the key of a forked capture's branch or graph, or
  * KEY_ANY), or for a block the front does not know yet, which it keeps if

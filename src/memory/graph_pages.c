@@ -70,6 +70,12 @@ struct cpool__arena {
     uintptr_t *packed;
     size_t packed_count, packed_cap;
     cpool__stream_key packed_key;
+    /* Blocks of other graphs and captures that its capture freed: they and
+     * this graph's replays may write them still, so the free is made at
+     * its release (cpool__arena_take_deferred). */
+    uintptr_t *deferred;
+    size_t deferred_count, deferred_cap;
+    uint64_t deferred_requested; /* the sizes their callers asked for */
     uint64_t released; /* when its last holder let go, or a free left it idle (graph_pages' release clock) */
     /* Idle with memory: the device's work when it became idle, which may
      * still use its pages (NULL: seen over); with `work_unknown` none could
@@ -573,6 +579,7 @@ static void arena_destroy(cpool__arena *ar) {
     free(ar->spans);
     free(ar->taken);
     free(ar->packed);
+    free(ar->deferred);
     free(ar);
 }
 
@@ -662,16 +669,42 @@ cpool_status cpool__graph_pages_packed(cpool__graph_pages *gp, cpool__allocator 
     return CPOOL_OK;
 }
 
-cpool_status cpool__arena_note_packed(cpool__arena *ar, void *ptr) {
-    if (ar->packed_count == ar->packed_cap) {
-        size_t cap = ar->packed_cap ? 2 * ar->packed_cap : 8;
-        uintptr_t *grown = cpool__realloc(ar->packed, cap * sizeof *grown);
+static cpool_status note_pointer(uintptr_t **list, size_t *count, size_t *cap, void *ptr) {
+    if (*count == *cap) {
+        size_t more = *cap ? 2 * *cap : 8;
+        uintptr_t *grown = cpool__realloc(*list, more * sizeof *grown);
         if (!grown) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory noting a graph's block");
-        ar->packed = grown;
-        ar->packed_cap = cap;
+        *list = grown;
+        *cap = more;
     }
-    ar->packed[ar->packed_count++] = (uintptr_t)ptr;
+    (*list)[(*count)++] = (uintptr_t)ptr;
     return CPOOL_OK;
+}
+
+cpool_status cpool__arena_note_packed(cpool__arena *ar, void *ptr) {
+    return note_pointer(&ar->packed, &ar->packed_count, &ar->packed_cap, ptr);
+}
+
+cpool_status cpool__arena_defer_free(cpool__arena *ar, void *ptr, size_t requested) {
+    cpool_status st = note_pointer(&ar->deferred, &ar->deferred_count, &ar->deferred_cap, ptr);
+    if (st == CPOOL_OK) ar->deferred_requested += requested;
+    return st;
+}
+
+size_t cpool__arena_take_deferred(cpool__arena *ar, uintptr_t **out) {
+    size_t n = ar->deferred_count;
+    *out = ar->deferred;
+    ar->deferred = NULL;
+    ar->deferred_count = ar->deferred_cap = 0;
+    ar->deferred_requested = 0;
+    return n;
+}
+
+bool cpool__graph_pages_deferred(const cpool__graph_pages *gp, const void *ptr) {
+    for (const cpool__arena *ar = gp->arenas; ar; ar = ar->next)
+        for (size_t i = 0; i < ar->deferred_count; i++)
+            if (ar->deferred[i] == (uintptr_t)ptr) return true;
+    return false;
 }
 
 cpool__arena *cpool__graph_pages_packed_freed(cpool__graph_pages *gp, const void *ptr) {
@@ -1053,8 +1086,9 @@ cpool__graph_live cpool__graph_pages_live(const cpool__graph_pages *gp) {
     for (const cpool__arena *ar = gp->arenas; ar; ar = ar->next) {
         live.runs += ar->alloc.segment_count;
         live.bytes += ar->alloc.live_block_bytes;
-        live.requested += ar->alloc.allocated;
-        live.blocks += ar->alloc.map_count;
+        /* Less the blocks of deferred frees: their callers freed them. */
+        live.requested += ar->alloc.allocated - ar->deferred_requested;
+        live.blocks += ar->alloc.map_count - ar->deferred_count;
     }
     return live;
 }
@@ -1116,10 +1150,19 @@ void cpool__arena_get_stats(const cpool__arena *ar, cpool__arena_stats *out) {
     *out = (cpool__arena_stats){.live_bytes = ar->alloc.live_block_bytes, .live_blocks = ar->alloc.map_count,
                                 .mapped_bytes = ar->plain_bytes, .own_bytes = ar->plain_bytes,
                                 .runs = ar->alloc.segment_count};
+    cpool__block_info info;
+    /* Not its blocks that a capture freed and defers (freed for callers). */
+    for (const cpool__arena *o = ar->gp->arenas; o; o = o->next)
+        for (size_t i = 0; i < o->deferred_count; i++)
+            if (cpool__allocator_live_block(&ar->alloc, (void *)o->deferred[i], &info)) {
+                out->live_bytes -= info.size;
+                out->live_blocks--;
+            }
     /* Its outputs in the pool's packed region. */
     for (size_t i = 0; i < ar->packed_count; i++) {
-        cpool__block_info info;
-        if (!cpool__allocator_live_block(&ar->gp->packed->alloc, (void *)ar->packed[i], &info)) continue;
+        if (!cpool__allocator_live_block(&ar->gp->packed->alloc, (void *)ar->packed[i], &info) ||
+            cpool__graph_pages_deferred(ar->gp, (void *)ar->packed[i]))
+            continue;
         out->live_bytes += info.size;
         out->live_blocks++;
     }

@@ -143,6 +143,15 @@ cpool_status cpool__graph_pages_packed(cpool__graph_pages *gp, cpool__allocator 
 /* Notes a packed block the arena's capture was handed (a graph output if it
  * is still live when the capture ends). */
 cpool_status cpool__arena_note_packed(cpool__arena *ar, void *ptr);
+/* Notes a block of another graph's or capture's that the arena's capture
+ * freed: it stays live until cpool__arena_take_deferred hands it back, at
+ * the arena's release, to be freed then. */
+cpool_status cpool__arena_defer_free(cpool__arena *ar, void *ptr, size_t requested);
+/* The arena's deferred frees (an array for the caller to free; *out NULL
+ * when there are none), forgotten by the arena. */
+size_t cpool__arena_take_deferred(cpool__arena *ar, uintptr_t **out);
+/* Whether some arena's capture freed ptr and defers the free. */
+bool cpool__graph_pages_deferred(const cpool__graph_pages *gp, const void *ptr);
 /* A packed block was freed: the arena that noted it forgets it (returned,
  * or NULL). */
 cpool__arena *cpool__graph_pages_packed_freed(cpool__graph_pages *gp, const void *ptr);
@@ -171,7 +180,8 @@ cpool__arena *cpool__graph_pages_find(const cpool__graph_pages *gp, const void *
 /* Blocks of every arena freed outside capture with sequence <= upto
  * become free for its next capture (the device was quiesced since). */
 void cpool__graph_pages_unfence_all(cpool__graph_pages *gp, uint64_t upto);
-/* The live blocks of every arena: their sizes, the sizes their callers
+/* The live blocks of every arena that their callers have not freed (a
+ * deferred free keeps its block live): their sizes, the sizes the callers
  * asked for, and their count. */
 typedef struct cpool__graph_live {
     uint64_t bytes, requested;

@@ -867,10 +867,17 @@ static __attribute__((noinline)) cpool_status free_locked(cpool_pool *pool, void
     cpool__arena *ar = NULL;
     cpool_status st = cpool__front_free_slow(&pool->front, a, ptr, freed_on, use, branch);
     cpool__block_info info;
-    if (st == CPOOL_ERR_INVALID_ARGUMENT && !cpool__allocator_live_block(a, ptr, &info)) {
+    bool deferred = false;
+    if (st == CPOOL_ERR_INVALID_ARGUMENT && !cpool__allocator_live_block(a, ptr, &info) &&
+        !cpool__graph_pages_deferred(&pool->pages, ptr) /* freed already */) {
+        /* Freed in a capture, a block that another graph or capture writes
+         * (or that this graph's replays will, after another's release) is
+         * freed at this graph's release: until then neither may lose it. */
+        bool others = false;
         ar = cpool__graph_pages_find(&pool->pages, ptr);
         if (ar) {
             a = cpool__arena_allocator(ar);
+            others = cap && ar != held->arena && cpool__allocator_live_block(a, ptr, &info);
         } else if (cpool__graph_pages_packed(&pool->pages, &packed) == CPOOL_OK &&
                    cpool__allocator_live_block(packed, ptr, &info)) {
             /* A packed block freed in a capture is that graph's alone (its
@@ -879,6 +886,7 @@ static __attribute__((noinline)) cpool_status free_locked(cpool_pool *pool, void
              * write it. */
             a = packed;
             const cpool__arena *owner = cpool__graph_pages_packed_owner(&pool->pages, (uintptr_t)ptr);
+            others = cap && owner && owner != held->arena && cpool__arena_in_use(owner);
             if (cap && cpool__key_is_any(branch)) branch = cpool__key_graph(cap->id);
             if (!cap && owner && cpool__arena_graph(owner)) {
                 use = CPOOL__USE_GRAPH;
@@ -887,11 +895,20 @@ static __attribute__((noinline)) cpool_status free_locked(cpool_pool *pool, void
         }
         if (a != &pool->alloc) {
             cpool__error_restore(&before);
-            st = a == packed && held && !held->arena ? open_arena(pool, cap, held) : CPOOL_OK;
-            if (st == CPOOL_OK) st = cpool__front_free_slow(&pool->front, a, ptr, freed_on, use, branch);
+            st = (a == packed || others) && held && !held->arena ? open_arena(pool, cap, held) : CPOOL_OK;
+            if (st == CPOOL_OK && others) {
+                /* Free for the caller now (counted; its bytes no longer
+                 * allocated), live in the allocator until the release. */
+                st = cpool__arena_defer_free(held->arena, ptr, info.requested);
+                if (st == CPOOL_OK) cpool__front_count_free(&pool->front, info.requested);
+                deferred = true;
+            } else if (st == CPOOL_OK) {
+                st = cpool__front_free_slow(&pool->front, a, ptr, freed_on, use, branch);
+            }
         }
     }
-    if (st == CPOOL_OK && a == packed) ar = cpool__graph_pages_packed_freed(&pool->pages, ptr);
+    if (deferred) ar = NULL; /* still live */
+    if (st == CPOOL_OK && a == packed && !deferred) ar = cpool__graph_pages_packed_freed(&pool->pages, ptr);
     /* Its arena's last live block: idle now, once the work before this free is over. */
     if (st == CPOOL_OK && ar) cpool__arena_freed(&pool->pages, ar);
     CHECK_ALLOCATOR(pool);
@@ -953,6 +970,32 @@ cpool_status cpool__pool_seal_arena(cpool_pool *pool, cpool__arena **arena, uint
     return st;
 }
 
+/* The frees the arena's capture deferred (free_locked), made now as
+ * outside capture: a packed output whose graph lives is kept for it until
+ * its release; anything else is free for any capture. (Locked.) */
+static void free_deferred(cpool_pool *pool, cpool__arena *arena) {
+    uintptr_t *list;
+    size_t n = cpool__arena_take_deferred(arena, &list);
+    for (size_t i = 0; i < n; i++) {
+        void *ptr = (void *)list[i];
+        cpool__stream_key key = CPOOL__KEY_ANY;
+        cpool__allocator *a;
+        cpool__arena *ar = cpool__graph_pages_find(&pool->pages, ptr);
+        if (ar) {
+            a = cpool__arena_allocator(ar);
+        } else {
+            const cpool__arena *owner = cpool__graph_pages_packed_owner(&pool->pages, list[i]);
+            if (owner && cpool__arena_graph(owner)) key = cpool__arena_packed_key(owner);
+            if (cpool__graph_pages_packed(&pool->pages, &a) != CPOOL_OK) continue; /* it exists: ptr is in it */
+        }
+        /* Counted as freed when the capture freed it: not through the front. */
+        if (cpool__allocator_free(a, ptr, CPOOL__KEY_ANY, CPOOL__USE_GRAPH, key, NULL) != CPOOL_OK) continue;
+        if (!ar) ar = cpool__graph_pages_packed_freed(&pool->pages, ptr);
+        if (ar) cpool__arena_freed(&pool->pages, ar);
+    }
+    free(list);
+}
+
 bool cpool__pool_release_arena(cpool_pool *pool, cpool__arena *arena) {
     cpool__mutex_lock(&pool->mu);
     bool graph = cpool__arena_graph(arena) != 0;
@@ -962,6 +1005,7 @@ bool cpool__pool_release_arena(cpool_pool *pool, cpool__arena *arena) {
         pool->graph_count--;
         atomic_fetch_sub(&pool->holders, 1);
     }
+    free_deferred(pool, arena);
     /* The packed blocks its capture freed are free for any capture now. */
     cpool__allocator *packed;
     if (pool->pages.packed && cpool__graph_pages_packed(&pool->pages, &packed) == CPOOL_OK)

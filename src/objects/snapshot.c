@@ -142,6 +142,9 @@ static void on_block(void *ctx, const cpool__block_view *b) {
         requested = fb->requested;
         stream = fb->stream;
     }
+    /* Freed by a capture that defers the free: the callers' no more. */
+    bool deferred = b->graph && live && cpool__graph_pages_deferred(sn->v->pages, (const void *)b->addr);
+    if (deferred) requested = 0;
     const char *state = b->graph ? (live ? "graph_live" : "graph_free") : (live ? "live" : "free");
     if (sn->first_block)
         KEY_U64(t, "\n {\"offset\":", b->addr - sn->segment_base);
@@ -155,7 +158,7 @@ static void on_block(void *ctx, const cpool__block_view *b) {
     /* A graph block live after its capture ended is an output: of the
      * graph that holds its arena, or of one already released. */
     const cpool__arena *ar = block_arena(sn, b);
-    bool output = b->output || (ar && live && (!cpool__arena_in_use(ar) || cpool__arena_graph(ar)));
+    bool output = !deferred && (b->output || (ar && live && (!cpool__arena_in_use(ar) || cpool__arena_graph(ar))));
     uint64_t graph = ar ? cpool__arena_graph(ar) : 0;
     if (graph)
         KEY_U64(t, ",\"graphs\":[", graph);
