@@ -534,6 +534,88 @@ static void batch_sizes_share_pages(cpool_device *dev) {
     }
 }
 
+/* ---- 2b. the order of outputs and scratch changes from graph to graph ------------- */
+
+enum { ALTERNATING_GRAPHS = 8, ALTERNATING_LAUNCHES = 48 };
+
+/* Eight graphs, each an 8 MiB scratch and one output, the output before
+ * the scratch in every other graph. A capture guesses a request to be an
+ * output where the last capture kept one; a scratch block taken for one is
+ * never shared, so a wrong guess costs its size for the graph's life:
+ *  - outputs by cpool_alloc_output (1 MiB): the caller says which they
+ *    are, so nothing is guessed: the largest scratch plus the outputs,
+ *    packed (held 72 MiB against 16 when every scratch was guessed);
+ *  - outputs by cpool_alloc (512 KiB): guessed, but no guess is larger
+ *    than half a page, so at most the scratch plus a page per output
+ *    and one more (held 80 MiB against 26 when 8 MiB were guessed). */
+static void alternating_orders_share_pages(cpool_device *dev) {
+    static scene sc;
+    const uint64_t seed = 0x6a09e667f3bcc908ull;
+    uint64_t rng = seed;
+    start_case("alternating", seed);
+    REQUIRE(scene_open(dev, &sc));
+    for (int alloc_output = 1; alloc_output >= 0; alloc_output--) {
+        const char *what = alloc_output ? "outputs by cpool_alloc_output, before and after the scratch in turn"
+                                        : "outputs by cpool_alloc, before and after the scratch in turn";
+        size_t out_bytes = alloc_output ? MiB : 512 * KiB;
+        uint64_t lower = 8 * MiB;
+        if (!alloc_output) REQUIRE(scene_new_pool(dev, &sc));
+        for (int k = 0; k < ALTERNATING_GRAPHS; k++) {
+            recipe r;
+            memset(&r, 0, sizeof r);
+            r.scratch[0] = 8 * MiB;
+            r.scratch_count = 1;
+            r.out_bytes[0] = out_bytes;
+            r.out_count = 1;
+            r.outputs_first = k % 2;
+            r.alloc_output = alloc_output;
+            r.value = (unsigned char)(0x31 + 5 * k);
+            REQUIRE(scene_capture(&sc, &r) == k);
+            /* Packed outputs add their bytes; others a page of their own. */
+            lower += alloc_output ? out_bytes : PAGE_BYTES;
+        }
+        check_graph_memory(&sc, what, alloc_output ? lower : lower + PAGE_BYTES, MARGIN, 1);
+        replay_randomly(&sc, &rng, ALTERNATING_LAUNCHES, 1);
+        scene_report(&sc, what);
+    }
+}
+
+/* ---- 2c. outputs freed while their graphs live ------------------------------------ */
+
+/* Eight graphs keep a 3 MiB output each (cpool_alloc: pages of their own)
+ * beside a 16 MiB scratch. Seven outputs are freed while every graph lives:
+ * their pages go back to sharing once launches can be held (here the
+ * stats), so the pool holds what one graph writes (its replays still write
+ * a freed output's place: scratch now) and the live output; the live
+ * output keeps its bytes. Before, the pages stayed each graph's own until
+ * its release. */
+static void freed_outputs_give_pages_back(cpool_device *dev) {
+    static scene sc;
+    const uint64_t seed = 0xbb67ae8584caa73bull;
+    uint64_t rng = seed;
+    start_case("freed outputs", seed);
+    REQUIRE(scene_open(dev, &sc));
+    for (int k = 0; k < ALTERNATING_GRAPHS; k++) {
+        recipe r;
+        memset(&r, 0, sizeof r);
+        r.scratch[0] = 16 * MiB;
+        r.scratch_count = 1;
+        r.out_bytes[0] = 3 * MiB;
+        r.out_count = 1;
+        r.value = (unsigned char)(0x51 + 3 * k);
+        REQUIRE(scene_capture(&sc, &r) == k);
+    }
+    replay_randomly(&sc, &rng, ALTERNATING_LAUNCHES, 1);
+    for (int i = 0; i + 1 < sc.output_count; i++) scene_free_output(&sc, &sc.out[i]);
+    CHECK_OK(cpool_stream_synchronize(sc.s));
+    /* What a graph writes (its scratch and its freed output: 19 MiB) and
+     * the live output, each in whole pages. */
+    check_graph_memory(&sc, "seven of eight outputs freed", 20 * MiB + 4 * MiB, MARGIN, 1);
+    replay_randomly(&sc, &rng, ALTERNATING_LAUNCHES, 1);
+    check_graph_memory(&sc, "after more launches", 20 * MiB + 4 * MiB, MARGIN, 1);
+    scene_report(&sc, "freed outputs");
+}
+
 /* ---- 3. random captures, replays, frees and releases ----------------------------- */
 
 enum { RANDOM_STEPS = 200, RANDOM_MAX_GRAPHS = 12, RANDOM_MAX_OUTPUTS = 24 };
@@ -1430,6 +1512,8 @@ static const check_case cases[] = {
     CHECK_CASE(check_sees_one_changed_byte),
     CHECK_CASE(engine_graphs_share_pages),
     CHECK_CASE(batch_sizes_share_pages),
+    CHECK_CASE(alternating_orders_share_pages),
+    CHECK_CASE(freed_outputs_give_pages_back),
     CHECK_CASE(random_steps_keep_outputs),
     CHECK_CASE(graphed_calls_share_pages),
     CHECK_CASE(thousand_graphs_then_trim),

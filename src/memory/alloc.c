@@ -853,9 +853,12 @@ static bool grows_graph(const cpool__allocator *a, cpool__use use, uint64_t stre
  * the large span (unless branches of a capture share spans), where the
  * other graphs' scratch lies: larger graphs reuse a small one's blocks only
  * there. Captured smallest first, graphs otherwise held a small span's page
- * besides the largest graph's memory (bench/capture_order_bench). */
+ * besides the largest graph's memory (bench/capture_order_bench). Requests
+ * with a graph's key (the packed region's outputs, graph_pages.h) grow it
+ * too: small and large outputs then share pages. */
 static bool grows_large(const cpool__allocator *a, size_t rounded, cpool__use use, uint64_t stream) {
-    return rounded > CPOOL__SMALL_MAX || grows_graph(a, use, stream);
+    return rounded > CPOOL__SMALL_MAX || grows_graph(a, use, stream) ||
+           (use != CPOOL__USE_STREAM && (stream & CPOOL__KEY_GRAPH_BIT));
 }
 
 /* The plan that maps the fewest pages: a hole's start after a usable free

@@ -1065,6 +1065,8 @@ void cpool__arena_release(cpool__graph_pages *gp, cpool__arena *ar) {
 }
 
 void cpool__arena_freed(cpool__graph_pages *gp, cpool__arena *ar) {
+    /* A graph's freed output: its pages may go back to sharing (settle). */
+    if (ar->graph && gp->own_bytes) ar->unsettled = gp->unsettled = true;
     if (!idle(ar)) return; /* held, or still live blocks: its last free marks */
     ar->released = ++gp->release_clock;
     mark_work(gp, ar);

@@ -454,11 +454,15 @@ cpool_status cpool__pool_add_param(cpool_pool *pool, size_t bytes, cpool_param *
 
 /* Graphs captured one after another into a pool tend to allocate in the
  * same order (a graph per batch size): the pool keeps which allocations of
- * its last capture outlived it, and the next capture bound to it packs
- * those places' blocks as outputs. Requests above CPOOL__PREDICTED_MAX are
- * never taken for outputs on a guess: packed memory is not shared, and a
- * wrong guess would cost its size. */
-#define CPOOL__PREDICTED_MAX ((size_t)16 << 20)
+ * its last capture outlived it (not those made by cpool_alloc_output: the
+ * caller names its outputs), and the next capture bound to it packs those
+ * places' blocks as outputs. Requests above CPOOL__PREDICTED_MAX are never
+ * taken for outputs on a guess: packed memory is not shared, so a wrong
+ * guess costs its size while its graph lives, and an output that large
+ * costs at most a page more in pages of its own. With 16 MiB, graphs that
+ * put their output before and after an 8 MiB scratch in turn held 3x their
+ * bound (tests/test_graph_pages.c, alternating_orders_share_pages). */
+#define CPOOL__PREDICTED_MAX ((size_t)1 << 20)
 /* The capture that ended well with `log` (its own allocations) was bound
  * to pool: its outputs are the plan for the next. */
 void cpool__pool_learn_outputs(cpool_pool *pool, const cpool__learn *log);

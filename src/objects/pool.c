@@ -780,7 +780,10 @@ static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *
     }
     if (st != CPOOL_OK) return cpool__fail_in(fn, st);
     cpool__capture_plan_taken(cap, cpool__stream_id(s), entry);
-    cpool__capture_log_alloc(cap, *ptr_out, cpool__stream_id(s), bytes);
+    /* An output said to be one is logged as no output: the next capture
+     * is not to guess where the caller says (a guess in another place
+     * packs scratch there, which is never shared). */
+    cpool__capture_log_alloc(cap, output ? NULL : *ptr_out, cpool__stream_id(s), bytes);
     return st;
 }
 
