@@ -824,6 +824,40 @@ static void thousand_graphs_then_trim(cpool_device *dev) {
     CHECK_EQ(st.reserved_bytes, 0);
 }
 
+/* Forty graphs keep three 256 KiB outputs each in the packed region (30
+ * MiB). All but the first are released and their outputs freed: a trim
+ * gives the packed pages back while that graph still holds the pool (they
+ * went only once no graph held it), and its outputs keep their bytes. */
+static void packed_pages_go_back_while_a_graph_lives(cpool_device *dev) {
+    enum { PACKED_GRAPHS = 40 };
+    static scene sc;
+    const uint64_t seed = 0x3c6ef372fe94f82bull;
+    uint64_t rng = seed;
+    start_case("packed pages", seed);
+    REQUIRE(scene_open(dev, &sc));
+    for (int k = 0; k < PACKED_GRAPHS; k++) {
+        recipe r;
+        memset(&r, 0, sizeof r);
+        r.scratch[0] = 1 * MiB;
+        r.scratch_count = 1;
+        for (int i = 0; i < 3; i++) r.out_bytes[i] = 256 * KiB;
+        r.out_count = 3;
+        r.alloc_output = 1;
+        r.value = (unsigned char)(7 * k);
+        REQUIRE(scene_capture(&sc, &r) == k);
+    }
+    replay_randomly(&sc, &rng, PACKED_GRAPHS, 1);
+    for (int g = 1; g < PACKED_GRAPHS; g++) scene_release_graph(&sc, g);
+    for (int i = 3; i < sc.output_count; i++) scene_free_output(&sc, &sc.out[i]);
+    CHECK(wait_graph_count(sc.pool, 1, WAIT_TIMEOUT_MS));
+    CHECK_OK(cpool_stream_synchronize(sc.s));
+    CHECK_OK(cpool_pool_trim(sc.pool));
+    /* The first graph's scratch and its three outputs, in pages. */
+    check_graph_memory(&sc, "one graph of forty left", 2 * MiB + 2 * MiB, MARGIN, 1);
+    replay_randomly(&sc, &rng, 8, 1);
+    scene_report(&sc, "packed pages");
+}
+
 /* ---- 6. captures over two streams ------------------------------------------------ */
 
 enum { TWO_STREAM_GRAPHS = 4, TWO_STREAM_LAUNCHES = 40 };
@@ -1517,6 +1551,7 @@ static const check_case cases[] = {
     CHECK_CASE(random_steps_keep_outputs),
     CHECK_CASE(graphed_calls_share_pages),
     CHECK_CASE(thousand_graphs_then_trim),
+    CHECK_CASE(packed_pages_go_back_while_a_graph_lives),
     CHECK_CASE(two_stream_graphs_share_pages),
     CHECK_CASE(freed_in_a_later_capture_then_trimmed),
     CHECK_CASE(released_graph_still_running_keeps_its_pages),

@@ -658,8 +658,18 @@ static void graph_count_is_the_list_under_concurrent_capture(cpool_device *dev) 
         c[i] = (capturer){dev, f.pool, &stop, 0, 0};
         REQUIRE(pthread_create(&th[i], NULL, capturer_main, &c[i]) == 0);
     }
-    /* checked_snapshot checks that the list's length is stats.graph_count. */
-    for (int i = 0; i < SNAPSHOTS; i++) json_free(checked_snapshot(f.pool, NULL, &sum));
+    /* checked_snapshot checks that the list's length is stats.graph_count.
+     * On a loaded machine the capturers may start late: snapshots go on
+     * until each has captured, so that they always race captures. */
+    unsigned waited = 0;
+    for (int i = 0; i < SNAPSHOTS || (waited < WAIT_TIMEOUT_MS && (!aload(&c[0].graphs) || !aload(&c[1].graphs)));
+         i++) {
+        json_free(checked_snapshot(f.pool, NULL, &sum));
+        if (i >= SNAPSHOTS) {
+            sleep_ms(1);
+            waited++;
+        }
+    }
     astore(&stop, 1);
     for (int i = 0; i < THREADS; i++) {
         pthread_join(th[i], NULL);

@@ -1215,6 +1215,14 @@ void cpool__allocator_retag_branch(cpool__allocator *a, cpool__stream_key from, 
 
 void cpool__allocator_reclaim_graph(cpool__allocator *a) { retag_free_blocks(a, RETAG_UNGRAPH, pick_graph, 0, 0, 0); }
 
+static bool pick_graph_unkept(const cpool__block *b, uint64_t x, uint64_t y) {
+    return pick_graph(b, x, y) && !b->stream && !b->pending_branch;
+}
+
+void cpool__allocator_reclaim_unkept(cpool__allocator *a) {
+    retag_free_blocks(a, RETAG_UNGRAPH, pick_graph_unkept, 0, 0, 0);
+}
+
 /* Gives a segment back: a plain one whole; a growable one's mapped runs,
  * then its address range (its blocks are the caller's to drop). */
 static void segment_free(cpool__allocator *a, cpool__segment *seg) {

@@ -240,6 +240,10 @@ void cpool__allocator_unfence_all(cpool__allocator *a, uint64_t upto);
 /* Free graph-reserved blocks return to general use (no graph can run);
  * stream tags stay. */
 void cpool__allocator_reclaim_graph(cpool__allocator *a);
+/* The same for the free graph blocks kept for no graph or stream (stream
+ * tag 0): no graph is to use them again, and a trim may give their pages
+ * back. */
+void cpool__allocator_reclaim_unkept(cpool__allocator *a);
 /* Gives back the memory of free, unrestricted blocks of general use: plain
  * segments that are one such block, and every whole page of one inside
  * growable segments (their address range stays reserved); returns the

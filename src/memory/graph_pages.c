@@ -1107,13 +1107,26 @@ cpool__arena *cpool__graph_pages_find(const cpool__graph_pages *gp, const void *
     return NULL;
 }
 
+static bool released_since(const cpool__graph_pages *gp, uint64_t released_by) {
+    for (const cpool__arena *ar = gp->arenas; ar; ar = ar->next)
+        if (ar->released > released_by) return true;
+    return false;
+}
+
 uint64_t cpool__graph_pages_trim(cpool__graph_pages *gp, uint64_t released_by, bool no_holder) {
     uint64_t before = gp->shared_bytes + gp->own_bytes;
     settle_graphs(gp);
-    if (gp->packed && no_holder) {
+    if (gp->packed) {
         /* No graph or capture can run or write there: free packed blocks
-         * have no owner left. */
-        cpool__allocator_reclaim_graph(&gp->packed->alloc);
+         * have no owner left. Else only those no graph keeps (freed in a
+         * capture: its graph's until its release; an output freed while its
+         * graph lives: that graph's) go, once every release that freed
+         * some came before the device was quiesced: a graph released since
+         * may still run. */
+        if (no_holder)
+            cpool__allocator_reclaim_graph(&gp->packed->alloc);
+        else if (!released_since(gp, released_by))
+            cpool__allocator_reclaim_unkept(&gp->packed->alloc);
         cpool__allocator_trim(&gp->packed->alloc);
     }
     for (cpool__arena **at = &gp->arenas; *at;) {
