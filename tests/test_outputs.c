@@ -674,6 +674,43 @@ static void output_freed_in_another_capture(cpool_device *dev) {
     for (int k = 0; k < 8; k++) freed_output_of_another_graph(dev, &fx[k], k & 1, sizes[k >> 1 & 1], k >> 2);
 }
 
+/* Two captures open at once on two streams: B frees a block that C, still
+ * capturing, handed out. B's release does not free it while C may still
+ * write it: C's later requests never get its addresses, and C's release
+ * frees it. */
+static void block_of_an_open_capture_freed_in_another(cpool_device *dev) {
+    static stream_pool fx;
+    const size_t n = 64 * KiB;
+    cpool_stream *s2 = NULL;
+    cpool_graph *gb = NULL, *gc = NULL;
+    void *x = NULL, *y = NULL;
+    REQUIRE(fixture_open(dev, NULL, &fx));
+    REQUIRE_OK(cpool_stream_create(dev, &s2));
+    REQUIRE_OK(cpool_capture_begin(fx.s, fx.pool, CPOOL_CAPTURE_RELAXED)); /* C */
+    CHECK_OK(cpool_alloc(fx.pool, n, fx.s, &x));
+    CHECK_OK(cpool_memset_async(fx.s, x, 0x0c, n));
+    if (CHECK_OK(cpool_capture_begin(s2, fx.pool, CPOOL_CAPTURE_RELAXED))) { /* B = {free X} */
+        CHECK_OK(cpool_free(fx.pool, x, s2));
+        CHECK_OK(cpool_capture_end(s2, &gb));
+    }
+    cpool_graph_release(gb);
+    CHECK_OK(cpool_alloc(fx.pool, n, fx.s, &y));
+    CHECK(!ranges_overlap(x, n, y, n));
+    CHECK_OK(cpool_memset_async(fx.s, y, 0x0d, n));
+    CHECK_OK(cpool_capture_end(fx.s, &gc));
+    CHECK_LAUNCH_OK(gc, fx.s);
+    CHECK_BYTES(fx.s, y, n, 0x0d);
+    cpool_graph_release(gc);
+    CHECK_OK(cpool_free(fx.pool, y, fx.s));
+    CHECK_STATUS(cpool_free(fx.pool, x, fx.s), CPOOL_ERR_INVALID_ARGUMENT);
+    CHECK_OK(cpool_stream_synchronize(fx.s));
+    CHECK_OK(cpool_pool_trim(fx.pool));
+    cpool_pool_stats st = stats_of(fx.pool);
+    CHECK_EQ(st.allocated_bytes, 0);
+    CHECK_EQ(st.graph_reserved_bytes, 0);
+    cpool_stream_destroy(s2);
+}
+
 /* ---- 10. an update keeps the graph's id and its old output intact ------------- */
 
 typedef struct update_body {
@@ -827,6 +864,7 @@ static const check_case cases[] = {
     CHECK_CASE(failed_capture_leaves_no_outputs),
     CHECK_CASE(freed_under_capture_keeps_outputs),
     CHECK_CASE(output_freed_in_another_capture),
+    CHECK_CASE(block_of_an_open_capture_freed_in_another),
     CHECK_CASE(update_keeps_outputs_intact),
     CHECK_CASE(launches_race_captures_and_frees),
     CHECK_CASE(graphed_calls_without_warmup_never_refused),

@@ -984,13 +984,20 @@ static void free_deferred(cpool_pool *pool, cpool__arena *arena) {
         cpool__stream_key key = CPOOL__KEY_ANY;
         cpool__allocator *a;
         cpool__arena *ar = cpool__graph_pages_find(&pool->pages, ptr);
-        if (ar) {
+        cpool__arena *owner = ar ? ar : (cpool__arena *)cpool__graph_pages_packed_owner(&pool->pages, list[i]);
+        if (ar)
             a = cpool__arena_allocator(ar);
-        } else {
-            const cpool__arena *owner = cpool__graph_pages_packed_owner(&pool->pages, list[i]);
-            if (owner && cpool__arena_graph(owner)) key = cpool__arena_packed_key(owner);
-            if (cpool__graph_pages_packed(&pool->pages, &a) != CPOOL_OK) continue; /* it exists: ptr is in it */
+        else if (cpool__graph_pages_packed(&pool->pages, &a) != CPOOL_OK)
+            continue; /* it exists: ptr is in it */
+        cpool__block_info info;
+        if (owner && owner != arena && cpool__arena_in_use(owner) && !cpool__arena_graph(owner)) {
+            /* A capture still open handed it out: its own end frees it. */
+            if (cpool__allocator_live_block(a, ptr, &info) &&
+                cpool__arena_defer_free(owner, ptr, info.requested) == CPOOL_OK)
+                continue;
         }
+        /* A packed output of a graph that lives is kept for that graph. */
+        if (!ar && owner && owner != arena && cpool__arena_graph(owner)) key = cpool__arena_packed_key(owner);
         /* Counted as freed when the capture freed it: not through the front. */
         if (cpool__allocator_free(a, ptr, CPOOL__KEY_ANY, CPOOL__USE_GRAPH, key, NULL) != CPOOL_OK) continue;
         if (!ar) ar = cpool__graph_pages_packed_freed(&pool->pages, ptr);
