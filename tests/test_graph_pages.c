@@ -362,6 +362,21 @@ typedef struct capture_ctx {
     void *out[MAX_GRAPH_OUTPUTS];
 } capture_ctx;
 
+/* A recipe of one scratch block and out_count outputs of out_bytes each. */
+static recipe one_scratch(size_t scratch, size_t out_bytes, int out_count, int outputs_first, int alloc_output,
+                          unsigned char value) {
+    recipe r;
+    memset(&r, 0, sizeof r);
+    r.scratch[0] = scratch;
+    r.scratch_count = 1;
+    for (int i = 0; i < out_count; i++) r.out_bytes[i] = out_bytes;
+    r.out_count = out_count;
+    r.outputs_first = outputs_first;
+    r.alloc_output = alloc_output;
+    r.value = value;
+    return r;
+}
+
 static cpool_status alloc_outputs(capture_ctx *c, cpool_stream *s) {
     cpool_status st = CPOOL_OK;
     for (int i = 0; i < c->r->out_count && st == CPOOL_OK; i++)
@@ -473,15 +488,8 @@ static void engine_graphs_share_pages(cpool_device *dev) {
             int i = order == ORDER_ASCENDING    ? k
                     : order == ORDER_DESCENDING ? ENGINE_GRAPHS - 1 - k
                                                 : shuffled_order[k];
-            recipe r;
-            memset(&r, 0, sizeof r);
-            r.scratch[0] = MiB << i;
-            r.scratch_count = 1;
-            r.out_bytes[0] = (64 * KiB) << i;
-            r.out_count = 1;
-            r.outputs_first = outputs_first;
-            r.alloc_output = alloc_output;
-            r.value = (unsigned char)(0x10 * (i + 1));
+            recipe r = one_scratch(MiB << i, (64 * KiB) << i, 1, outputs_first, alloc_output,
+                                   (unsigned char)(0x10 * (i + 1)));
             REQUIRE(scene_capture(&sc, &r) == k); /* graph k of the scene is graph i of the engine */
             lower += r.out_bytes[0];
             snprintf(sizes + strlen(sizes), sizeof sizes - strlen(sizes), "%s%zu", k ? ", " : "", r.scratch[0] / MiB);
@@ -561,15 +569,7 @@ static void alternating_orders_share_pages(cpool_device *dev) {
         uint64_t lower = 8 * MiB;
         if (!alloc_output) REQUIRE(scene_new_pool(dev, &sc));
         for (int k = 0; k < ALTERNATING_GRAPHS; k++) {
-            recipe r;
-            memset(&r, 0, sizeof r);
-            r.scratch[0] = 8 * MiB;
-            r.scratch_count = 1;
-            r.out_bytes[0] = out_bytes;
-            r.out_count = 1;
-            r.outputs_first = k % 2;
-            r.alloc_output = alloc_output;
-            r.value = (unsigned char)(0x31 + 5 * k);
+            recipe r = one_scratch(8 * MiB, out_bytes, 1, k % 2, alloc_output, (unsigned char)(0x31 + 5 * k));
             REQUIRE(scene_capture(&sc, &r) == k);
             /* Packed outputs add their bytes; others a page of their own. */
             lower += alloc_output ? out_bytes : PAGE_BYTES;
@@ -596,13 +596,7 @@ static void freed_outputs_give_pages_back(cpool_device *dev) {
     start_case("freed outputs", seed);
     REQUIRE(scene_open(dev, &sc));
     for (int k = 0; k < ALTERNATING_GRAPHS; k++) {
-        recipe r;
-        memset(&r, 0, sizeof r);
-        r.scratch[0] = 16 * MiB;
-        r.scratch_count = 1;
-        r.out_bytes[0] = 3 * MiB;
-        r.out_count = 1;
-        r.value = (unsigned char)(0x51 + 3 * k);
+        recipe r = one_scratch(16 * MiB, 3 * MiB, 1, 0, 0, (unsigned char)(0x51 + 3 * k));
         REQUIRE(scene_capture(&sc, &r) == k);
     }
     replay_randomly(&sc, &rng, ALTERNATING_LAUNCHES, 1);
@@ -795,14 +789,7 @@ static void thousand_graphs_then_trim(cpool_device *dev) {
     start_case("a thousand graphs", seed);
     REQUIRE(scene_open(dev, &sc));
     for (int k = 0; k < MANY_GRAPHS; k++) {
-        recipe r;
-        memset(&r, 0, sizeof r);
-        r.scratch[0] = 1 * MiB;
-        r.scratch_count = 1;
-        r.out_bytes[0] = 4 * KiB;
-        r.out_count = 1;
-        r.outputs_first = k % 2;
-        r.value = (unsigned char)k;
+        recipe r = one_scratch(1 * MiB, 4 * KiB, 1, k % 2, 0, (unsigned char)k);
         REQUIRE(scene_capture(&sc, &r) == k);
         order[k] = k;
     }
@@ -836,14 +823,7 @@ static void packed_pages_go_back_while_a_graph_lives(cpool_device *dev) {
     start_case("packed pages", seed);
     REQUIRE(scene_open(dev, &sc));
     for (int k = 0; k < PACKED_GRAPHS; k++) {
-        recipe r;
-        memset(&r, 0, sizeof r);
-        r.scratch[0] = 1 * MiB;
-        r.scratch_count = 1;
-        for (int i = 0; i < 3; i++) r.out_bytes[i] = 256 * KiB;
-        r.out_count = 3;
-        r.alloc_output = 1;
-        r.value = (unsigned char)(7 * k);
+        recipe r = one_scratch(1 * MiB, 256 * KiB, 3, 0, 1, (unsigned char)(7 * k));
         REQUIRE(scene_capture(&sc, &r) == k);
     }
     replay_randomly(&sc, &rng, PACKED_GRAPHS, 1);
