@@ -660,9 +660,13 @@ cpool_status cpool_alloc_output(cpool_pool *pool, size_t bytes, cpool_stream *s,
  * them). A graph block freed under capture serves the capture's later
  * allocations (by the rules of branches, see cpool_event); one of 4 KiB or
  * less, in the packed region, serves no other capture until its graph is
- * released. A graph block freed outside capture (a graph's output) is
- * stream ordered: a later capture that takes its arena reuses it after a
- * cpool_pool_trim has seen its work finish. A block allocated outside
+ * released. A block of another graph (its output) or of another capture
+ * still open, freed under capture, serves nothing until this capture's
+ * graph is released (and the other's, or the other capture's end): both
+ * may write it until then; the free counts in the stats at once, and a
+ * second free is refused. A graph block freed outside capture (a graph's
+ * output) is stream ordered: a later capture that takes its arena reuses
+ * it after a cpool_pool_trim has seen its work finish. A block allocated outside
  * capture and freed under capture is the graph's on every replay: it
  * becomes graph-reserved, serves no eager work and no capture, and returns
  * to general use at a cpool_pool_trim made while no graph and no capture
