@@ -580,6 +580,30 @@ static void alternating_orders_share_pages(cpool_device *dev) {
     }
 }
 
+/* The same with a 3 MiB scratch and 2 MiB outputs by cpool_alloc: near
+ * enough in size for a guess. The second capture guesses its scratch for
+ * an output (the first kept an output at that place); from then on the
+ * pool mutes guesses while they would be wrong, so one scratch block is
+ * packed for a graph's life, not one per graph: at most the scratch, the
+ * outputs' own pages (one before the scratch, two after it, where an
+ * output straddles a page boundary) and that block, each in pages (held
+ * 42 MiB against 32 without the muting). */
+static void wrong_guesses_are_muted(cpool_device *dev) {
+    static scene sc;
+    const uint64_t seed = 0x510e527fade682d1ull;
+    uint64_t rng = seed;
+    start_case("muted guesses", seed);
+    REQUIRE(scene_open(dev, &sc));
+    for (int k = 0; k < ALTERNATING_GRAPHS; k++) {
+        recipe r = one_scratch(3 * MiB, 2 * MiB, 1, k % 2, 0, (unsigned char)(0x71 + 5 * k));
+        REQUIRE(scene_capture(&sc, &r) == k);
+    }
+    check_graph_memory(&sc, "2 MiB outputs by cpool_alloc, before and after the scratch in turn",
+                       4 * MiB + ALTERNATING_GRAPHS / 2 * 3 * PAGE_BYTES + 4 * MiB, MARGIN, 1);
+    replay_randomly(&sc, &rng, ALTERNATING_LAUNCHES, 1);
+    scene_report(&sc, "muted guesses");
+}
+
 /* ---- 2c. outputs freed while their graphs live ------------------------------------ */
 
 /* Eight graphs keep a 3 MiB output each (cpool_alloc: pages of their own)
@@ -596,7 +620,9 @@ static void freed_outputs_give_pages_back(cpool_device *dev) {
     start_case("freed outputs", seed);
     REQUIRE(scene_open(dev, &sc));
     for (int k = 0; k < ALTERNATING_GRAPHS; k++) {
-        recipe r = one_scratch(16 * MiB, 3 * MiB, 1, 0, 0, (unsigned char)(0x51 + 3 * k));
+        /* Outputs first in every other graph: no capture takes one for a
+         * guessed output (packed), so each lies on pages of its graph's own. */
+        recipe r = one_scratch(16 * MiB, 3 * MiB, 1, k % 2, 0, (unsigned char)(0x51 + 3 * k));
         REQUIRE(scene_capture(&sc, &r) == k);
     }
     replay_randomly(&sc, &rng, ALTERNATING_LAUNCHES, 1);
@@ -836,6 +862,36 @@ static void packed_pages_go_back_while_a_graph_lives(cpool_device *dev) {
     check_graph_memory(&sc, "one graph of forty left", 2 * MiB + 2 * MiB, MARGIN, 1);
     replay_randomly(&sc, &rng, 8, 1);
     scene_report(&sc, "packed pages");
+}
+
+/* A graph with a 64 MiB scratch keeps one small output (256 bytes, in the
+ * packed region; 8 KiB, on a page of its arena's own) and is released: a
+ * trim gives its scratch pages back while the output lives (they stayed
+ * until the output was freed), the output keeps its bytes, and a later
+ * capture and the output's free work as ever. */
+static void released_graph_gives_its_scratch_back(cpool_device *dev) {
+    static scene sc;
+    const uint64_t seed = 0x1f83d9abfb41bd6bull;
+    uint64_t rng = seed;
+    start_case("released scratch", seed);
+    REQUIRE(scene_open(dev, &sc));
+    const size_t outputs[] = {256, 8 * KiB};
+    for (int v = 0; v < 2; v++) {
+        if (v) REQUIRE(scene_new_pool(dev, &sc));
+        recipe r = one_scratch(64 * MiB, outputs[v], 1, 0, 0, (unsigned char)(0x90 + v));
+        REQUIRE(scene_capture(&sc, &r) == 0);
+        replay_randomly(&sc, &rng, 2, 1);
+        scene_release_graph(&sc, 0);
+        CHECK(wait_graph_count(sc.pool, 0, WAIT_TIMEOUT_MS));
+        CHECK_OK(cpool_stream_synchronize(sc.s));
+        CHECK_OK(cpool_pool_trim(sc.pool));
+        check_graph_memory(&sc, v ? "graph released, an 8 KiB output left" : "graph released, a 256 B output left",
+                           outputs[v], MARGIN, 1);
+        r = one_scratch(32 * MiB, 4 * KiB, 1, 0, 0, (unsigned char)(0xa0 + v));
+        REQUIRE(scene_capture(&sc, &r) == 1);
+        replay_randomly(&sc, &rng, 4, 1);
+        scene_report(&sc, "released scratch");
+    }
 }
 
 /* ---- 6. captures over two streams ------------------------------------------------ */
@@ -1527,11 +1583,13 @@ static const check_case cases[] = {
     CHECK_CASE(engine_graphs_share_pages),
     CHECK_CASE(batch_sizes_share_pages),
     CHECK_CASE(alternating_orders_share_pages),
+    CHECK_CASE(wrong_guesses_are_muted),
     CHECK_CASE(freed_outputs_give_pages_back),
     CHECK_CASE(random_steps_keep_outputs),
     CHECK_CASE(graphed_calls_share_pages),
     CHECK_CASE(thousand_graphs_then_trim),
     CHECK_CASE(packed_pages_go_back_while_a_graph_lives),
+    CHECK_CASE(released_graph_gives_its_scratch_back),
     CHECK_CASE(two_stream_graphs_share_pages),
     CHECK_CASE(freed_in_a_later_capture_then_trimmed),
     CHECK_CASE(released_graph_still_running_keeps_its_pages),

@@ -1131,6 +1131,12 @@ uint64_t cpool__graph_pages_trim(cpool__graph_pages *gp, uint64_t released_by, b
     }
     for (cpool__arena **at = &gp->arenas; *at;) {
         cpool__arena *ar = *at;
+        if (!ar->in_use && !idle(ar) && ar->released <= released_by) {
+            /* A released graph's outputs live on: the pages of its scratch
+             * (no work uses them now) go, those of its outputs stay. */
+            cpool__allocator_reclaim_graph(&ar->alloc);
+            cpool__allocator_trim(&ar->alloc);
+        }
         if (!idle(ar) || ar->released > released_by) {
             at = &ar->next;
             continue;

@@ -143,7 +143,9 @@ static void capture_init(cpool__capture *cap, cpool_capture_mode mode) {
     cap->plan_bits = cap->alloc_index = 0;
     cap->predicted = false;
     cap->plan_sizes = NULL;
+    cap->guesses_muted = false;
     cap->log = (cpool__learn){0};
+    cap->guesses = (cpool__learn){0};
     cap->invalidated = false;
 }
 
@@ -239,8 +241,12 @@ bool cpool__capture_next_is_output(const cpool__capture *cap, uint64_t stream_id
     if (i == cap->plan_bits) return false; /* the eager run did not allocate it: scratch */
     *entry = i;
     if (!(cap->plan[i / 64] >> (i % 64) & 1)) return false;
-    /* A guess packs only requests near the size that output had. */
-    return !cap->predicted || (bytes <= CPOOL__PREDICTED_MAX && bytes / 16 <= cap->plan_sizes[i]);
+    /* A guess packs only requests near the size that output had: up to 16
+     * times it, and above CPOOL__GUESS_NEAR_MIN within a factor of 2. */
+    if (!cap->predicted) return true;
+    size_t had = cap->plan_sizes[i];
+    return bytes <= CPOOL__PREDICTED_MAX && bytes / 16 <= had &&
+           (bytes <= CPOOL__GUESS_NEAR_MIN || (bytes / 2 <= had && had / 2 <= bytes));
 }
 
 void cpool__capture_plan_taken(cpool__capture *cap, uint64_t stream_id, size_t entry) {
@@ -256,6 +262,7 @@ void cpool__capture_forget(cpool__capture *cap) {
         free((void *)cap->plan_sizes);
     }
     cpool__learn_forget(&cap->log);
+    cpool__learn_forget(&cap->guesses);
 }
 
 static cpool_status reserve_fork(cpool__capture *cap) {
@@ -263,8 +270,20 @@ static cpool_status reserve_fork(cpool__capture *cap) {
                           "forking a stream into a capture");
 }
 
-void cpool__capture_log_alloc(cpool__capture *cap, void *ptr, uint64_t stream_id, size_t bytes) {
+void cpool__capture_log_alloc(cpool__capture *cap, void *ptr, uint64_t stream_id, size_t bytes, bool guessed) {
     cpool__learn_alloc(&cap->log, ptr, stream_id, bytes);
+    if (guessed) cpool__learn_alloc(&cap->guesses, ptr, stream_id, bytes);
+}
+
+bool cpool__capture_guessed_wrong(const cpool__capture *cap) {
+    if (cap->guesses.failed || cap->log.failed) return true;
+    /* A guess the capture freed is no longer in its log. */
+    for (size_t g = 0; g < cap->guesses.count; g++) {
+        bool kept = false;
+        for (size_t i = cap->log.count; i-- > 0 && !kept;) kept = cap->log.ptrs[i] == cap->guesses.ptrs[g];
+        if (!kept) return true;
+    }
+    return false;
 }
 
 void cpool__capture_log_free(cpool__capture *cap, void *ptr) { cpool__learn_free(&cap->log, ptr); }

@@ -164,8 +164,13 @@ typedef struct cpool__capture {
     size_t plan_bits, alloc_index;
     bool predicted;
     const size_t *plan_sizes;
-    /* Its own allocations, for the plan its bound pool keeps for the next. */
-    cpool__learn log;
+    /* A predicted plan whose guesses are only noted, not acted on: the
+     * pool's last capture guessed a scratch block for an output. */
+    bool guesses_muted;
+    /* Its own allocations, for the plan its bound pool keeps for the next;
+     * and those its predicted plan took (or, muted, would have taken) for
+     * outputs, to see whether that plan was right. */
+    cpool__learn log, guesses;
     uint64_t graph_id; /* the id its graph takes (an update: the graph's own) */
     cpool__held_pool inline_pools[CPOOL__CAPTURE_INLINE_POOLS];
     cpool__fork inline_forks[CPOOL__CAPTURE_INLINE_FORKS];
@@ -292,8 +297,12 @@ void cpool__capture_predict(cpool__capture *cap, uint64_t *bits, uint64_t *strea
 bool cpool__capture_next_is_output(const cpool__capture *cap, uint64_t stream_id, size_t bytes, size_t *entry);
 void cpool__capture_plan_taken(cpool__capture *cap, uint64_t stream_id, size_t entry);
 /* Notes the capture's allocations and frees, for the plan its bound pool
- * keeps for the next capture. */
-void cpool__capture_log_alloc(cpool__capture *cap, void *ptr, uint64_t stream_id, size_t bytes);
+ * keeps for the next capture; `guessed`: its predicted plan took (or,
+ * muted, would have taken) the allocation for an output. */
+void cpool__capture_log_alloc(cpool__capture *cap, void *ptr, uint64_t stream_id, size_t bytes, bool guessed);
+/* Whether the capture freed an allocation its predicted plan guessed to be
+ * an output (or could not note its guesses). */
+bool cpool__capture_guessed_wrong(const cpool__capture *cap);
 void cpool__capture_log_free(cpool__capture *cap, void *ptr);
 
 /* ---- capture.c ----------------------------------------------------------- */
@@ -458,16 +467,25 @@ cpool_status cpool__pool_add_param(cpool_pool *pool, size_t bytes, cpool_param *
  * caller names its outputs), and the next capture bound to it packs those
  * places' blocks as outputs. Requests above CPOOL__PREDICTED_MAX are never
  * taken for outputs on a guess: packed memory is not shared, so a wrong
- * guess costs its size while its graph lives, and an output that large
- * costs at most a page more in pages of its own. With 16 MiB, graphs that
- * put their output before and after an 8 MiB scratch in turn held 3x their
- * bound (tests/test_graph_pages.c, alternating_orders_share_pages). */
-#define CPOOL__PREDICTED_MAX ((size_t)1 << 20)
+ * guess costs its size while its graph lives. Graphs that put their output
+ * before and after an 8 MiB scratch in turn had every scratch guessed (3x
+ * their bound, tests/test_graph_pages.c, alternating_orders_share_pages):
+ * hence CPOOL__GUESS_NEAR_MIN, and muted guesses after a wrong one. */
+#define CPOOL__PREDICTED_MAX ((size_t)16 << 20)
+/* Above this, a guess also wants the request within a factor of 2 of the
+ * output it stands for (graphs per batch size double at most from one to
+ * the next); a scratch block far larger than the last capture's output
+ * at its place is not taken for one. */
+#define CPOOL__GUESS_NEAR_MIN ((size_t)1 << 20)
 /* The capture that ended well with `log` (its own allocations) was bound
- * to pool: its outputs are the plan for the next. */
-void cpool__pool_learn_outputs(cpool_pool *pool, const cpool__learn *log);
-/* A copy of the pool's plan into cap (predicted); nothing when there is
- * none or no memory for it. */
+ * to pool: its outputs are the plan for the next. If its own plan guessed
+ * wrong (`guessed_wrong`), the next capture's guesses are muted: graphs
+ * whose outputs change places from one capture to the next would
+ * otherwise each pack a scratch block, never shared (3x the bound on
+ * tests/test_graph_pages.c, alternating_orders_share_pages). */
+void cpool__pool_learn_outputs(cpool_pool *pool, const cpool__learn *log, bool guessed_wrong);
+/* A copy of the pool's plan into cap (predicted, muted as the last
+ * capture's guesses earned); nothing when there is none or no memory. */
 void cpool__pool_predict_outputs(cpool_pool *pool, cpool__capture *cap);
 
 #endif /* CPOOL_INTERNAL_H */

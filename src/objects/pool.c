@@ -103,6 +103,7 @@ struct cpool_pool {
     uint64_t *predicted, *predicted_streams;
     size_t *predicted_sizes;
     size_t predicted_bits;
+    bool guesses_muted; /* the last capture's plan guessed wrong: the next one's guesses are muted */
 
     cpool__deferred deferred_clear;
     cpool__deferred deferred_destroy;
@@ -731,6 +732,8 @@ static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *
      * blocks are its graph's alone (graph_pages.h). */
     size_t entry;
     bool planned = cpool__capture_next_is_output(cap, cpool__stream_id(s), bytes, &entry);
+    bool guessed = planned && !output && cap->predicted;
+    if (guessed && cap->guesses_muted) planned = false;
     bool packed = planned || output || bytes <= CPOOL__PACKED_MAX;
     if (packed) tag = cpool__key_is_any(branch) ? cpool__key_graph(cap->id) : branch;
     cpool__mutex_lock(&pool->mu);
@@ -783,7 +786,7 @@ static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *
     /* An output said to be one is logged as no output: the next capture
      * is not to guess where the caller says (a guess in another place
      * packs scratch there, which is never shared). */
-    cpool__capture_log_alloc(cap, output ? NULL : *ptr_out, cpool__stream_id(s), bytes);
+    cpool__capture_log_alloc(cap, output ? NULL : *ptr_out, cpool__stream_id(s), bytes, guessed);
     return st;
 }
 
@@ -1031,7 +1034,7 @@ void cpool__pool_arena_stats(cpool_pool *pool, const cpool__arena *arena, cpool_
     cpool__mutex_unlock(&pool->mu);
 }
 
-void cpool__pool_learn_outputs(cpool_pool *pool, const cpool__learn *log) {
+void cpool__pool_learn_outputs(cpool_pool *pool, const cpool__learn *log, bool guessed_wrong) {
     size_t n = log->count;
     if (log->failed || !n) return;
     uint64_t *bits = cpool__calloc(n / 64 + 1, sizeof *bits);
@@ -1055,6 +1058,7 @@ void cpool__pool_learn_outputs(cpool_pool *pool, const cpool__learn *log) {
     pool->predicted_streams = streams;
     pool->predicted_sizes = sizes;
     pool->predicted_bits = n;
+    pool->guesses_muted = guessed_wrong;
     cpool__mutex_unlock(&pool->mu);
 }
 
@@ -1069,6 +1073,7 @@ void cpool__pool_predict_outputs(cpool_pool *pool, cpool__capture *cap) {
         memcpy(streams, pool->predicted_streams, n * sizeof *streams);
         memcpy(sizes, pool->predicted_sizes, n * sizeof *sizes);
         cpool__capture_predict(cap, bits, streams, sizes, n);
+        cap->guesses_muted = pool->guesses_muted;
     } else {
         free(bits);
         free(streams);
