@@ -553,9 +553,10 @@ enum { ALTERNATING_GRAPHS = 8, ALTERNATING_LAUNCHES = 48 };
  *  - outputs by cpool_alloc_output (1 MiB): the caller says which they
  *    are, so nothing is guessed: the largest scratch plus the outputs,
  *    packed (held 72 MiB against 16 when every scratch was guessed);
- *  - outputs by cpool_alloc (512 KiB): guessed, but no guess is larger
- *    than half a page, so at most the scratch plus a page per output
- *    and one more (held 80 MiB against 26 when 8 MiB were guessed). */
+ *  - outputs by cpool_alloc (512 KiB): guessed, but not an 8 MiB block
+ *    where a 512 KiB output was (above 1 MiB a guess stays within a
+ *    factor of 2), so at most the scratch plus a page per output and one
+ *    more (held 80 MiB against 26 when the scratch was guessed). */
 static void alternating_orders_share_pages(cpool_device *dev) {
     static scene sc;
     const uint64_t seed = 0x6a09e667f3bcc908ull;
