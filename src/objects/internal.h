@@ -154,7 +154,8 @@ typedef struct cpool__capture {
      * call's comes from its last eager run; else the bound pool's last
      * capture predicts it (`predicted`: the capture owns the arrays, and
      * packs a request only where it is at most CPOOL__PREDICTED_MAX and
-     * 16 times the size that output had, plan_sizes[i]: graphs per batch
+     * 16 times the size that output had, plan_sizes[i], and above
+     * CPOOL__GUESS_NEAR_MIN within a factor of 2 of it: graphs per batch
      * size grow by less, and a scratch block taken for an output would
      * cost its size). Each stream takes its
      * own entries in order: `alloc_index` is the origin's place, a fork's

@@ -913,8 +913,10 @@ static __attribute__((noinline)) cpool_status free_locked(cpool_pool *pool, void
             }
         }
     }
-    if (deferred) ar = NULL; /* still live */
-    if (st == CPOOL_OK && a == packed && !deferred) ar = cpool__graph_pages_packed_freed(&pool->pages, ptr);
+    if (deferred)
+        ar = NULL; /* still live */
+    else if (st == CPOOL_OK && a == packed)
+        ar = cpool__graph_pages_packed_freed(&pool->pages, ptr);
     /* Its arena's last live block: idle now, once the work before this free is over. */
     if (st == CPOOL_OK && ar) cpool__arena_freed(&pool->pages, ar);
     CHECK_ALLOCATOR(pool);
