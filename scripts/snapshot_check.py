@@ -76,15 +76,18 @@ def page_size(snap):
 
 def physical_pages(snap):
     """The physical pages behind the arenas' ranges: {id: {"own": bool,
-    "maps": [(arena id, graph id, address)]}}, and the bytes of ranges with
-    no pages (plain memory of an arena's own)."""
+    "packed": bool, "maps": [(arena id, graph id, address)]}}, and the bytes
+    of ranges with no pages (plain memory of an arena's own). A "packed"
+    page is a page of a packed segment that ranges borrow: its bytes count
+    in that segment."""
     pages, plain = {}, 0
     for arena in snap.get("arenas", []):
         for rng in arena["ranges"]:
             if not rng["pages"]:
                 plain += rng["size"]
             for page in rng["pages"]:
-                entry = pages.setdefault(page["physical"], {"own": bool(page.get("own")), "maps": []})
+                entry = pages.setdefault(page["physical"], {"own": bool(page.get("own")),
+                                                            "packed": bool(page.get("packed")), "maps": []})
                 entry["maps"].append((arena.get("id"), arena.get("graph", 0), rng["address"] + page["offset"]))
     return pages, plain
 
@@ -92,7 +95,7 @@ def physical_pages(snap):
 def physical_bytes(snap):
     """Bytes of the distinct physical pages behind the arenas."""
     pages, plain = physical_pages(snap)
-    return len(pages) * page_size(snap) + plain
+    return sum(not p["packed"] for p in pages.values()) * page_size(snap) + plain
 
 
 def check(snap):
@@ -153,7 +156,8 @@ def check(snap):
     if isinstance(counts, dict):
         pages, plain = physical_pages(snap)
         own = sum(1 for p in pages.values() if p["own"])
-        seen = {"shared_pages": len(pages) - own, "own_pages": own, "plain_bytes": plain, "bytes": physical}
+        packed = sum(1 for p in pages.values() if p["packed"])
+        seen = {"shared_pages": len(pages) - own - packed, "own_pages": own, "plain_bytes": plain, "bytes": physical}
         for key, value in seen.items():
             if key in counts and counts[key] != value:
                 warnings.append(f"physical.{key} is {counts[key]}, the arenas' pages give {value}")

@@ -140,7 +140,7 @@ def draw(snap, out_base):
     psize = snapshot_check.page_size(snap)
     seg_row_h = BAR_H + BAND_H * len(graphs) + ROW_GAP
     range_row_h = BAR_H + PAGE_H + 0.08 + ROW_GAP
-    shared = [pid for pid, p in pages.items() if not p["own"]]
+    shared = [pid for pid, p in pages.items() if not p["own"] and not p["packed"]]
     shared_lines = min(len(shared), MAX_SHARED_LINES) + (len(shared) > MAX_SHARED_LINES)
     fig_h = (1.6 + max(len(segs), 1) * (0.55 + 0.16 * len(graphs)) + len(ranges) * 0.85 + 0.16 * shared_lines
              + 0.4)
@@ -188,6 +188,8 @@ def draw(snap, out_base):
             ax.add_patch(plt.Rectangle((x, top - PAGE_H), w, PAGE_H, facecolor=colour, edgecolor="#333333",
                                        linewidth=0.5, hatch=".." if own else None))
             label = f"{name} own" if own else (f"{name} x{maps}" if maps > 1 else name)
+            if pages[pid]["packed"]:
+                label = f"{name} packed"
             if w >= 0.03:
                 ax.text(x + w / 2, top - PAGE_H / 2, label, ha="center", va="center", fontsize=6,
                         bbox=dict(boxstyle="square,pad=0.1", facecolor="white", linewidth=0) if own else None)
@@ -230,7 +232,10 @@ def draw(snap, out_base):
     notes = [f"{len(segs)} segments, {len(ranges)} graph ranges, {len(snap['graphs'])} graphs"]
     if pages:
         own = sum(1 for p in pages.values() if p["own"])
-        notes.append(f"graph pages: {len(pages) - own} shared, {own} own ({human(len(pages) * psize)} physical)")
+        packed = sum(1 for p in pages.values() if p["packed"])
+        notes.append(f"graph pages: {len(pages) - own - packed} shared, {own} own"
+                     + (f", {packed} borrowed from packed segments" if packed else "")
+                     + f" ({human((len(pages) - packed) * psize)} physical beyond the segments)")
     if segs or ranges:
         notes.append("bars to one scale" if to_scale else
                      f"bars differ more than {SCALE_RATIO}x in size: each drawn full width")

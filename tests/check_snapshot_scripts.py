@@ -153,7 +153,8 @@ def check_pickle(snapshot, out, torch_segments=None):
     for arena in snap.get("arenas", []):
         for rng in arena["ranges"]:
             for page in rng["pages"]:
-                pages[page["physical"]] = True
+                if not page.get("packed"):  # else a packed segment's, counted there
+                    pages[page["physical"]] = True
     page_size = snap.get("physical", {}).get("page_size", 2 << 20)
     plain = sum(rng["size"] for arena in snap.get("arenas", []) for rng in arena["ranges"] if not rng["pages"])
     seen_twice = (sum(rng["size"] for arena in snap.get("arenas", []) for rng in arena["ranges"])

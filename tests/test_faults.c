@@ -253,6 +253,69 @@ static void scenario_graph_pages(world *w) {
     cpool_stream_destroy(s);
 }
 
+/* Tails: graphs whose scratch ends partway into its last page, each with
+ * a 4 KiB output (packed): the last page borrows the packed page. The
+ * second graph is released and its arena taken by a capture that fills
+ * that page (the borrowed page goes back first), then a suspend, a resume
+ * and a trim. At every failure the pool stays consistent. */
+typedef struct tail_ctx {
+    cpool_pool *pool;
+    size_t scratch;
+    void *out;
+} tail_ctx;
+
+static cpool_status body_tail(cpool_stream *s, void *arg) {
+    tail_ctx *c = (tail_ctx *)arg;
+    void *scratch = NULL;
+    cpool_status st = cpool_alloc(c->pool, c->scratch, s, &scratch);
+    if (st == CPOOL_OK) st = cpool_memset_async(s, scratch, 5, c->scratch);
+    if (st == CPOOL_OK) st = cpool_alloc(c->pool, 4096, s, &c->out);
+    if (st == CPOOL_OK) st = cpool_memcpy_async(s, c->out, scratch, 4096);
+    if (scratch && st == CPOOL_OK) st = cpool_free(c->pool, scratch, s);
+    return st;
+}
+
+static void scenario_tails(world *w) {
+    cpool_stream *s = NULL;
+    cpool_pool *pool = NULL;
+    cpool_graph *g[3] = {NULL, NULL, NULL};
+    tail_ctx c[3] = {{NULL, 1u << 20, NULL}, {NULL, 3u << 20, NULL}, {NULL, 4u << 20, NULL}};
+    if (!TRY(w, cpool_stream_create(w->dev, &s))) return;
+    if (TRY(w, cpool_pool_create(w->dev, NULL, &pool))) {
+        record_objects(w, pool);
+        for (int i = 0; i < 3; i++) {
+            c[i].pool = pool;
+            if (i == 2) { /* graph 1's arena, once its work is over */
+                cpool_graph_release(g[1]);
+                g[1] = NULL;
+                if (c[1].out) TRY(w, cpool_free(pool, c[1].out, s));
+                c[1].out = NULL;
+                TRY(w, cpool_stream_synchronize(s));
+            }
+            if (!TRY(w, cpool_capture(s, pool, CPOOL_CAPTURE_GLOBAL, body_tail, &c[i], &g[i]))) {
+                if (c[i].out) TRY(w, cpool_free(pool, c[i].out, s));
+                c[i].out = NULL;
+            }
+            if (g[i]) TRY(w, cpool_graph_launch(g[i], s));
+        }
+        /* A failed resume leaves the pool suspended: the next one serves. */
+        if (TRY(w, cpool_pool_suspend(pool, CPOOL_SUSPEND_KEEP_CONTENTS)) && !TRY(w, cpool_pool_resume(pool)))
+            TRY(w, cpool_pool_resume(pool));
+        for (int i = 0; i < 3; i++)
+            if (g[i]) TRY(w, cpool_graph_launch(g[i], s));
+        TRY(w, cpool_stream_synchronize(s));
+        cpool__pool_check(pool);
+        for (int i = 0; i < 3; i++) {
+            cpool_graph_release(g[i]);
+            if (c[i].out) TRY(w, cpool_free(pool, c[i].out, s));
+        }
+        TRY(w, cpool_pool_trim(pool));
+        cpool__pool_check(pool);
+        cpool_pool_release(pool);
+    }
+    cpool_stream_destroy(s);
+}
+
 /* A graph whose scratch is a run (pages made in one allocation) runs, held
  * at a gate, while a second graph is captured: the run cannot be split
  * under it, so the second maps pages of its own, and a trim once the
@@ -395,6 +458,9 @@ static void sweep_pool_life(cpool_device *dev) { sweep(dev, scenario_pool_life, 
 static void sweep_capture_launch(cpool_device *dev) { sweep(dev, scenario_capture_launch, "capture, launch, update, release while running"); }
 static void sweep_graph_pages(cpool_device *dev) {
     sweep(dev, scenario_graph_pages, "graph pages: shared scratch, outputs' own and packed pages, trim");
+}
+static void sweep_tails(cpool_device *dev) {
+    sweep(dev, scenario_tails, "graph pages: last pages on packed pages, given back, suspended, trimmed");
 }
 static void sweep_runs_in_use(cpool_device *dev) {
     sweep(dev, scenario_runs_in_use, "graph pages: a run in use left whole, then settled onto by a trim");
@@ -614,6 +680,7 @@ static const check_case cases[] = {
     CHECK_CASE(sweep_growable),
     CHECK_CASE(sweep_growable_split),
     CHECK_CASE(sweep_graph_pages),
+    CHECK_CASE(sweep_tails),
     CHECK_CASE(sweep_runs_in_use),
     CHECK_CASE(update_failure_keeps_outputs),
     CHECK_CASE(suspend_resume_failures_change_nothing),

@@ -47,6 +47,7 @@ typedef struct snapshot_sums {
      * region and in arenas, and the physical pages behind arenas. */
     uint64_t eager_graph_bytes, eager_free_bytes, packed_bytes, packed_live_bytes, arena_live_bytes;
     uint64_t shared_pages, own_pages, plain_bytes, ranges;
+    uint64_t borrowed_pages; /* arena pages whose memory is a packed segment's */
 } snapshot_sums;
 
 /* Checks one block's shape, adds it to the sums. */
@@ -140,10 +141,16 @@ static void check_arenas(const json *root, snapshot_sums *sum) {
                 CHECK_EQ(pages->count * PAGE, size);
             }
             for (size_t i = 0; i < pages->count; i++) {
-                const json *pg = pages->items[i], *own = json_get(pg, "own");
+                const json *pg = pages->items[i], *own = json_get(pg, "own"), *packed = json_get(pg, "packed");
                 uint64_t id = member_u64(pg, "physical");
                 CHECK_EQ(member_u64(pg, "offset"), i * PAGE);
                 REQUIRE(own && own->kind == JSON_BOOL && id != UINT64_MAX && id != 0);
+                REQUIRE(packed && packed->kind == JSON_BOOL);
+                if (packed->boolean) { /* a packed segment's page, counted there */
+                    CHECK(!own->boolean);
+                    sum->borrowed_pages++;
+                    continue;
+                }
                 if (count == cap) {
                     cap *= 2;
                     uint64_t *grown = realloc(ids, cap * sizeof *ids);

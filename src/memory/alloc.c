@@ -36,9 +36,11 @@
  *   on real-model traces (bench/trace_replay).
  *
  * Placement: best fit by size class within the request's class; a block is
- * split when the rest is at least CPOOL__BLOCK_ALIGN. A new segment is sized
- * for its request: small requests share 2 MiB segments, larger ones get their
- * size rounded up to 2 MiB, so reserved memory stays close to what is in use.
+ * split when the rest is at least CPOOL__BLOCK_ALIGN, the request taking
+ * its front, or its top in a top-down allocator (carve_top). A new
+ * segment is sized for its request: small requests share 2 MiB segments,
+ * larger ones get their size rounded up to 2 MiB, so reserved memory stays
+ * close to what is in use.
  *
  * Growable segments (alloc.h) reserve ranges per class, each new one as
  * large as the class's before it together (span_size), and
@@ -87,6 +89,7 @@ struct cpool__block {
     bool graph;
     bool pinned; /* live for the pool's whole life: never freed by a caller */
     bool hole;   /* unmapped pages of a growable segment (never live, in no heap) */
+    bool lent;   /* live and pinned: bytes lent elsewhere (cpool__allocator_lend) */
     uint64_t serial; /* which allocation handed it out last */
 };
 
@@ -98,6 +101,7 @@ struct cpool__segment {
     /* The branch of a capture that owns the span (takes its blocks, grows
      * it; graph_branch), or 0; and who owned it in the last capture. */
     uint64_t branch, last_branch;
+    uintptr_t high; /* the end of the highest block ever handed out (cpool__allocator_tails) */
     cpool__segment *prev, *next;
     cpool__block *first;
 };
@@ -358,6 +362,7 @@ static bool hand_out(cpool__allocator *a, cpool__block *b, size_t bytes, size_t 
     b->used_by = stream & ~CPOOL__KEY_BRANCH_BIT;
     b->live = true;
     b->requested = bytes;
+    if (b->addr + b->size > b->seg->high) b->seg->high = b->addr + b->size;
     map_insert(a, b);
     a->allocated += bytes;
     a->live_block_bytes += b->size;
@@ -412,6 +417,17 @@ static void split_front(cpool__allocator *a, cpool__block *b, uintptr_t at, cpoo
     b->size -= head->size;
 }
 
+/* In a top-down allocator, free block b (out of its heap) from where a
+ * block of `rounded` bytes ending at `end` (inside b) starts: the piece
+ * before it split off, free, back in its heap. Without a record to split
+ * with, b is handed out from its start, which is no failure. */
+static cpool__block *carve_top(cpool__allocator *a, cpool__block *b, uintptr_t end, size_t rounded) {
+    if (!a->top_down || end - rounded <= b->addr) return b;
+    cpool__block *head = block_new(a);
+    if (head) split_front(a, b, end - rounded, head);
+    return b;
+}
+
 /* Free block b (out of its heap) from where a stream's block of `rounded`
  * bytes, a page or more, is best handed out in a growable segment: from
  * its first page boundary when the piece before it is at most half a page
@@ -438,6 +454,7 @@ bool cpool__allocator_alloc_cached(cpool__allocator *a, size_t bytes, cpool__str
     if (!b) return false;
     heap_remove(from, b);
     if (use == CPOOL__USE_STREAM) b = align_to_page(a, b, rounded);
+    b = carve_top(a, b, b->addr + b->size, rounded);
     if (!hand_out(a, b, bytes, rounded, use, stream)) {
         release_block(a, b); /* back in its heap, merged with a piece split off */
         return false;
@@ -962,6 +979,10 @@ static cpool_status grow_in_place(cpool__allocator *a, size_t bytes, uint64_t st
         split_front(a, b, plan.start, spare);
     else
         block_recycle(a, spare);
+    /* Top down: at the top of the planned range's last page, all of it
+     * usable (the planned range, then new pages). */
+    uintptr_t top = round_up(b->addr + rounded, CPOOL__PAGE);
+    b = carve_top(a, b, top < b->addr + b->size ? top : b->addr + b->size, rounded);
     if (!hand_out(a, b, bytes, rounded, use, stream)) {
         release_block(a, b); /* mapped and cached (merged with the piece split off): nothing is lost */
         return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for allocator records");
@@ -1062,9 +1083,10 @@ void cpool__allocator_walk(const cpool__allocator *a, const cpool__walker *w) {
             const cpool__block *end = mapped_run(b, &run);
             w->segment(w->ctx, b->addr, run);
             for (; b != end; b = b->next) {
-                cpool__block_view v = {.addr = b->addr, .size = b->size, .requested = b->requested,
-                                       .stream = b->used_by, .live = b->live, .graph = b->graph,
-                                       .pinned = b->pinned, .output = b->live && b->graph};
+                /* Lent bytes show as what they are used as: graphs' free scratch. */
+                cpool__block_view v = {.addr = b->addr, .size = b->size, .requested = b->lent ? 0 : b->requested,
+                                       .stream = b->used_by, .live = b->live && !b->lent, .graph = b->graph,
+                                       .pinned = b->pinned && !b->lent, .output = b->live && b->graph && !b->lent};
                 w->block(w->ctx, &v);
             }
         }
@@ -1080,6 +1102,41 @@ bool cpool__allocator_holds(const cpool__allocator *a, uintptr_t addr) {
 void cpool__allocator_pin(cpool__allocator *a, void *ptr) {
     size_t j = map_find(a, (uintptr_t)ptr);
     if (j != SIZE_MAX) a->map[j]->pinned = true;
+}
+
+bool cpool__allocator_lend(cpool__allocator *a, uintptr_t addr, size_t bytes) {
+    const cpool__segment *seg = a->segments;
+    while (seg && (addr < seg->base || addr >= seg->base + seg->size)) seg = seg->next;
+    cpool__block *b = seg ? seg->first : NULL;
+    while (b && b->addr + b->size <= addr) b = b->next;
+    size_t rounded = cpool__block_size(bytes);
+    if (!b || b->live || b->hole || b->stream || b->pending_branch || addr + rounded > b->addr + b->size) return false;
+    cpool__block *head = addr > b->addr ? block_new(a) : NULL;
+    if (addr > b->addr && !head) return false;
+    heap_remove(heap_for(a, b), b);
+    if (head) split_front(a, b, addr, head);
+    if (!hand_out(a, b, rounded, rounded, CPOOL__USE_GRAPH, 0)) {
+        release_block(a, b);
+        return false;
+    }
+    b->pinned = b->lent = true;
+    return true;
+}
+
+void cpool__allocator_end_loan(cpool__allocator *a, uintptr_t addr) {
+    size_t j = map_find(a, addr);
+    if (j == SIZE_MAX || !a->map[j]->lent) return;
+    a->map[j]->pinned = a->map[j]->lent = false;
+    free_block(a, (void *)addr, 0, false, 0, NULL, cpool__free_clock_read());
+}
+
+void cpool__allocator_tails(const cpool__allocator *a, void (*tail)(void *ctx, uintptr_t page, size_t extent),
+                            void *ctx) {
+    for (const cpool__segment *seg = a->segments; seg; seg = seg->next)
+        if (seg->growable && seg->high > seg->base) {
+            uintptr_t page = (seg->high - 1) / CPOOL__PAGE * CPOOL__PAGE;
+            tail(ctx, page, seg->high - page);
+        }
 }
 
 void cpool__allocator_set_requested(cpool__allocator *a, void *ptr, size_t requested) {

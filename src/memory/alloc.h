@@ -123,6 +123,9 @@ typedef struct cpool__allocator {
     /* Each branch of a multi-stream capture grows spans of its own (a
      * graph's arena; cpool__allocator_share_spans ends it). */
     bool spans_by_branch;
+    /* Blocks are handed out from the top of free memory (the packed
+     * region: the bottoms of its pages stay free to lend; graph_pages.h). */
+    bool top_down;
     /* Memory that max_reserved counts besides this allocator's own (the
      * pool's graph pages); NULL: none. */
     const uint64_t *also_reserved[2];
@@ -169,6 +172,21 @@ cpool_status cpool__allocator_reserve(cpool__allocator *a, size_t bytes);
 
 /* Marks a live block as the pool's own (a parameter block): free refuses it. */
 void cpool__allocator_pin(cpool__allocator *a, void *ptr);
+/* Takes the free bytes [addr, addr + bytes) (one free block unrestricted
+ * by any stream or branch holds them) out of use, lent to the owner: a
+ * live, pinned block that no free and no allocation touches, which walks
+ * show as free graph memory; false (nothing changed) if they are not all
+ * free or no record can be had. */
+bool cpool__allocator_lend(cpool__allocator *a, uintptr_t addr, size_t bytes);
+/* The bytes lent at addr are free memory again, free for anyone: no work
+ * may use them. */
+void cpool__allocator_end_loan(cpool__allocator *a, uintptr_t addr);
+/* For each growable segment that ever handed a block out: the page that
+ * holds the end of the highest such block, and how many of its bytes lie
+ * below that end (a capture in an arena writes no byte of the page above
+ * it). */
+void cpool__allocator_tails(const cpool__allocator *a, void (*tail)(void *ctx, uintptr_t page, size_t extent),
+                            void *ctx);
 /* Records `requested` as the size a live block is allocated for (the front
  * cache hands its blocks out again at other sizes and gives one back). */
 void cpool__allocator_set_requested(cpool__allocator *a, void *ptr, size_t requested);

@@ -47,9 +47,15 @@ struct cpool__page_run {
 typedef struct arena_span {
     uintptr_t base;
     size_t pages;
-    void **own;      /* per page: the arena's own memory, or NULL (shared) */
+    void **own;      /* per page: the arena's own memory (or a lender's), or NULL (shared) */
     size_t *number;  /* per mapped page without its own memory: its shared page's */
     uint8_t *mapped;
+    /* Tails (see "Tails" below). In an arena: the packed page whose memory
+     * a page borrows (0: none); in the packed region: how many arena pages
+     * borrow a page, and the bytes of it lent to them. */
+    uintptr_t *lender;
+    uint32_t *borrowers;
+    uint32_t *lent;
 } arena_span;
 
 struct cpool__arena {
@@ -188,6 +194,15 @@ static arena_span *span_of(const cpool__arena *ar, uintptr_t addr) {
     return NULL;
 }
 
+static void span_free(arena_span *sp) {
+    free(sp->own);
+    free(sp->number);
+    free(sp->mapped);
+    free(sp->lender);
+    free(sp->borrowers);
+    free(sp->lent);
+}
+
 static cpool_status arena_reserve(void *ctx, size_t bytes, void **base) {
     cpool__arena *ar = ctx;
     cpool__graph_pages *gp = ar->gp;
@@ -199,28 +214,29 @@ static cpool_status arena_reserve(void *ctx, size_t bytes, void **base) {
         ar->span_cap = cap;
     }
     size_t pages = bytes / CPOOL__PAGE;
-    void **own = cpool__calloc(pages, sizeof *own);
-    size_t *number = own ? cpool__calloc(pages, sizeof *number) : NULL;
-    uint8_t *mapped = number ? cpool__calloc(pages, 1) : NULL;
-    cpool_status st = mapped ? gp->source.reserve(gp->source.ctx, bytes, base)
-                             : cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a graph's address ranges");
+    arena_span sp = {.pages = pages,
+                     .own = cpool__calloc(pages, sizeof *sp.own),
+                     .number = cpool__calloc(pages, sizeof *sp.number),
+                     .mapped = cpool__calloc(pages, 1),
+                     .lender = cpool__calloc(pages, sizeof *sp.lender),
+                     .borrowers = cpool__calloc(pages, sizeof *sp.borrowers),
+                     .lent = cpool__calloc(pages, sizeof *sp.lent)};
+    cpool_status st = sp.own && sp.number && sp.mapped && sp.lender && sp.borrowers && sp.lent
+                          ? gp->source.reserve(gp->source.ctx, bytes, base)
+                          : cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a graph's address ranges");
     if (st != CPOOL_OK) {
-        free(own);
-        free(number);
-        free(mapped);
+        span_free(&sp);
         return st;
     }
-    ar->spans[ar->span_count++] =
-        (arena_span){.base = (uintptr_t)*base, .pages = pages, .own = own, .number = number, .mapped = mapped};
+    sp.base = (uintptr_t)*base;
+    ar->spans[ar->span_count++] = sp;
     return CPOOL_OK;
 }
 
 static void arena_unreserve(void *ctx, void *base, size_t bytes) {
     cpool__arena *ar = ctx;
     arena_span *sp = span_of(ar, (uintptr_t)base);
-    free(sp->own);
-    free(sp->number);
-    free(sp->mapped);
+    span_free(sp);
     *sp = ar->spans[--ar->span_count];
     ar->gp->source.unreserve(ar->gp->source.ctx, base, bytes);
 }
@@ -455,11 +471,16 @@ static bool next_number(cpool__arena *ar, size_t want, size_t *out, cpool_status
     }
 }
 
+static void end_borrow(cpool__graph_pages *gp, arena_span *sp, size_t i);
+
 /* Takes down page i of span sp (mapped). */
 static void unmap_page(cpool__arena *ar, arena_span *sp, size_t i) {
     cpool__graph_pages *gp = ar->gp;
     void *addr = (void *)(sp->base + i * CPOOL__PAGE);
-    if (sp->own[i]) {
+    if (sp->lender[i]) {
+        page_unmap(gp, addr, sp->own[i]);
+        end_borrow(gp, sp, i);
+    } else if (sp->own[i]) {
         page_unmap(gp, addr, sp->own[i]);
         page_release(gp, sp->own[i]);
         sp->own[i] = NULL;
@@ -583,6 +604,8 @@ static void arena_destroy(cpool__arena *ar) {
     free(ar);
 }
 
+static cpool_status return_borrowed(cpool__graph_pages *gp, cpool__arena *ar);
+
 /* An idle arena: nothing live in it, its own or in the packed region. */
 static bool idle(const cpool__arena *ar) { return !ar->in_use && !ar->alloc.map_count && !ar->packed_count; }
 
@@ -600,11 +623,13 @@ static void mark_work(cpool__graph_pages *gp, cpool__arena *ar) {
 }
 
 /* An idle arena a capture may take: its marked work is over (queried, never
- * waited for), or it holds no memory for that work to use. The work before
- * its blocks' frees being over too, they are free for any stream. */
-static bool reusable(cpool__arena *ar) {
+ * waited for), or it holds no memory for that work to use, and its
+ * borrowed pages could go back. The work before its blocks' frees being
+ * over too, they are free for any stream. */
+static bool reusable(cpool__graph_pages *gp, cpool__arena *ar) {
     if (!idle(ar)) return false;
     if (holds_memory(ar) && (ar->work_unknown || (ar->work && !cpool__order_mark_done(ar->work)))) return false;
+    if (return_borrowed(gp, ar) != CPOOL_OK) return false;
     if (ar->work) cpool__allocator_unfence_all(&ar->alloc, ar->work_frees);
     cpool__order_mark_release(ar->work);
     ar->work = NULL;
@@ -639,7 +664,10 @@ cpool_status cpool__graph_pages_open(cpool__graph_pages *gp, cpool__stream_key p
     /* A suspended pool's idle arenas map nothing now: a seal must find
      * nothing to move, so only a new arena will do. */
     cpool__arena *ar = gp->suspended ? NULL : gp->arenas;
-    while (ar && !reusable(ar)) ar = ar->next;
+    cpool__error_mark before;
+    cpool__error_save(&before);
+    while (ar && !reusable(gp, ar)) ar = ar->next;
+    cpool__error_restore(&before);
     if (ar) {
         ar->in_use = true;
         cpool__allocator_share_spans(&ar->alloc); /* its last capture's branches' */
@@ -664,6 +692,7 @@ cpool_status cpool__graph_pages_packed(cpool__graph_pages *gp, cpool__allocator 
         if (st != CPOOL_OK) return st;
         gp->packed->own_pages = true;
         gp->packed->alloc.spans_by_branch = false; /* every graph's: no capture's branches */
+        gp->packed->alloc.top_down = true;          /* page bottoms free to lend (tails) */
     }
     *out = &gp->packed->alloc;
     return CPOOL_OK;
@@ -923,7 +952,7 @@ static void share_freed_pages(cpool__graph_pages *gp, cpool__arena *ar) {
         arena_span *sp = &ar->spans[s];
         for (size_t i = 0; i < sp->pages; i++) {
             uintptr_t addr = sp->base + i * CPOOL__PAGE;
-            if (!sp->mapped[i] || !sp->own[i] || page_listed(&live, addr)) continue;
+            if (!sp->mapped[i] || !sp->own[i] || sp->lender[i] || page_listed(&live, addr)) continue;
             while (d < gp->shared_count && (gp->shared[d].page || (d < ar->taken_cap && ar->taken[d]))) d++;
             if (number_room(ar, d) != CPOOL_OK) break;
             gp->shared[d] = (cpool__shared_page){.page = sp->own[i], .maps = 1};
@@ -984,6 +1013,174 @@ static void settle_graphs(cpool__graph_pages *gp) {
 
 void cpool__graph_pages_settle(cpool__graph_pages *gp) {
     if (gp->unsettled) settle_graphs(gp);
+}
+
+/* ---- tails ------------------------------------------------------------------ */
+
+/*
+ * A capture's highest page in a span is often written only in part: its
+ * blocks end below the page's end. The packed region hands its blocks out
+ * from the top of its pages down (alloc.h, top_down), so the bottoms of
+ * its pages are free. At its seal an arena whose tail page maps a shared
+ * page that no other arena maps borrows, for that page, the memory of a
+ * packed page instead, whose bytes below the tail's end the packed region
+ * lends it (cpool__allocator_lend: no block is placed there while they are
+ * lent), and the shared page goes back. Graphs' scratch shares the lent
+ * bytes as it shares shared pages (graphs never run at the same time); the
+ * outputs above are never written by another graph. So sixteen graphs of
+ * small outputs hold the largest one's pages, its tail included, and no
+ * page for their outputs where its tail leaves room. An arena taken by a
+ * new capture first gives its borrowed pages back for shared ones, as its
+ * blocks may reach higher now.
+ */
+
+/* The packed page at addr: its span, and its index in *j. */
+static arena_span *packed_page(const cpool__graph_pages *gp, uintptr_t addr, size_t *j) {
+    arena_span *lsp = span_of(gp->packed, addr);
+    *j = (addr - lsp->base) / CPOOL__PAGE;
+    return lsp;
+}
+
+/* Packed page j of span lsp lends nothing any more: the blocks it lent
+ * (from its start, one after another) are free again. */
+static void end_loans(cpool__graph_pages *gp, arena_span *lsp, size_t j) {
+    uintptr_t page = lsp->base + j * CPOOL__PAGE;
+    cpool__block_info info;
+    for (uintptr_t at = page; at < page + lsp->lent[j]; at += info.size) {
+        if (!cpool__allocator_live_block(&gp->packed->alloc, (void *)at, &info)) break;
+        cpool__allocator_end_loan(&gp->packed->alloc, at);
+        gp->lent_blocks--;
+    }
+    gp->lent_bytes -= lsp->lent[j];
+    lsp->lent[j] = 0;
+}
+
+/* Page i of span sp borrows no more: its lender's loans end with its last
+ * borrower (no work may use the page). */
+static void end_borrow(cpool__graph_pages *gp, arena_span *sp, size_t i) {
+    size_t j;
+    arena_span *lsp = packed_page(gp, sp->lender[i], &j);
+    if (--lsp->borrowers[j] == 0) end_loans(gp, lsp, j);
+    sp->own[i] = NULL;
+    sp->lender[i] = 0;
+}
+
+/* Whether a page of ar borrows the packed page at addr (two pages of one
+ * arena never share memory). */
+static bool borrows(const cpool__arena *ar, uintptr_t addr) {
+    for (size_t s = 0; s < ar->span_count; s++)
+        for (size_t i = 0; i < ar->spans[s].pages; i++)
+            if (ar->spans[s].lender[i] == addr) return true;
+    return false;
+}
+
+/* A packed page that lends ar at least its first `bytes` (lent now if they
+ * were free): its span, and its index in *j; NULL if none can. */
+static arena_span *find_lender(cpool__graph_pages *gp, const cpool__arena *ar, size_t bytes, size_t *j) {
+    const cpool__arena *packed = gp->packed;
+    for (size_t s = 0; s < packed->span_count; s++) {
+        arena_span *lsp = &packed->spans[s];
+        for (*j = 0; *j < lsp->pages; (*j)++) {
+            uintptr_t addr = lsp->base + *j * CPOOL__PAGE;
+            if (!lsp->mapped[*j] || borrows(ar, addr)) continue;
+            if (lsp->lent[*j] >= bytes) return lsp;
+            /* More bytes: the next ones, lent as a block of their own. */
+            if (!cpool__allocator_lend(&gp->packed->alloc, addr + lsp->lent[*j], bytes - lsp->lent[*j])) continue;
+            gp->lent_bytes += bytes - lsp->lent[*j];
+            gp->lent_blocks++;
+            lsp->lent[*j] = (uint32_t)bytes;
+            return lsp;
+        }
+    }
+    return NULL;
+}
+
+typedef struct tail_list {
+    uintptr_t page[8];
+    size_t extent[8];
+    size_t count;
+} tail_list;
+
+static void note_tail(void *ctx, uintptr_t page, size_t extent) {
+    tail_list *l = ctx;
+    if (l->count < sizeof l->page / sizeof l->page[0]) {
+        l->page[l->count] = page;
+        l->extent[l->count++] = extent;
+    }
+}
+
+/* The arena's tail page at addr, its blocks below `extent`, borrows a
+ * packed page if it maps a shared page that no other arena maps (which
+ * then goes back). Its capture just ended: its graph has not run. A tail
+ * left as it was is no failure. */
+static void lend_tail(cpool__graph_pages *gp, cpool__arena *ar, uintptr_t addr, size_t extent) {
+    arena_span *sp = span_of(ar, addr);
+    size_t i = sp ? (addr - sp->base) / CPOOL__PAGE : 0, j;
+    if (!sp || !sp->mapped[i] || sp->own[i] || extent >= CPOOL__PAGE || gp->shared[sp->number[i]].maps != 1) return;
+    arena_span *lsp = find_lender(gp, ar, extent, &j);
+    if (!lsp) return;
+    cpool__page_run *run = gp->shared[sp->number[i]].run;
+    size_t d = sp->number[i];
+    void *page = (void *)addr, *mem = lsp->own[j];
+    bool alone = !run || split_run_quiet(gp, run, ar, d - run->first, 1), swapped = false;
+    if (alone) {
+        gp->source.unmap(gp->source.ctx, page, gp->shared[d].page);
+        swapped = gp->source.map(gp->source.ctx, page, mem) == CPOOL_OK;
+    }
+    if (swapped) {
+        sp->own[i] = mem;
+        sp->lender[i] = lsp->base + j * CPOOL__PAGE;
+        lsp->borrowers[j]++;
+    } else {
+        if (!lsp->borrowers[j]) end_loans(gp, lsp, j); /* lent for nothing */
+        if (!alone || gp->source.map(gp->source.ctx, page, gp->shared[d].page) == CPOOL_OK) return;
+        sp->mapped[i] = 0; /* a page the allocator still counts: its blocks are unbacked */
+    }
+    untake(ar, d);
+    unmapped_shared(gp, d);
+}
+
+/* Each of the arena's tails (cpool__allocator_tails) tries to borrow. */
+static void lend_tails(cpool__graph_pages *gp, cpool__arena *ar) {
+    if (!gp->packed || ar->own_pages || gp->suspended || !ar->span_count) return;
+    tail_list tails = {0};
+    cpool__allocator_tails(&ar->alloc, note_tail, &tails);
+    cpool__error_mark before;
+    cpool__error_save(&before);
+    for (size_t k = 0; k < tails.count; k++) lend_tail(gp, ar, tails.page[k], tails.extent[k]);
+    cpool__error_restore(&before);
+}
+
+/* The arena's borrowed pages go back: each maps a shared page instead. No
+ * work may use them (the arena is taken by a capture). On failure the
+ * pages given back so far stay so. */
+static cpool_status return_borrowed(cpool__graph_pages *gp, cpool__arena *ar) {
+    for (size_t s = 0; s < ar->span_count; s++) {
+        arena_span *sp = &ar->spans[s];
+        for (size_t i = 0; i < sp->pages; i++) {
+            if (!sp->lender[i]) continue;
+            size_t d;
+            void *page, *addr = (void *)(sp->base + i * CPOOL__PAGE);
+            cpool_status st = CPOOL_OK;
+            if (!next_number(ar, 1, &d, &st)) return st;
+            if ((st = shared_page(gp, d, &page)) != CPOOL_OK) return st;
+            gp->source.unmap(gp->source.ctx, addr, sp->own[i]);
+            if ((st = gp->source.map(gp->source.ctx, addr, page)) != CPOOL_OK) {
+                release_unmapped(gp, d, d + 1);
+                if (gp->source.map(gp->source.ctx, addr, sp->own[i]) != CPOOL_OK) {
+                    sp->mapped[i] = 0; /* unbacked: no capture may take the arena, a trim will */
+                    end_borrow(gp, sp, i);
+                    ar->work_unknown = true;
+                }
+                return st;
+            }
+            gp->shared[d].maps++;
+            ar->taken[d] = TAKEN;
+            sp->number[i] = d;
+            end_borrow(gp, sp, i);
+        }
+    }
+    return CPOOL_OK;
 }
 
 /* The pages of live blocks that still map shared memory get their own. */
@@ -1051,6 +1248,7 @@ static cpool_status seal_pages(cpool__graph_pages *gp, cpool__arena *ar) {
     free(l.addr);
     if (st == CPOOL_OK) {
         settle(gp, ar);
+        lend_tails(gp, ar);
         settle_graphs(gp);
     }
     return st;
@@ -1080,10 +1278,11 @@ void cpool__graph_pages_unfence_all(cpool__graph_pages *gp, uint64_t upto) {
 cpool__graph_live cpool__graph_pages_live(const cpool__graph_pages *gp) {
     cpool__graph_live live = {0};
     for (const cpool__arena *ar = gp->packed; ar; ar = NULL) {
+        /* Less the bytes lent to arenas' tails: their scratch. */
         live.runs += ar->alloc.segment_count;
-        live.bytes += ar->alloc.live_block_bytes;
-        live.requested += ar->alloc.allocated;
-        live.blocks += ar->alloc.map_count;
+        live.bytes += ar->alloc.live_block_bytes - gp->lent_bytes;
+        live.requested += ar->alloc.allocated - gp->lent_bytes;
+        live.blocks += ar->alloc.map_count - gp->lent_blocks;
     }
     for (const cpool__arena *ar = gp->arenas; ar; ar = ar->next) {
         live.runs += ar->alloc.segment_count;
@@ -1116,19 +1315,6 @@ static bool released_since(const cpool__graph_pages *gp, uint64_t released_by) {
 uint64_t cpool__graph_pages_trim(cpool__graph_pages *gp, uint64_t released_by, bool no_holder) {
     uint64_t before = gp->shared_bytes + gp->own_bytes;
     settle_graphs(gp);
-    if (gp->packed) {
-        /* No graph or capture can run or write there: free packed blocks
-         * have no owner left. Else only those no graph keeps (freed in a
-         * capture: its graph's until its release; an output freed while its
-         * graph lives: that graph's) go, once every release that freed
-         * some came before the device was quiesced: a graph released since
-         * may still run. */
-        if (no_holder)
-            cpool__allocator_reclaim_graph(&gp->packed->alloc);
-        else if (!released_since(gp, released_by))
-            cpool__allocator_reclaim_unkept(&gp->packed->alloc);
-        cpool__allocator_trim(&gp->packed->alloc);
-    }
     for (cpool__arena **at = &gp->arenas; *at;) {
         cpool__arena *ar = *at;
         if (!ar->in_use && !idle(ar) && ar->released <= released_by) {
@@ -1145,17 +1331,31 @@ uint64_t cpool__graph_pages_trim(cpool__graph_pages *gp, uint64_t released_by, b
         gp->arena_count--;
         arena_destroy(ar);
     }
+    /* After the arenas: those given back ended their loans. */
+    if (gp->packed) {
+        /* No graph or capture can run or write there: free packed blocks
+         * have no owner left. Else only those no graph keeps (freed in a
+         * capture: its graph's until its release; an output freed while its
+         * graph lives: that graph's) go, once every release that freed
+         * some came before the device was quiesced: a graph released since
+         * may still run. */
+        if (no_holder)
+            cpool__allocator_reclaim_graph(&gp->packed->alloc);
+        else if (!released_since(gp, released_by))
+            cpool__allocator_reclaim_unkept(&gp->packed->alloc);
+        cpool__allocator_trim(&gp->packed->alloc);
+    }
     release_unmapped(gp, 0, gp->shared_count);
     return before - gp->shared_bytes - gp->own_bytes;
 }
 
 void cpool__graph_pages_destroy(cpool__graph_pages *gp) {
-    if (gp->packed) arena_destroy(gp->packed);
-    while (gp->arenas) {
+    while (gp->arenas) { /* first: their loans end in the packed region */
         cpool__arena *ar = gp->arenas;
         gp->arenas = ar->next;
         arena_destroy(ar);
     }
+    if (gp->packed) arena_destroy(gp->packed);
     for (size_t k = 0; k < gp->shared_count; k++) {
         cpool__page_run *run = gp->shared[k].run;
         if (allocation_at(gp, k)) page_release(gp, gp->shared[k].page);
@@ -1191,11 +1391,17 @@ void cpool__arena_get_stats(const cpool__arena *ar, cpool__arena_stats *out) {
         for (size_t i = 0; i < ar->spans[s].pages; i++) {
             if (!ar->spans[s].mapped[i]) continue;
             out->mapped_bytes += CPOOL__PAGE;
-            if (ar->spans[s].own[i])
+            if (ar->spans[s].own[i] && !ar->spans[s].lender[i])
                 out->own_bytes += CPOOL__PAGE;
             else
                 out->shared_bytes += CPOOL__PAGE;
         }
+}
+
+/* Own pages are numbered after every shared one: by arena and place,
+ * unique in the pool. */
+static uint64_t own_page_id(const cpool__graph_pages *gp, const cpool__arena *ar, size_t s, size_t i) {
+    return gp->shared_cap + ar->id * ((uint64_t)1 << 32) + ((uint64_t)s << 20) + i + 1;
 }
 
 void cpool__arena_walk_pages(const cpool__arena *ar, const cpool__page_walker *w) {
@@ -1204,11 +1410,13 @@ void cpool__arena_walk_pages(const cpool__arena *ar, const cpool__page_walker *w
         const arena_span *sp = &ar->spans[s];
         for (size_t i = 0; i < sp->pages; i++) {
             if (!sp->mapped[i]) continue;
-            /* Own pages are numbered after every shared one: by arena and
-             * place, unique in the pool. */
-            uint64_t id = sp->own[i] ? gp->shared_cap + ar->id * ((uint64_t)1 << 32) + (s << 20) + i + 1
-                                     : sp->number[i] + 1;
-            w->page(w->ctx, sp->base + i * CPOOL__PAGE, id, sp->own[i] != NULL);
+            uint64_t id = sp->own[i] ? own_page_id(gp, ar, s, i) : sp->number[i] + 1;
+            if (sp->lender[i]) { /* a packed page's, shared with it */
+                const arena_span *lsp = span_of(gp->packed, sp->lender[i]);
+                id = own_page_id(gp, gp->packed, (size_t)(lsp - gp->packed->spans),
+                                 (sp->lender[i] - lsp->base) / CPOOL__PAGE);
+            }
+            w->page(w->ctx, sp->base + i * CPOOL__PAGE, id, sp->own[i] && !sp->lender[i], sp->lender[i] != 0);
         }
     }
 }
@@ -1231,7 +1439,7 @@ const cpool__arena *cpool__graph_pages_packed_owner(const cpool__graph_pages *gp
 /* One arena's pages: counts its own memory into *own and its mappings of
  * shared pages into maps. */
 static void check_arena(const cpool__graph_pages *gp, const cpool__arena *ar, uint32_t *maps, uint64_t *own,
-                        bool full) {
+                        size_t *borrowed, bool full) {
     if (full || ar == gp->packed) cpool__allocator_check(&ar->alloc);
     CPOOL__INVARIANT("graph pages", (!ar->work && !ar->work_unknown) || idle(ar),
                      "arena %llu is held but keeps a mark of earlier work", (unsigned long long)ar->id);
@@ -1244,6 +1452,16 @@ static void check_arena(const cpool__graph_pages *gp, const cpool__arena *ar, ui
             const arena_span *sp = &ar->spans[s];
             CPOOL__INVARIANT("graph pages", sp->mapped[i] || !sp->own[i], "an unmapped page owns memory");
             if (!sp->mapped[i]) continue;
+            if (sp->lender[i]) {
+                size_t j;
+                const arena_span *lsp = gp->packed && !ar->own_pages && span_of(gp->packed, sp->lender[i])
+                                            ? packed_page(gp, sp->lender[i], &j)
+                                            : NULL;
+                CPOOL__INVARIANT("graph pages", lsp && lsp->mapped[j] && lsp->own[j] == sp->own[i] && lsp->lent[j],
+                                 "a page borrows from no lending packed page");
+                if (borrowed) (*borrowed)++;
+                continue;
+            }
             if (sp->own[i]) {
                 *own += CPOOL__PAGE;
                 continue;
@@ -1274,8 +1492,22 @@ void cpool__graph_pages_check(const cpool__graph_pages *gp, bool full) {
     uint64_t shared = 0, own = 0;
     uint32_t *maps = gp->shared_count ? calloc(gp->shared_count, sizeof *maps) : NULL;
     size_t arenas = 0;
-    if (gp->packed) check_arena(gp, gp->packed, maps, &own, full);
-    for (const cpool__arena *ar = gp->arenas; ar; ar = ar->next, arenas++) check_arena(gp, ar, maps, &own, full);
+    size_t borrowed = 0, borrowers = 0;
+    uint64_t lent = 0;
+    if (gp->packed) check_arena(gp, gp->packed, maps, &own, NULL, full);
+    for (const cpool__arena *ar = gp->arenas; ar; ar = ar->next, arenas++)
+        check_arena(gp, ar, maps, &own, &borrowed, full);
+    for (size_t s = 0; gp->packed && s < gp->packed->span_count; s++)
+        for (size_t j = 0; j < gp->packed->spans[s].pages; j++) {
+            const arena_span *lsp = &gp->packed->spans[s];
+            CPOOL__INVARIANT("graph pages", !lsp->borrowers[j] == !lsp->lent[j],
+                             "a packed page lends %u bytes to %u pages", lsp->lent[j], lsp->borrowers[j]);
+            borrowers += lsp->borrowers[j];
+            lent += lsp->lent[j];
+        }
+    CPOOL__INVARIANT("graph pages", borrowed == borrowers && lent == gp->lent_bytes,
+                     "%zu pages borrow, %zu counted; %llu bytes lent, %llu counted", borrowed, borrowers,
+                     (unsigned long long)lent, (unsigned long long)gp->lent_bytes);
     for (size_t k = 0; k < gp->shared_count; k++) {
         if (gp->shared[k].page) shared += CPOOL__PAGE;
         CPOOL__INVARIANT("graph pages", !maps || maps[k] == gp->shared[k].maps,
@@ -1340,13 +1572,35 @@ static bool maps_here(const cpool__graph_pages *gp, const page_visit *v) {
     return !run || run->addr == (uintptr_t)page_addr(v);
 }
 
+/* The place of the packed page at addr among the own pages a resume makes:
+ * the packed region's come first, in visiting order. */
+static size_t packed_place(const cpool__graph_pages *gp, uintptr_t addr) {
+    size_t n = 0;
+    for (size_t s = 0; s < gp->packed->span_count; s++) {
+        const arena_span *sp = &gp->packed->spans[s];
+        for (size_t j = 0; j < sp->pages; j++) {
+            if (sp->base + j * CPOOL__PAGE == addr) return n;
+            n += sp->mapped[j];
+        }
+    }
+    return n;
+}
+
+/* The new memory a resume maps at a visited page (*o: own pages so far). */
+static void *resumed_memory(const cpool__graph_pages *gp, const page_visit *v, void **fresh_own, void **fresh_shared,
+                            size_t *o) {
+    const arena_span *sp = &v->ar->spans[v->span];
+    if (sp->lender[v->page]) return fresh_own[packed_place(gp, sp->lender[v->page])];
+    return sp->own[v->page] ? fresh_own[(*o)++] : fresh_shared[sp->number[v->page]];
+}
+
 void cpool__graph_pages_suspend(cpool__graph_pages *gp) {
     if (gp->suspended) return;
     for (page_visit v = {0}; next_page(gp, &v);)
         if (maps_here(gp, &v)) gp->source.unmap(gp->source.ctx, page_addr(&v), *page_memory(gp, &v));
     for (page_visit v = {0}; next_page(gp, &v);) {
         arena_span *sp = &v.ar->spans[v.span];
-        if (sp->own[v.page]) gp->source.release(gp->source.ctx, sp->own[v.page]);
+        if (sp->own[v.page] && !sp->lender[v.page]) gp->source.release(gp->source.ctx, sp->own[v.page]);
     }
     for (size_t k = 0; k < gp->shared_count; k++)
         if (allocation_at(gp, k)) gp->source.release(gp->source.ctx, gp->shared[k].page);
@@ -1358,7 +1612,8 @@ cpool_status cpool__graph_pages_resume(cpool__graph_pages *gp) {
     /* New memory for every page first, then every mapping; a failure gives
      * back what was made and leaves the records as they were. */
     size_t own = 0, made = 0, mapped = 0;
-    for (page_visit v = {0}; next_page(gp, &v);) own += v.ar->spans[v.span].own[v.page] != NULL;
+    for (page_visit v = {0}; next_page(gp, &v);)
+        own += v.ar->spans[v.span].own[v.page] && !v.ar->spans[v.span].lender[v.page];
     void **fresh_shared = gp->shared_count ? cpool__calloc(gp->shared_count, sizeof *fresh_shared) : NULL;
     void **fresh_own = own ? cpool__calloc(own, sizeof *fresh_own) : NULL;
     cpool_status st = (gp->shared_count && !fresh_shared) || (own && !fresh_own)
@@ -1378,9 +1633,7 @@ cpool_status cpool__graph_pages_resume(cpool__graph_pages *gp) {
     page_visit v = {0};
     while (st == CPOOL_OK && next_page(gp, &v)) {
         if (!maps_here(gp, &v)) continue;
-        arena_span *sp = &v.ar->spans[v.span];
-        void *page = sp->own[v.page] ? fresh_own[o++] : fresh_shared[sp->number[v.page]];
-        st = gp->source.map(gp->source.ctx, page_addr(&v), page);
+        st = gp->source.map(gp->source.ctx, page_addr(&v), resumed_memory(gp, &v, fresh_own, fresh_shared, &o));
         if (st == CPOOL_OK) mapped++;
     }
     if (st != CPOOL_OK) {
@@ -1388,9 +1641,7 @@ cpool_status cpool__graph_pages_resume(cpool__graph_pages *gp) {
         page_visit u = {0};
         for (size_t n = 0; n < mapped && next_page(gp, &u);) {
             if (!maps_here(gp, &u)) continue;
-            arena_span *sp = &u.ar->spans[u.span];
-            gp->source.unmap(gp->source.ctx, page_addr(&u),
-                             sp->own[u.page] ? fresh_own[o++] : fresh_shared[sp->number[u.page]]);
+            gp->source.unmap(gp->source.ctx, page_addr(&u), resumed_memory(gp, &u, fresh_own, fresh_shared, &o));
             n++;
         }
         for (size_t k = 0; k < made; k++) gp->source.release(gp->source.ctx, fresh_own[k]);
@@ -1400,7 +1651,11 @@ cpool_status cpool__graph_pages_resume(cpool__graph_pages *gp) {
         o = 0;
         for (page_visit u = {0}; next_page(gp, &u);) {
             arena_span *sp = &u.ar->spans[u.span];
-            if (sp->own[u.page]) sp->own[u.page] = fresh_own[o++];
+            size_t j; /* the packed region's pages come first: a lender's is new already */
+            if (sp->lender[u.page])
+                sp->own[u.page] = packed_page(gp, sp->lender[u.page], &j)->own[j];
+            else if (sp->own[u.page])
+                sp->own[u.page] = fresh_own[o++];
         }
         for (size_t k = 0; k < gp->shared_count; k++) {
             if (!gp->shared[k].page) continue;

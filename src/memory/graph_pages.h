@@ -23,7 +23,10 @@
  *   of the shared one, so no other graph's replay writes it. The graph has
  *   not run yet, so nothing needs copying. A page of its own that no live
  *   block is on any more (an output freed since) goes back to the shared
- *   set at the arena's next seal.
+ *   set at the arena's next seal. A last page that the capture's blocks
+ *   fill only in part, mapped by no other arena, borrows the memory of a
+ *   packed page whose blocks lie above them instead (graph_pages.c,
+ *   "tails"), and its shared page goes back.
  * - A graph that lets go of its arena leaves it to the pool: with nothing
  *   live in it, it is idle, and the next capture takes it as it is,
  *   addresses and mappings included; with outputs still allocated it stays
@@ -102,6 +105,10 @@ typedef struct cpool__graph_pages {
     size_t arena_count;
     /* Physical bytes: the shared set, and pages arenas own. */
     uint64_t shared_bytes, own_bytes;
+    /* Bytes of packed pages lent to arenas' tails (graph_pages.c, "tails"),
+     * in how many blocks of the packed region. */
+    uint64_t lent_bytes;
+    size_t lent_blocks;
     /* The pool's bound (0: none) and what its other memory holds now. */
     uint64_t max_reserved;
     const uint64_t *other_reserved;
@@ -127,7 +134,9 @@ cpool__stream_key cpool__arena_packed_key(const cpool__arena *ar);
 /* The packed region: requests up to CPOOL__PACKED_MAX under capture, and
  * those made as outputs (cpool_alloc_output), at addresses of their own in
  * pages of their own. A page per small output would cost many times the
- * output; here outputs pack. A capture's freed blocks here carry its
+ * output; here outputs pack, from the top of each page down, and an
+ * arena's last page may borrow a packed page whose blocks lie above its
+ * own (graph_pages.c, "tails"). A capture's freed blocks here carry its
  * graph's key (stream_order.h): no other capture takes them until that graph is
  * released, so scratch here is not shared (it is small by construction). */
 /* Up to 4 KiB: larger, the smallest blocks of a capture served apart from
@@ -159,8 +168,9 @@ cpool__arena *cpool__graph_pages_packed_freed(cpool__graph_pages *gp, const void
 cpool__allocator *cpool__arena_allocator(cpool__arena *ar);
 uint64_t cpool__arena_id(const cpool__arena *ar);
 /* The capture ended, making graph `graph_id` (0: none): the pages that
- * hold live blocks become the arena's own. On CPOOL_ERR_OUT_OF_MEMORY
- * nothing changed. */
+ * hold live blocks become the arena's own, and a last page that its blocks
+ * fill only in part may borrow a packed page's memory. On
+ * CPOOL_ERR_OUT_OF_MEMORY nothing changed. */
 cpool_status cpool__arena_seal(cpool__graph_pages *gp, cpool__arena *ar, uint64_t graph_id);
 /* The graph that holds the arena (0: a capture's, or idle). */
 uint64_t cpool__arena_graph(const cpool__arena *ar);
@@ -211,10 +221,12 @@ void cpool__arena_get_stats(const cpool__arena *ar, cpool__arena_stats *out);
 
 /* An arena's mapped pages as a snapshot sees them: for each, its address
  * and the id of the physical page behind it (shared pages 1..n by index,
- * own pages numbered after every shared one, unique per pool). */
+ * own pages numbered after every shared one, unique per pool), and whether
+ * that is its own page or a page of the packed region that it borrows
+ * (graph_pages.c, "tails"). */
 typedef struct cpool__page_walker {
     void *ctx;
-    void (*page)(void *ctx, uintptr_t addr, uint64_t physical_id, bool own);
+    void (*page)(void *ctx, uintptr_t addr, uint64_t physical_id, bool own, bool packed);
 } cpool__page_walker;
 void cpool__arena_walk_pages(const cpool__arena *ar, const cpool__page_walker *w);
 bool cpool__arena_in_use(const cpool__arena *ar);

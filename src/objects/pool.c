@@ -885,7 +885,7 @@ static __attribute__((noinline)) cpool_status free_locked(cpool_pool *pool, void
             a = cpool__arena_allocator(ar);
             others = cap && ar != held->arena && cpool__allocator_live_block(a, ptr, &info);
         } else if (cpool__graph_pages_packed(&pool->pages, &packed) == CPOOL_OK &&
-                   cpool__allocator_live_block(packed, ptr, &info)) {
+                   cpool__allocator_live_block(packed, ptr, &info) && !info.pinned /* lent: no block */) {
             /* A packed block freed in a capture is that graph's alone (its
              * arena, made now if need be, gives it back at its release);
              * an output freed while its graph lives too: its replays still

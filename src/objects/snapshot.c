@@ -24,7 +24,7 @@
 typedef struct page_view {
     uintptr_t addr;
     uint64_t physical;
-    bool own;
+    bool own, packed;
 } page_view;
 
 typedef struct snapshot {
@@ -93,6 +93,8 @@ static void on_segment(void *ctx, uintptr_t base, size_t size) {
             KEY_U64(t, ",\"physical\":", pg->physical);
             CPOOL__TEXT_LIT(t, ",\"own\":");
             cpool__text_bool(t, pg->own);
+            CPOOL__TEXT_LIT(t, ",\"packed\":");
+            cpool__text_bool(t, pg->packed);
             CPOOL__TEXT_LIT(t, "}");
             first = false;
         }
@@ -184,14 +186,15 @@ static bool room_for_one(void **items, size_t *cap, size_t count, size_t size) {
     return true;
 }
 
-static void on_page(void *ctx, uintptr_t addr, uint64_t physical, bool own) {
+static void on_page(void *ctx, uintptr_t addr, uint64_t physical, bool own, bool packed) {
     snapshot *sn = ctx;
     if (!room_for_one((void **)&sn->pages, &sn->page_cap, sn->page_count, sizeof *sn->pages) ||
         !room_for_one((void **)&sn->ids, &sn->id_cap, sn->id_count, sizeof *sn->ids)) {
         sn->failed = true;
         return;
     }
-    sn->pages[sn->page_count++] = (page_view){addr, physical, own};
+    sn->pages[sn->page_count++] = (page_view){addr, physical, own, packed};
+    if (packed) return; /* a packed segment's page: counted there */
     sn->ids[sn->id_count++] = physical;
     if (own) sn->own_pages++;
 }
