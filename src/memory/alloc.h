@@ -123,9 +123,11 @@ typedef struct cpool__allocator {
     /* Each branch of a multi-stream capture grows spans of its own (a
      * graph's arena; cpool__allocator_share_spans ends it). */
     bool spans_by_branch;
-    /* Blocks are handed out from the top of free memory (the packed
-     * region: the bottoms of its pages stay free to lend; graph_pages.h). */
-    bool top_down;
+    /* Blocks up to this size are handed out from the top of free memory,
+     * larger ones from the bottom (0: all): in the packed region the
+     * bottoms of pages that hold small blocks only stay free to lend
+     * (graph_pages.h), while larger blocks pack as they come. */
+    size_t top_down_max;
     /* Memory that max_reserved counts besides this allocator's own (the
      * pool's graph pages); NULL: none. */
     const uint64_t *also_reserved[2];

@@ -537,7 +537,7 @@ static cpool_status arena_map(void *ctx, void *addr, size_t bytes) {
     arena_span *sp = span_of(ar, (uintptr_t)addr);
     size_t at = ((uintptr_t)addr - sp->base) / CPOOL__PAGE, n = bytes / CPOOL__PAGE;
     for (size_t i = at; i < at + n; i++) {
-        void *page;
+        void *page = NULL;
         cpool_status st = CPOOL_OK;
         size_t d = 0;
         if (ar->own_pages) {
@@ -692,7 +692,7 @@ cpool_status cpool__graph_pages_packed(cpool__graph_pages *gp, cpool__allocator 
         if (st != CPOOL_OK) return st;
         gp->packed->own_pages = true;
         gp->packed->alloc.spans_by_branch = false; /* every graph's: no capture's branches */
-        gp->packed->alloc.top_down = true;          /* page bottoms free to lend (tails) */
+        gp->packed->alloc.top_down_max = CPOOL__PACKED_MAX; /* page bottoms free to lend (tails) */
     }
     *out = &gp->packed->alloc;
     return CPOOL_OK;
@@ -1019,9 +1019,9 @@ void cpool__graph_pages_settle(cpool__graph_pages *gp) {
 
 /*
  * A capture's highest page in a span is often written only in part: its
- * blocks end below the page's end. The packed region hands its blocks out
- * from the top of its pages down (alloc.h, top_down), so the bottoms of
- * its pages are free. At its seal an arena whose tail page maps a shared
+ * blocks end below the page's end. The packed region hands its blocks of
+ * up to CPOOL__PACKED_MAX out from the top of its pages down (alloc.h,
+ * top_down_max), so the bottoms of pages that hold only those are free. At its seal an arena whose tail page maps a shared
  * page that no other arena maps borrows, for that page, the memory of a
  * packed page instead, whose bytes below the tail's end the packed region
  * lends it (cpool__allocator_lend: no block is placed there while they are

@@ -134,9 +134,9 @@ cpool__stream_key cpool__arena_packed_key(const cpool__arena *ar);
 /* The packed region: requests up to CPOOL__PACKED_MAX under capture, and
  * those made as outputs (cpool_alloc_output), at addresses of their own in
  * pages of their own. A page per small output would cost many times the
- * output; here outputs pack, from the top of each page down, and an
- * arena's last page may borrow a packed page whose blocks lie above its
- * own (graph_pages.c, "tails"). A capture's freed blocks here carry its
+ * output; here outputs pack (up to CPOOL__PACKED_MAX from the top of a
+ * page down), and an arena's last page may borrow a packed page whose
+ * blocks lie above its own (graph_pages.c, "tails"). A capture's freed blocks here carry its
  * graph's key (stream_order.h): no other capture takes them until that graph is
  * released, so scratch here is not shared (it is small by construction). */
 /* Up to 4 KiB: larger, the smallest blocks of a capture served apart from

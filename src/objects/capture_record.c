@@ -144,8 +144,10 @@ static void capture_init(cpool__capture *cap, cpool_capture_mode mode) {
     cap->predicted = false;
     cap->plan_sizes = NULL;
     cap->guesses_muted = false;
+    cap->far_guesses = false;
     cap->log = (cpool__learn){0};
     cap->guesses = (cpool__learn){0};
+    cap->far_misses = (cpool__learn){0};
     cap->invalidated = false;
 }
 
@@ -233,8 +235,10 @@ static size_t *plan_place(cpool__capture *cap, uint64_t stream_id) {
     return &cap->alloc_index; /* the origin */
 }
 
-bool cpool__capture_next_is_output(const cpool__capture *cap, uint64_t stream_id, size_t bytes, size_t *entry) {
+bool cpool__capture_next_is_output(const cpool__capture *cap, uint64_t stream_id, size_t bytes, size_t *entry,
+                                   bool *far) {
     *entry = SIZE_MAX;
+    *far = false;
     if (!cap->plan) return false;
     size_t i = *plan_place((cpool__capture *)cap, stream_id);
     while (i < cap->plan_bits && cap->plan_streams[i] != stream_id) i++;
@@ -242,11 +246,14 @@ bool cpool__capture_next_is_output(const cpool__capture *cap, uint64_t stream_id
     *entry = i;
     if (!(cap->plan[i / 64] >> (i % 64) & 1)) return false;
     /* A guess packs only requests near the size that output had: up to 16
-     * times it, and above CPOOL__GUESS_NEAR_MIN within a factor of 2. */
+     * times it, and above CPOOL__GUESS_NEAR_MIN within a factor of 2;
+     * others only once a capture of the pool showed them outputs. */
     if (!cap->predicted) return true;
     size_t had = cap->plan_sizes[i];
-    return bytes <= CPOOL__PREDICTED_MAX && bytes / 16 <= had &&
-           (bytes <= CPOOL__GUESS_NEAR_MIN || (bytes / 2 <= had && had / 2 <= bytes));
+    if (bytes > CPOOL__PREDICTED_MAX) return false;
+    if (bytes / 16 <= had && (bytes <= CPOOL__GUESS_NEAR_MIN || (bytes / 2 <= had && had / 2 <= bytes))) return true;
+    *far = true;
+    return cap->far_guesses;
 }
 
 void cpool__capture_plan_taken(cpool__capture *cap, uint64_t stream_id, size_t entry) {
@@ -263,6 +270,7 @@ void cpool__capture_forget(cpool__capture *cap) {
     }
     cpool__learn_forget(&cap->log);
     cpool__learn_forget(&cap->guesses);
+    cpool__learn_forget(&cap->far_misses);
 }
 
 static cpool_status reserve_fork(cpool__capture *cap) {
@@ -270,19 +278,33 @@ static cpool_status reserve_fork(cpool__capture *cap) {
                           "forking a stream into a capture");
 }
 
-void cpool__capture_log_alloc(cpool__capture *cap, void *ptr, uint64_t stream_id, size_t bytes, bool guessed) {
+void cpool__capture_log_alloc(cpool__capture *cap, void *ptr, uint64_t stream_id, size_t bytes, bool guessed,
+                              bool far_miss) {
     cpool__learn_alloc(&cap->log, ptr, stream_id, bytes);
     if (guessed) cpool__learn_alloc(&cap->guesses, ptr, stream_id, bytes);
+    if (far_miss) cpool__learn_alloc(&cap->far_misses, ptr, stream_id, bytes);
+}
+
+/* Whether the capture's log still holds one of `of`'s allocations (it did
+ * not free it: an output). */
+static bool log_keeps(const cpool__capture *cap, const cpool__learn *of, size_t g) {
+    for (size_t i = cap->log.count; i-- > 0;)
+        if (cap->log.ptrs[i] == of->ptrs[g]) return true;
+    return false;
+}
+
+bool cpool__capture_far_missed(const cpool__capture *cap) {
+    if (cap->far_misses.failed || cap->log.failed) return false;
+    for (size_t g = 0; g < cap->far_misses.count; g++)
+        if (log_keeps(cap, &cap->far_misses, g)) return true;
+    return false;
 }
 
 bool cpool__capture_guessed_wrong(const cpool__capture *cap) {
     if (cap->guesses.failed || cap->log.failed) return true;
     /* A guess the capture freed is no longer in its log. */
-    for (size_t g = 0; g < cap->guesses.count; g++) {
-        bool kept = false;
-        for (size_t i = cap->log.count; i-- > 0 && !kept;) kept = cap->log.ptrs[i] == cap->guesses.ptrs[g];
-        if (!kept) return true;
-    }
+    for (size_t g = 0; g < cap->guesses.count; g++)
+        if (!log_keeps(cap, &cap->guesses, g)) return true;
     return false;
 }
 

@@ -155,9 +155,9 @@ typedef struct cpool__capture {
      * capture predicts it (`predicted`: the capture owns the arrays, and
      * packs a request only where it is at most CPOOL__PREDICTED_MAX and
      * 16 times the size that output had, plan_sizes[i], and above
-     * CPOOL__GUESS_NEAR_MIN within a factor of 2 of it: graphs per batch
-     * size grow by less, and a scratch block taken for an output would
-     * cost its size). Each stream takes its
+     * CPOOL__GUESS_NEAR_MIN within a factor of 2 of it, but with
+     * far_guesses: graphs per batch size grow by less, and a scratch block
+     * taken for an output would cost its size). Each stream takes its
      * own entries in order: `alloc_index` is the origin's place, a fork's
      * is in its cpool__fork. */
     const uint64_t *plan;
@@ -168,10 +168,15 @@ typedef struct cpool__capture {
     /* A predicted plan whose guesses are only noted, not acted on: the
      * pool's last capture guessed a scratch block for an output. */
     bool guesses_muted;
+    /* Guesses far from the output's size are made too: a capture of the
+     * pool kept such a request as an output, and no guess went wrong since
+     * (engines whose graphs come in no order of size). */
+    bool far_guesses;
     /* Its own allocations, for the plan its bound pool keeps for the next;
-     * and those its predicted plan took (or, muted, would have taken) for
-     * outputs, to see whether that plan was right. */
-    cpool__learn log, guesses;
+     * those its predicted plan took (or, muted, would have taken) for
+     * outputs, to see whether that plan was right; and those at an
+     * output's place that it did not take for being far from its size. */
+    cpool__learn log, guesses, far_misses;
     uint64_t graph_id; /* the id its graph takes (an update: the graph's own) */
     cpool__held_pool inline_pools[CPOOL__CAPTURE_INLINE_POOLS];
     cpool__fork inline_forks[CPOOL__CAPTURE_INLINE_FORKS];
@@ -294,13 +299,21 @@ void cpool__capture_set_graph_id(cpool__capture *cap, uint64_t graph_id);
 void cpool__capture_predict(cpool__capture *cap, uint64_t *bits, uint64_t *streams, size_t *sizes, size_t n);
 /* Whether the next allocation of `bytes` of the capture on stream
  * `stream_id` is an output, by its plan; *entry gets the plan's entry (for
- * cpool__capture_plan_taken once the allocation succeeded). */
-bool cpool__capture_next_is_output(const cpool__capture *cap, uint64_t stream_id, size_t bytes, size_t *entry);
+ * cpool__capture_plan_taken once the allocation succeeded), *far whether
+ * the plan has an output there of a size far from `bytes` (a guess then
+ * only with far_guesses). */
+bool cpool__capture_next_is_output(const cpool__capture *cap, uint64_t stream_id, size_t bytes, size_t *entry,
+                                   bool *far);
 void cpool__capture_plan_taken(cpool__capture *cap, uint64_t stream_id, size_t entry);
 /* Notes the capture's allocations and frees, for the plan its bound pool
  * keeps for the next capture; `guessed`: its predicted plan took (or,
- * muted, would have taken) the allocation for an output. */
-void cpool__capture_log_alloc(cpool__capture *cap, void *ptr, uint64_t stream_id, size_t bytes, bool guessed);
+ * muted, would have taken) the allocation for an output; `far_miss`: it
+ * did not, at an output's place, for the size. */
+void cpool__capture_log_alloc(cpool__capture *cap, void *ptr, uint64_t stream_id, size_t bytes, bool guessed,
+                              bool far_miss);
+/* Whether an allocation the capture did not guess for its size only
+ * (far_miss) outlived it: far guesses would have been right. */
+bool cpool__capture_far_missed(const cpool__capture *cap);
 /* Whether the capture freed an allocation its predicted plan guessed to be
  * an output (or could not note its guesses). */
 bool cpool__capture_guessed_wrong(const cpool__capture *cap);
@@ -476,7 +489,9 @@ cpool_status cpool__pool_add_param(cpool_pool *pool, size_t bytes, cpool_param *
 /* Above this, a guess also wants the request within a factor of 2 of the
  * output it stands for (graphs per batch size double at most from one to
  * the next); a scratch block far larger than the last capture's output
- * at its place is not taken for one. */
+ * at its place is not taken for one, until a capture of the pool kept such
+ * a request as an output (far_guesses: captured in no order of size, the
+ * graphs of an engine jump by up to 128 times). */
 #define CPOOL__GUESS_NEAR_MIN ((size_t)1 << 20)
 /* The capture that ended well with `log` (its own allocations) was bound
  * to pool: its outputs are the plan for the next. If its own plan guessed
@@ -484,7 +499,7 @@ cpool_status cpool__pool_add_param(cpool_pool *pool, size_t bytes, cpool_param *
  * whose outputs change places from one capture to the next would
  * otherwise each pack a scratch block, never shared (3x the bound on
  * tests/test_graph_pages.c, alternating_orders_share_pages). */
-void cpool__pool_learn_outputs(cpool_pool *pool, const cpool__learn *log, bool guessed_wrong);
+void cpool__pool_learn_outputs(cpool_pool *pool, const cpool__learn *log, bool guessed_wrong, bool far_missed);
 /* A copy of the pool's plan into cap (predicted, muted as the last
  * capture's guesses earned); nothing when there is none or no memory. */
 void cpool__pool_predict_outputs(cpool_pool *pool, cpool__capture *cap);

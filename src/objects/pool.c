@@ -104,6 +104,7 @@ struct cpool_pool {
     size_t *predicted_sizes;
     size_t predicted_bits;
     bool guesses_muted; /* the last capture's plan guessed wrong: the next one's guesses are muted */
+    bool far_guesses;   /* guesses far from the output's size too (cpool__capture's far_guesses) */
 
     cpool__deferred deferred_clear;
     cpool__deferred deferred_destroy;
@@ -731,8 +732,10 @@ static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *
      * requests come from the packed region, where the capture's freed
      * blocks are its graph's alone (graph_pages.h). */
     size_t entry;
-    bool planned = cpool__capture_next_is_output(cap, cpool__stream_id(s), bytes, &entry);
+    bool far;
+    bool planned = cpool__capture_next_is_output(cap, cpool__stream_id(s), bytes, &entry, &far);
     bool guessed = planned && !output && cap->predicted;
+    bool far_miss = far && !planned && !output;
     if (guessed && cap->guesses_muted) planned = false;
     bool packed = planned || output || bytes <= CPOOL__PACKED_MAX;
     if (packed) tag = cpool__key_is_any(branch) ? cpool__key_graph(cap->id) : branch;
@@ -786,7 +789,7 @@ static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *
     /* An output said to be one is logged as no output: the next capture
      * is not to guess where the caller says (a guess in another place
      * packs scratch there, which is never shared). */
-    cpool__capture_log_alloc(cap, output ? NULL : *ptr_out, cpool__stream_id(s), bytes, guessed);
+    cpool__capture_log_alloc(cap, output ? NULL : *ptr_out, cpool__stream_id(s), bytes, guessed, far_miss);
     return st;
 }
 
@@ -1036,7 +1039,7 @@ void cpool__pool_arena_stats(cpool_pool *pool, const cpool__arena *arena, cpool_
     cpool__mutex_unlock(&pool->mu);
 }
 
-void cpool__pool_learn_outputs(cpool_pool *pool, const cpool__learn *log, bool guessed_wrong) {
+void cpool__pool_learn_outputs(cpool_pool *pool, const cpool__learn *log, bool guessed_wrong, bool far_missed) {
     size_t n = log->count;
     if (log->failed || !n) return;
     uint64_t *bits = cpool__calloc(n / 64 + 1, sizeof *bits);
@@ -1061,6 +1064,7 @@ void cpool__pool_learn_outputs(cpool_pool *pool, const cpool__learn *log, bool g
     pool->predicted_sizes = sizes;
     pool->predicted_bits = n;
     pool->guesses_muted = guessed_wrong;
+    pool->far_guesses = !guessed_wrong && (far_missed || pool->far_guesses);
     cpool__mutex_unlock(&pool->mu);
 }
 
@@ -1076,6 +1080,7 @@ void cpool__pool_predict_outputs(cpool_pool *pool, cpool__capture *cap) {
         memcpy(sizes, pool->predicted_sizes, n * sizeof *sizes);
         cpool__capture_predict(cap, bits, streams, sizes, n);
         cap->guesses_muted = pool->guesses_muted;
+        cap->far_guesses = pool->far_guesses;
     } else {
         free(bits);
         free(streams);
