@@ -1021,11 +1021,12 @@ void cpool__graph_pages_settle(cpool__graph_pages *gp) {
  * A capture's highest page in a span is often written only in part: its
  * blocks end below the page's end. The packed region hands its blocks of
  * up to CPOOL__PACKED_MAX out from the top of its pages down (alloc.h,
- * top_down_max), so the bottoms of pages that hold only those are free. At its seal an arena whose tail page maps a shared
- * page that no other arena maps borrows, for that page, the memory of a
- * packed page instead, whose bytes below the tail's end the packed region
- * lends it (cpool__allocator_lend: no block is placed there while they are
- * lent), and the shared page goes back. Graphs' scratch shares the lent
+ * top_down_max), so the bottoms of pages that hold only those are free.
+ * At its seal an arena whose tail page maps a shared page that no other
+ * arena maps borrows, for that page, the memory of a packed page instead,
+ * whose bytes below the tail's end the packed region lends it
+ * (cpool__allocator_lend: no block is placed there while they are lent),
+ * and the shared page goes back. Graphs' scratch shares the lent
  * bytes as it shares shared pages (graphs never run at the same time); the
  * outputs above are never written by another graph. So sixteen graphs of
  * small outputs hold the largest one's pages, its tail included, and no
@@ -1453,7 +1454,7 @@ static void check_arena(const cpool__graph_pages *gp, const cpool__arena *ar, ui
             CPOOL__INVARIANT("graph pages", sp->mapped[i] || !sp->own[i], "an unmapped page owns memory");
             if (!sp->mapped[i]) continue;
             if (sp->lender[i]) {
-                size_t j;
+                size_t j = 0;
                 const arena_span *lsp = gp->packed && !ar->own_pages && span_of(gp->packed, sp->lender[i])
                                             ? packed_page(gp, sp->lender[i], &j)
                                             : NULL;
