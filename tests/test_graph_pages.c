@@ -618,6 +618,71 @@ static void borrowed_tails_go_back(cpool_device *dev) {
     }
 }
 
+/* Graphs in pairs: A allocates a 64 KiB and a 4 MiB output and then a
+ * 4 MiB scratch, B a 16 MiB scratch and then a 64 KiB output. A's 4 MiB
+ * output lies where B kept 64 KiB, far from its size: once kept, far
+ * guesses are made, and B's next 16 MiB scratch, where A's 64 KiB output
+ * was, is packed on a wrong guess. That may happen once in a pool: each
+ * pair repacked another 16 MiB while A's turned far guesses back on. */
+static void far_guesses_go_wrong_once(cpool_device *dev) {
+    static scene sc;
+    const uint64_t seed = 0x3c6ef372fe94f82bull;
+    uint64_t rng = seed;
+    start_case("far guesses", seed);
+    REQUIRE(scene_open(dev, &sc));
+    enum { PAIRS = 8 };
+    uint64_t outputs = 0;
+    for (int k = 0; k < PAIRS; k++) {
+        recipe a;
+        memset(&a, 0, sizeof a);
+        a.scratch[0] = 4 * MiB;
+        a.scratch_count = 1;
+        a.out_bytes[0] = 64 * KiB;
+        a.out_bytes[1] = 4 * MiB;
+        a.out_count = 2;
+        a.outputs_first = 1;
+        a.value = (unsigned char)(0x41 + k);
+        REQUIRE(scene_capture(&sc, &a) == 2 * k);
+        recipe b = one_scratch(16 * MiB, 64 * KiB, 1, 0, 0, (unsigned char)(0x61 + k));
+        REQUIRE(scene_capture(&sc, &b) == 2 * k + 1);
+        outputs += 64 * KiB + 4 * MiB + 64 * KiB;
+    }
+    /* The largest scratch and the outputs, one wrong guess of 16 MiB, 2 MiB
+     * more for each A, whose outputs are not packed (4.06 MiB of them on
+     * 3 pages), and the page of B's packed outputs: 83 MiB. Far guesses
+     * made again after a wrong one held 94 MiB here. */
+    check_graph_memory(&sc, "pairs whose outputs move, far guesses",
+                       16 * MiB + outputs + 16 * MiB + PAIRS * 2 * MiB + 2 * MiB, MARGIN, 1);
+    replay_randomly(&sc, &rng, 4 * PAIRS, 1);
+    scene_report(&sc, "far guesses");
+}
+
+/* Graphs take turns: A an 8 MiB output before an 8 MiB scratch, B a scratch
+ * of 4 to 12 MiB before a 64 KiB output. Each B's scratch is where A's
+ * output was, near its size: the first is packed on a wrong guess, and
+ * guesses stay muted from then on, as no A between would have guessed at
+ * all (they came back after each A and packed every B's scratch: 78 MiB). */
+static void muted_until_guesses_are_right(cpool_device *dev) {
+    static scene sc;
+    const uint64_t seed = 0xa54ff53a5f1d36f1ull;
+    uint64_t rng = seed;
+    start_case("muted guesses", seed);
+    REQUIRE(scene_open(dev, &sc));
+    uint64_t lower = 12 * MiB;
+    for (int k = 0; k < 4; k++) {
+        recipe a = one_scratch(8 * MiB, 8 * MiB, 1, 1, 0, (unsigned char)(0x71 + k));
+        REQUIRE(scene_capture(&sc, &a) == 2 * k);
+        recipe b = one_scratch((size_t)(4 + 2 * k + (k == 3) * 2) * MiB, 64 * KiB, 1, 0, 0, (unsigned char)(0x81 + k));
+        REQUIRE(scene_capture(&sc, &b) == 2 * k + 1);
+        lower += 8 * MiB + 64 * KiB;
+    }
+    /* The bound, the first wrong guess (4 MiB), and a page for each B's
+     * output, not packed while guesses are muted: 58 MiB. */
+    check_graph_memory(&sc, "outputs and scratch taking turns", lower + 4 * MiB + 4 * 2 * MiB, MARGIN, 1);
+    replay_randomly(&sc, &rng, 16, 1);
+    scene_report(&sc, "muted guesses");
+}
+
 /* ---- 2b. the order of outputs and scratch changes from graph to graph ------------- */
 
 enum { ALTERNATING_GRAPHS = 8, ALTERNATING_LAUNCHES = 48 };
@@ -1663,6 +1728,8 @@ static const check_case cases[] = {
     CHECK_CASE(batch_sizes_share_the_last_page),
     CHECK_CASE(borrowed_tails_go_back),
     CHECK_CASE(alternating_orders_share_pages),
+    CHECK_CASE(far_guesses_go_wrong_once),
+    CHECK_CASE(muted_until_guesses_are_right),
     CHECK_CASE(wrong_guesses_are_muted),
     CHECK_CASE(freed_outputs_give_pages_back),
     CHECK_CASE(random_steps_keep_outputs),

@@ -169,8 +169,9 @@ typedef struct cpool__capture {
      * pool's last capture guessed a scratch block for an output. */
     bool guesses_muted;
     /* Guesses far from the output's size are made too: a capture of the
-     * pool kept such a request as an output, and no guess went wrong since
-     * (engines whose graphs come in no order of size). */
+     * pool kept such a request as an output, and no guess went wrong while
+     * such guesses were made (engines whose graphs come in no order of
+     * size). */
     bool far_guesses;
     /* Its own allocations, for the plan its bound pool keeps for the next;
      * those its predicted plan took (or, muted, would have taken) for
@@ -499,7 +500,7 @@ cpool_status cpool__pool_add_param(cpool_pool *pool, size_t bytes, cpool_param *
  * whose outputs change places from one capture to the next would
  * otherwise each pack a scratch block, never shared (3x the bound on
  * tests/test_graph_pages.c, alternating_orders_share_pages). */
-void cpool__pool_learn_outputs(cpool_pool *pool, const cpool__learn *log, bool guessed_wrong, bool far_missed);
+void cpool__pool_learn_outputs(cpool_pool *pool, const cpool__capture *cap);
 /* A copy of the pool's plan into cap (predicted, muted as the last
  * capture's guesses earned); nothing when there is none or no memory. */
 void cpool__pool_predict_outputs(cpool_pool *pool, cpool__capture *cap);

@@ -105,6 +105,7 @@ struct cpool_pool {
     size_t predicted_bits;
     bool guesses_muted; /* the last capture's plan guessed wrong: the next one's guesses are muted */
     bool far_guesses;   /* guesses far from the output's size too (cpool__capture's far_guesses) */
+    bool far_spoiled;   /* a guess went wrong while far guesses were made: none from then on */
 
     cpool__deferred deferred_clear;
     cpool__deferred deferred_destroy;
@@ -1039,7 +1040,9 @@ void cpool__pool_arena_stats(cpool_pool *pool, const cpool__arena *arena, cpool_
     cpool__mutex_unlock(&pool->mu);
 }
 
-void cpool__pool_learn_outputs(cpool_pool *pool, const cpool__learn *log, bool guessed_wrong, bool far_missed) {
+void cpool__pool_learn_outputs(cpool_pool *pool, const cpool__capture *cap) {
+    const cpool__learn *log = &cap->log;
+    bool guessed_wrong = cpool__capture_guessed_wrong(cap), far_missed = cpool__capture_far_missed(cap);
     size_t n = log->count;
     if (log->failed || !n) return;
     uint64_t *bits = cpool__calloc(n / 64 + 1, sizeof *bits);
@@ -1063,8 +1066,15 @@ void cpool__pool_learn_outputs(cpool_pool *pool, const cpool__learn *log, bool g
     pool->predicted_streams = streams;
     pool->predicted_sizes = sizes;
     pool->predicted_bits = n;
-    pool->guesses_muted = guessed_wrong;
-    pool->far_guesses = !guessed_wrong && (far_missed || pool->far_guesses);
+    /* Muted guesses come back only once a capture's would-be guesses were
+     * right: one that would have guessed nothing proves nothing (graphs
+     * whose outputs move from one capture to the next took turns guessing
+     * wrong). Far guesses that went wrong once are not made again: one
+     * capture that keeps a far-sized output would otherwise turn them back
+     * on, and the next would pack its scratch (16 MiB a pair of graphs). */
+    pool->guesses_muted = guessed_wrong || (cap->guesses_muted && !cap->guesses.count);
+    pool->far_spoiled = pool->far_spoiled || (guessed_wrong && cap->far_guesses);
+    pool->far_guesses = !pool->far_spoiled && !guessed_wrong && (far_missed || pool->far_guesses);
     cpool__mutex_unlock(&pool->mu);
 }
 
