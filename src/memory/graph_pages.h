@@ -136,9 +136,10 @@ cpool__stream_key cpool__arena_packed_key(const cpool__arena *ar);
  * pages of their own. A page per small output would cost many times the
  * output; here outputs pack (up to CPOOL__PACKED_MAX from the top of a
  * page down), and an arena's last page may borrow a packed page whose
- * blocks lie above its own (graph_pages.c, "tails"). A capture's freed blocks here carry its
- * graph's key (stream_order.h): no other capture takes them until that graph is
- * released, so scratch here is not shared (it is small by construction). */
+ * blocks lie above its own (graph_pages.c, "tails"). A capture's freed
+ * blocks here carry its graph's key (stream_order.h): no other capture
+ * takes them until that graph is released, so scratch here is not shared
+ * (it is small by construction). */
 /* Up to 4 KiB: larger, the smallest blocks of a capture served apart from
  * its other memory cost bench/multistream_memory_bench up to a page more
  * (8 and 32 KiB measured 16 MiB against 14 at one stream). */

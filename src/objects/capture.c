@@ -141,8 +141,7 @@ static cpool_status capture_finish(cpool_stream *s, bool instantiate, cpool_grap
         if (st != CPOOL_OK) s->dev->be->graph_destroy(impl);
     }
     if (st == CPOOL_OK) {
-        if (cap.has_bound_pool)
-            cpool__pool_learn_outputs(cap.pools[0].pool, &cap);
+        if (cap.has_bound_pool) cpool__pool_learn_outputs(cap.pools[0].pool, &cap);
         cpool__capture_forget(&cap); /* its references are the graph's now */
     } else {
         *graph_out = NULL;

@@ -494,12 +494,15 @@ cpool_status cpool__pool_add_param(cpool_pool *pool, size_t bytes, cpool_param *
  * a request as an output (far_guesses: captured in no order of size, the
  * graphs of an engine jump by up to 128 times). */
 #define CPOOL__GUESS_NEAR_MIN ((size_t)1 << 20)
-/* The capture that ended well with `log` (its own allocations) was bound
- * to pool: its outputs are the plan for the next. If its own plan guessed
- * wrong (`guessed_wrong`), the next capture's guesses are muted: graphs
- * whose outputs change places from one capture to the next would
- * otherwise each pack a scratch block, never shared (3x the bound on
- * tests/test_graph_pages.c, alternating_orders_share_pages). */
+/* The capture that ended well, `cap`, was bound to pool: the outputs in
+ * its log are the plan for the next. If its own plan guessed wrong
+ * (cpool__capture_guessed_wrong), the next captures' guesses are muted
+ * until their would-be guesses are right: graphs whose outputs change
+ * places from one capture to the next would otherwise each pack a scratch
+ * block, never shared (3x the bound on tests/test_graph_pages.c,
+ * alternating_orders_share_pages). What it says of far guesses
+ * (cpool__capture_far_missed) turns them on, a wrong guess among them off
+ * for good. */
 void cpool__pool_learn_outputs(cpool_pool *pool, const cpool__capture *cap);
 /* A copy of the pool's plan into cap (predicted, muted as the last
  * capture's guesses earned); nothing when there is none or no memory. */
