@@ -1348,10 +1348,14 @@ static void released_arenas_serve_again_once_their_work_is_over(cpool_device *de
             CHECK_OK(cpool_free(pool, ptrs[1], t));
         }
         cpool_graph_release(h);
+        /* Rounds 2 to 5 show each of the four ways once: later rounds
+         * hold no more than the most of those (a released graph's arena
+         * whose work is over may stay for the next capture, or go). */
         uint64_t now = stats_of(pool).graph_reserved_bytes;
-        if (round == 5) settled = now;
-        if (round > 5) CHECK_EQ(now, settled);
+        if (round >= 2 && round <= 5 && now > settled) settled = now;
+        if (round > 5) CHECK_LE(now, settled);
     }
+    CHECK_LE(settled, 8 * MiB);
     printf("  rounds: graph_reserved_bytes %.2f MiB after %d rounds\n", (double)settled / MiB, ROUNDS);
     CHECK_OK(cpool_pool_trim(pool));
     CHECK_EQ(stats_of(pool).graph_reserved_bytes, 0);

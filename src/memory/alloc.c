@@ -280,12 +280,24 @@ static cpool__heap *heap_for(cpool__allocator *a, const cpool__block *b) {
     return &a->heaps[heap_index(set_of(b->graph), b->seg->large)];
 }
 
+/* Whether a free block waits for a fence of a stream's work: graph memory
+ * under such a tag is no capture's until the fence is seen over. */
+static bool fenced_graph_block(const cpool__block *b) {
+    return b->graph && b->stream && !(b->stream & CPOOL__KEY_BRANCH_BIT);
+}
+
 /* Free neighbours merge when they are of the same set and their stream tags
  * agree, or one is free for any stream: the merged block then keeps the
- * other's tag, which only narrows who may reuse the free part. */
+ * other's tag, which only narrows who may reuse the free part. Graph
+ * memory waiting for a fence merges only with a block freed at the same
+ * point: a capture can take nothing fenced, and a merged block waits for
+ * the newest of its frees, so a free every round would keep the whole run
+ * (and what it took in) fenced for ever, a fence behind. */
 static bool mergeable(const cpool__block *x, const cpool__block *y) {
-    return x && y && !x->live && !y->live && !x->hole && !y->hole && x->graph == y->graph &&
-           (x->stream == y->stream || !x->stream || !y->stream) &&
+    if (!x || !y || x->live || y->live || x->hole || y->hole || x->graph != y->graph) return false;
+    if ((fenced_graph_block(x) || fenced_graph_block(y)) && (x->stream != y->stream || x->free_seq != y->free_seq))
+        return false;
+    return (x->stream == y->stream || !x->stream || !y->stream) &&
            (x->pending_branch == y->pending_branch || !x->pending_branch || !y->pending_branch);
 }
 

@@ -612,9 +612,10 @@ static bool idle(const cpool__arena *ar) { return !ar->in_use && !ar->alloc.map_
 /* Memory that work may use: mapped runs, or plain segments. */
 static bool holds_memory(const cpool__arena *ar) { return ar->alloc.segment_count != 0; }
 
-/* The arena just became idle: work enqueued while it was held (its graph's
- * launches, eager work on its outputs before their frees) may still use
- * its memory, and a capture that took it could move its pages meanwhile. */
+/* The arena was let go of, or just became idle: work enqueued while it
+ * was held (its graph's launches, eager work on its outputs before their
+ * frees) may still use its memory, and a capture that took it, or split a
+ * run of its pages, could move them meanwhile. */
 static void mark_work(cpool__graph_pages *gp, cpool__arena *ar) {
     cpool__order_mark_release(ar->work);
     ar->work = holds_memory(ar) ? cpool__order_mark_now(gp->order) : NULL;
@@ -660,7 +661,32 @@ static cpool_status arena_new(cpool__graph_pages *gp, cpool__arena **out) {
     return CPOOL_OK;
 }
 
+/* Idle arenas whose marked work is over need no pages apart: all but the
+ * newest go back, their addresses and the shared pages no other arena
+ * maps (the newest stays for the next capture to take as it is). Graphs
+ * released while their launches ran leave such arenas, each on pages of
+ * its own (their runs could not be shared meanwhile). Never waits; nothing
+ * on a thread that runs stream work, where the platform may not be
+ * called. */
+static void give_back_quiet_arenas(cpool__graph_pages *gp) {
+    if (cpool__on_stream_thread()) return;
+    bool kept = false;
+    for (cpool__arena **at = &gp->arenas; *at;) {
+        cpool__arena *ar = *at;
+        bool quiet = idle(ar) && !ar->work_unknown && (!ar->work || cpool__order_mark_done(ar->work));
+        if (!quiet || !kept) {
+            kept = kept || quiet;
+            at = &ar->next;
+            continue;
+        }
+        *at = ar->next;
+        gp->arena_count--;
+        arena_destroy(ar);
+    }
+}
+
 cpool_status cpool__graph_pages_open(cpool__graph_pages *gp, cpool__stream_key packed_key, cpool__arena **out) {
+    give_back_quiet_arenas(gp);
     /* A suspended pool's idle arenas map nothing now: a seal must find
      * nothing to move, so only a new arena will do. */
     cpool__arena *ar = gp->suspended ? NULL : gp->arenas;
@@ -1012,6 +1038,7 @@ static void settle_graphs(cpool__graph_pages *gp) {
 }
 
 void cpool__graph_pages_settle(cpool__graph_pages *gp) {
+    give_back_quiet_arenas(gp);
     if (gp->unsettled) settle_graphs(gp);
 }
 
@@ -1260,7 +1287,9 @@ void cpool__arena_release(cpool__graph_pages *gp, cpool__arena *ar) {
     atomic_store(&ar->launched, false); /* its next holder's launches count anew */
     ar->released = ++gp->release_clock;
     ar->graph = 0;
-    if (idle(ar)) mark_work(gp, ar);
+    /* With outputs still live too: a capture that splits a run of its
+     * pages must wait for its launches (run_quiet). */
+    mark_work(gp, ar);
 }
 
 void cpool__arena_freed(cpool__graph_pages *gp, cpool__arena *ar) {
@@ -1442,7 +1471,7 @@ const cpool__arena *cpool__graph_pages_packed_owner(const cpool__graph_pages *gp
 static void check_arena(const cpool__graph_pages *gp, const cpool__arena *ar, uint32_t *maps, uint64_t *own,
                         size_t *borrowed, bool full) {
     if (full || ar == gp->packed) cpool__allocator_check(&ar->alloc);
-    CPOOL__INVARIANT("graph pages", (!ar->work && !ar->work_unknown) || idle(ar),
+    CPOOL__INVARIANT("graph pages", (!ar->work && !ar->work_unknown) || !ar->in_use,
                      "arena %llu is held but keeps a mark of earlier work", (unsigned long long)ar->id);
     CPOOL__INVARIANT("graph pages", !idle(ar) || !holds_memory(ar) || ar->work || ar->work_unknown,
                      "arena %llu is idle with memory but marked no work", (unsigned long long)ar->id);

@@ -192,19 +192,29 @@ void cpool__order_mark_release(cpool__order_mark *m) {
 
 typedef enum fence_result {
     FENCE_RECORDED, /* ev now marks the stream's current end */
+    FENCE_CAPTURE,  /* the stream captures: *shared, its capture's fence, marks its work from before */
     FENCE_GONE,     /* the stream was destroyed, after its work had finished */
-    FENCE_BUSY      /* the stream captures (or failed): try again later */
+    FENCE_BUSY      /* the stream failed, or its capture has no fence: try again later */
 } fence_result;
 
-/* Records `ev` on the live stream with this id. */
-static fence_result fence_stream(cpool__order *o, uint64_t stream_id, cpool__bevent *ev) {
+/* Records `ev` on the live stream with this id, or, where it captures (an
+ * event recorded there would go into the capture), hands a reference to
+ * the fence its capture began with: every block freed on it outside
+ * capture was freed before that. */
+static fence_result fence_stream(cpool__order *o, uint64_t stream_id, cpool__bevent *ev, cpool__shared_event **shared) {
     fence_result r = FENCE_GONE;
     cpool__mutex_lock(&o->mu);
-    for (cpool__order_stream *s = o->streams; s; s = s->next)
-        if (s->id == stream_id) {
+    for (cpool__order_stream *s = o->streams; s; s = s->next) {
+        if (s->id != stream_id) continue;
+        if (cpool__order_capture(s)) {
+            *shared = s->capture_fence;
+            if (*shared) atomic_fetch_add(&(*shared)->refs, 1);
+            r = *shared ? FENCE_CAPTURE : FENCE_BUSY;
+        } else {
             r = o->be->event_record(ev, s->impl) == CPOOL_OK ? FENCE_RECORDED : FENCE_BUSY;
-            break;
         }
+        break;
+    }
     cpool__mutex_unlock(&o->mu);
     return r;
 }
@@ -335,7 +345,7 @@ static bool fence_room(cpool__fences *f) {
     return true;
 }
 
-void cpool__fences_add(cpool__fences *f, cpool__order *o, const cpool__fenced *a, cpool__order_stream *capturing) {
+void cpool__fences_add(cpool__fences *f, cpool__order *o, const cpool__fenced *a) {
     enum { MAX_STREAMS = 64 };
     uint64_t streams[MAX_STREAMS], seqs[MAX_STREAMS];
     /* Frees from now on are numbered after every block a fence here covers. */
@@ -361,16 +371,16 @@ void cpool__fences_add(cpool__fences *f, cpool__order *o, const cpool__fenced *a
             if (f->list[k].stream == streams[i] && f->list[k].upto >= seqs[i]) covered = true;
         if (covered) continue;
         if (!fence_room(f)) return;
-        if (capturing && streams[i] == capturing->id) {
-            cpool__shared_event *shared = cpool__order_capture_fence(o, capturing);
-            if (shared) f->list[f->count++] = (cpool__fence){.stream = streams[i], .upto = seqs[i], .shared = shared};
-            continue;
-        }
         cpool__bevent *ev = event_take(f, o);
         if (!ev) return;
-        switch (fence_stream(o, streams[i], ev)) {
+        cpool__shared_event *shared = NULL;
+        switch (fence_stream(o, streams[i], ev, &shared)) {
         case FENCE_RECORDED:
             f->list[f->count++] = (cpool__fence){.stream = streams[i], .upto = seqs[i], .event = ev};
+            break;
+        case FENCE_CAPTURE:
+            f->list[f->count++] = (cpool__fence){.stream = streams[i], .upto = seqs[i], .shared = shared};
+            event_give(f, o, ev);
             break;
         case FENCE_GONE: /* a stream leaves the list only once its work is over */
             unfence_each(a, streams[i], UINT64_MAX);

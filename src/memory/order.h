@@ -135,9 +135,9 @@ typedef struct cpool__fenced {
 /* Unfences the blocks of every completed fence. Never waits. */
 void cpool__fences_poll(cpool__fences *f, cpool__order *o, const cpool__fenced *a);
 /* Records a fence on every stream whose restricted blocks no fence covers
- * yet; `capturing` (may be NULL), the caller's stream under capture, is
- * fenced by its capture's fence instead. Never waits. */
-void cpool__fences_add(cpool__fences *f, cpool__order *o, const cpool__fenced *a, cpool__order_stream *capturing);
+ * yet; a stream that captures is fenced by its capture's fence instead.
+ * Never waits. */
+void cpool__fences_add(cpool__fences *f, cpool__order *o, const cpool__fenced *a);
 void cpool__fences_destroy(cpool__fences *f, cpool__order *o);
 
 #endif /* CPOOL_ORDER_H */

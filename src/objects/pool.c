@@ -624,9 +624,9 @@ static void poll_fences(cpool_pool *pool) {
     cpool__fences_poll(&pool->fences, &pool->dev->order, &a);
 }
 
-static void add_fences(cpool_pool *pool, cpool_stream *capturing) {
+static void add_fences(cpool_pool *pool) {
     cpool__fenced a = fenced(pool);
-    cpool__fences_add(&pool->fences, &pool->dev->order, &a, capturing ? &capturing->order : NULL);
+    cpool__fences_add(&pool->fences, &pool->dev->order, &a);
 }
 
 /* ---- allocation ---------------------------------------------------------- */
@@ -651,7 +651,7 @@ static cpool_status alloc_miss(cpool_pool *pool, size_t bytes, cpool_stream *s, 
     if (cpool__allocator_alloc_cached(a, bytes, stream, deps, use, out)) return CPOOL_OK;
     if (cpool__front_flush(&pool->front, a) && cpool__allocator_alloc_cached(a, bytes, stream, deps, use, out))
         return CPOOL_OK;
-    add_fences(pool, use != CPOOL__USE_STREAM ? s : NULL);
+    add_fences(pool);
     if (cpool__allocator_alloc_cached(a, bytes, stream, deps, use, out)) return CPOOL_OK;
     /* Before growing past the peak: blocks whose work has finished by now
      * (often all, the fences being just recorded) may merge, or give their
@@ -751,14 +751,14 @@ static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *
         if (!packed) a = cpool__arena_allocator(held->arena);
         cpool__error_mark before; /* a success after a retry leaves the last error as it was */
         cpool__error_save(&before);
-        bool cached = cpool__allocator_alloc_cached(a, bytes, tag, NULL, CPOOL__USE_GRAPH, &p);
-        if (!cached && packed) {
-            /* Outputs freed since on streams whose work is over: free for
-             * this capture too. */
-            add_fences(pool, s);
+        /* Packed outputs freed since, whose streams' work is seen over,
+         * come first: the region would otherwise grow from its free end
+         * while they wait, a page at a time. */
+        if (packed) {
+            add_fences(pool);
             poll_fences(pool);
-            cached = cpool__allocator_alloc_cached(a, bytes, tag, NULL, CPOOL__USE_GRAPH, &p);
         }
+        bool cached = cpool__allocator_alloc_cached(a, bytes, tag, NULL, CPOOL__USE_GRAPH, &p);
         if (!cached) {
             st = cpool__allocator_alloc_grow(a, bytes, tag, CPOOL__USE_GRAPH, &p);
             /* The device or the pool's bound is full: eager memory with
@@ -766,7 +766,7 @@ static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *
              * (alloc_miss; a capturing stream is fenced by its capture). */
             if (st == CPOOL_ERR_OUT_OF_MEMORY) {
                 cpool__front_flush(&pool->front, &pool->alloc);
-                add_fences(pool, s);
+                add_fences(pool);
                 poll_fences(pool);
                 if (cpool__allocator_trim(&pool->alloc))
                     st = cpool__allocator_alloc_grow(a, bytes, tag, CPOOL__USE_GRAPH, &p);

@@ -1,0 +1,230 @@
+/*
+ * Rounds: what a serving loop does to a pool, round after round, held
+ * against the lower bound (the largest graph, the live outputs, a page per
+ * stream), and graphs released while their launches still run.
+ *
+ *  - A graph released while its launch runs, with an output still
+ *    allocated: the next capture must not move the pages its replay uses
+ *    (its output comes out right).
+ *  - Graphs released while their launches run leave no arenas apart once
+ *    the device is idle: graph memory falls back to about one graph's.
+ *  - Graphed calls with a warm-up run, round after round (output freed
+ *    after the graph's release, the next capture's stream still busy), and
+ *    outputs made on a forked branch: graph memory stays bounded, never
+ *    growing with the rounds.
+ */
+#include "check.h"
+#include "helpers.h"
+
+#define KiB ((size_t)1024)
+#define MiB ((size_t)1024 * 1024)
+
+static uint64_t graph_bytes(const cpool_pool *pool) { return stats_of(pool).graph_reserved_bytes; }
+
+/* ---- a released graph's launch still running ------------------------------ */
+
+typedef struct scratch_to_out {
+    cpool_pool *pool;
+    size_t n;
+    unsigned char value;
+    void *out;         /* allocated in the body, kept */
+    sleep_set *middle; /* NULL, or slow work between the fill and the copy */
+} scratch_to_out;
+
+/* Scratch filled with value, copied into an output the capture keeps. */
+static cpool_status scratch_to_out_fn(cpool_stream *s, void *ctx) {
+    scratch_to_out *a = ctx;
+    void *scratch;
+    cpool_status st = cpool_alloc(a->pool, a->n, s, &scratch);
+    if (st != CPOOL_OK) return st;
+    if ((st = cpool_alloc(a->pool, a->n, s, &a->out)) != CPOOL_OK) return st;
+    if ((st = cpool_memset_async(s, scratch, a->value, a->n)) != CPOOL_OK) return st;
+    if (a->middle && (st = cpool_launch_host(s, cb_sleep_set, a->middle)) != CPOOL_OK) return st;
+    if ((st = cpool_memcpy_async(s, a->out, scratch, a->n)) != CPOOL_OK) return st;
+    return cpool_free(a->pool, scratch, s);
+}
+
+/* A's replay fills its scratch, then waits (slow host work in the graph)
+ * while A is released and B captured, then copies its scratch into its
+ * output: B's capture must leave A's pages where they are. */
+static void released_running_graph_keeps_its_pages(cpool_device *dev) {
+    for (int order = 0; order < 2; order++) {
+        stream_pool fx;
+        REQUIRE(fixture_open(dev, NULL, &fx));
+        int started = 0, flag = 0;
+        sleep_set middle = {150, &flag, 1};
+        scratch_to_out a = {fx.pool, 4 * MiB, 0x5a, NULL, &middle};
+        cpool_graph *ga = NULL, *gb = NULL;
+        REQUIRE_OK(cpool_capture(fx.s, fx.pool, CPOOL_CAPTURE_GLOBAL, scratch_to_out_fn, &a, &ga));
+        REQUIRE_OK(cpool_memset_async(fx.s, a.out, 0, a.n));
+        CHECK_OK(cpool_stream_synchronize(fx.s));
+        CHECK_OK(cpool_graph_launch(ga, fx.s));
+        CHECK_OK(cpool_launch_host(fx.s, cb_inc, &started)); /* after the replay: never before B */
+        cpool_graph_release(ga); /* still running: its output stays allocated */
+        sleep_ms(30);            /* the replay's fill is done, its copy waits */
+        cpool_stream *other;
+        REQUIRE_OK(cpool_stream_create(dev, &other));
+        scratch_to_out b = {fx.pool, order ? 2 * MiB : 8 * MiB, 0x3c, NULL, NULL};
+        CHECK_OK(cpool_capture(other, fx.pool, CPOOL_CAPTURE_GLOBAL, scratch_to_out_fn, &b, &gb));
+        CHECK_EQ(aload(&flag), 0); /* the point: the capture came while A's replay ran */
+        CHECK_OK(cpool_stream_synchronize(fx.s));
+        CHECK_EQ(aload(&started), 1);
+        CHECK_BYTES(fx.s, a.out, a.n, 0x5a);
+        if (gb) {
+            CHECK_OK(cpool_graph_launch(gb, other));
+            CHECK_OK(cpool_stream_synchronize(other));
+            CHECK_BYTES(other, b.out, b.n, 0x3c);
+            CHECK_BYTES(fx.s, a.out, a.n, 0x5a);
+            cpool_graph_release(gb);
+            CHECK_OK(cpool_free(fx.pool, b.out, other));
+        }
+        CHECK_OK(cpool_free(fx.pool, a.out, fx.s));
+        CHECK_OK(cpool_stream_synchronize(other));
+        cpool_stream_destroy(other);
+    }
+}
+
+/* ---- graphs released while running ----------------------------------------- */
+
+typedef struct scratch_only {
+    cpool_pool *pool;
+    size_t n;
+} scratch_only;
+
+static cpool_status scratch_only_fn(cpool_stream *s, void *ctx) {
+    scratch_only *a = ctx;
+    void *scratch;
+    cpool_status st = cpool_alloc(a->pool, a->n, s, &scratch);
+    if (st != CPOOL_OK) return st;
+    if ((st = cpool_memset_async(s, scratch, 1, a->n)) != CPOOL_OK) return st;
+    return cpool_free(a->pool, scratch, s);
+}
+
+static void released_running_graphs_share_again(cpool_device *dev) {
+    stream_pool fx;
+    REQUIRE(fixture_open(dev, NULL, &fx));
+    scratch_only body = {fx.pool, 8 * MiB};
+    int flag = 0;
+    sleep_set slow = {150, &flag, 1};
+    CHECK_OK(cpool_launch_host(fx.s, cb_sleep_set, &slow));
+    for (int i = 0; i < 10; i++) {
+        cpool_graph *g = NULL;
+        REQUIRE_OK(cpool_capture(fx.s, fx.pool, CPOOL_CAPTURE_GLOBAL, scratch_only_fn, &body, &g));
+        CHECK_OK(cpool_graph_launch(g, fx.s));
+        cpool_graph_release(g); /* its launch waits behind the sleep */
+    }
+    CHECK_EQ(aload(&flag), 0);
+    CHECK_OK(cpool_stream_synchronize(fx.s));
+    cpool_wait_deferred();
+    /* The device is idle: no arena needs pages apart any more. */
+    CHECK_LE(graph_bytes(fx.pool), body.n);
+    /* And the next graph finds them shared. */
+    cpool_graph *g = NULL;
+    CHECK_OK(cpool_capture(fx.s, fx.pool, CPOOL_CAPTURE_GLOBAL, scratch_only_fn, &body, &g));
+    CHECK_LE(graph_bytes(fx.pool), body.n);
+    cpool_graph_release(g);
+}
+
+/* ---- rounds of graphed calls ------------------------------------------------- */
+
+typedef struct call_round {
+    cpool_pool *pool;
+    size_t out_n, scratch_n;
+    void *out;
+    void *eager[4]; /* the warm-up runs' outputs, for the loop to free */
+    int eager_count;
+    cpool_stream *branch; /* NULL: the output on the call's stream */
+    cpool_event *fork, *join;
+    int output_call; /* cpool_alloc_output */
+} call_round;
+
+static cpool_status call_round_fn(cpool_stream *s, void *ctx) {
+    call_round *a = ctx;
+    void *scratch;
+    cpool_status st = cpool_alloc(a->pool, a->scratch_n, s, &scratch);
+    if (st != CPOOL_OK) return st;
+    if ((st = cpool_memset_async(s, scratch, 7, a->scratch_n)) != CPOOL_OK) return st;
+    cpool_stream *os = s;
+    if (a->branch) {
+        if ((st = cpool_event_record(a->fork, s)) != CPOOL_OK) return st;
+        if ((st = cpool_stream_wait_event(a->branch, a->fork)) != CPOOL_OK) return st;
+        os = a->branch;
+    }
+    st = a->output_call ? cpool_alloc_output(a->pool, a->out_n, os, &a->out)
+                        : cpool_alloc(a->pool, a->out_n, os, &a->out);
+    if (st != CPOOL_OK) return st;
+    cpool_capture_state state = CPOOL_CAPTURE_NONE;
+    if (cpool_capture_status(s, &state) == CPOOL_OK && state == CPOOL_CAPTURE_NONE && a->eager_count < 4)
+        a->eager[a->eager_count++] = a->out;
+    if ((st = cpool_memset_async(os, a->out, 9, a->out_n)) != CPOOL_OK) return st;
+    if (a->branch) {
+        if ((st = cpool_event_record(a->join, a->branch)) != CPOOL_OK) return st;
+        if ((st = cpool_stream_wait_event(s, a->join)) != CPOOL_OK) return st;
+    }
+    return cpool_free(a->pool, scratch, s);
+}
+
+/* One serving loop: `rounds` graphed calls, each launched, released, its
+ * output read and freed; graph memory must stay where the first rounds put
+ * it. */
+static void serve_rounds(cpool_device *dev, int warmup, int branch, int output_call, int busy) {
+    stream_pool fx;
+    REQUIRE(fixture_open(dev, NULL, &fx));
+    call_round a = {fx.pool, 100 * 1000, 1 * MiB, NULL, {NULL}, 0, NULL, NULL, NULL, output_call};
+    if (branch) {
+        REQUIRE_OK(cpool_stream_create(dev, &a.branch));
+        REQUIRE_OK(cpool_event_create(dev, &a.fork));
+        REQUIRE_OK(cpool_event_create(dev, &a.join));
+    }
+    uint64_t after_warmup = 0, most = 0;
+    const int rounds = 200;
+    for (int r = 0; r < rounds; r++) {
+        int flag = 0;
+        sleep_set slow = {1, &flag, 1};
+        if (busy) CHECK_OK(cpool_launch_host(fx.s, cb_sleep_set, &slow)); /* queued work at the capture */
+        cpool_graph *g = NULL;
+        cpool_status st = cpool_graphed_call(fx.s, fx.pool, CPOOL_CAPTURE_GLOBAL, warmup, call_round_fn, &a, &g);
+        CHECK_OK(st);
+        if (st != CPOOL_OK) break;
+        for (int i = 0; i < a.eager_count; i++) CHECK_OK(cpool_free(fx.pool, a.eager[i], fx.s));
+        a.eager_count = 0;
+        CHECK_OK(cpool_graph_launch(g, fx.s));
+        cpool_graph_release(g);
+        unsigned char first = 0; /* the caller reads its output: the stream's work is over */
+        CHECK_OK(read_back(fx.s, &first, a.out, 1));
+        CHECK_EQ(first, 9);
+        CHECK_OK(cpool_free(fx.pool, a.out, fx.s));
+        uint64_t now = graph_bytes(fx.pool);
+        if (getenv("ROUNDS_TRACE")) printf("round %d: %llu\n", r, (unsigned long long)now);
+        if (r == 4) after_warmup = now;
+        if (now > most) most = now;
+    }
+    CHECK_OK(cpool_stream_synchronize(fx.s));
+    /* Bound: the largest graph (scratch and output) and a page per stream. */
+    CHECK_LE(most, after_warmup + 4 * MiB);
+    CHECK_LE(most, 8 * MiB);
+    if (branch) {
+        CHECK_OK(cpool_stream_synchronize(a.branch));
+        cpool_event_destroy(a.fork);
+        cpool_event_destroy(a.join);
+        cpool_stream_destroy(a.branch);
+    }
+}
+
+static void graphed_call_rounds_with_queued_work(cpool_device *dev) { serve_rounds(dev, 1, 0, 0, 1); }
+static void graphed_call_rounds(cpool_device *dev) { serve_rounds(dev, 1, 0, 0, 0); }
+static void branch_output_rounds(cpool_device *dev) { serve_rounds(dev, 0, 1, 1, 0); }
+static void branch_output_rounds_with_queued_work(cpool_device *dev) { serve_rounds(dev, 0, 1, 1, 1); }
+static void branch_graphed_call_rounds(cpool_device *dev) { serve_rounds(dev, 1, 1, 0, 1); }
+
+static const check_case cases[] = {
+    CHECK_CASE(released_running_graph_keeps_its_pages),
+    CHECK_CASE(released_running_graphs_share_again),
+    CHECK_CASE(graphed_call_rounds),
+    CHECK_CASE(graphed_call_rounds_with_queued_work),
+    CHECK_CASE(branch_output_rounds),
+    CHECK_CASE(branch_output_rounds_with_queued_work),
+    CHECK_CASE(branch_graphed_call_rounds),
+};
+
+CHECK_MAIN(cases, CHECK_ON_ALL)
