@@ -221,7 +221,8 @@ typedef struct cpool_device cpool_device;
  * - CPOOL_HOST_MEMORY: the host backend's device has finite memory, as a
  *   GPU has. The variable (bytes, with an optional K, M or G suffix in
  *   binary units: "64M", "8G") caps what all pools of the device hold
- *   together; unset or empty, the machine's physical memory. Past it, or
+ *   together; unset or empty, the machine's physical memory; 0, no bound
+ *   (as 0 means for max_reserved_bytes). Past it, or
  *   where the system refuses memory, every call that needs device memory
  *   fails with CPOOL_ERR_OUT_OF_MEMORY and changes nothing. It is read when
  *   the device is opened (not again while it stays open); a value that is
@@ -759,7 +760,10 @@ typedef enum cpool_suspend_mode {
  * where it would wait for itself), CPOOL_ERR_UNSUPPORTED (a pool whose
  * memory cannot keep its addresses: plain segments, see
  * cpool_pool_grows_in_place, or an NCCL pool), CPOOL_ERR_OUT_OF_MEMORY
- * (no host memory for the copy: nothing changed), CPOOL_ERR_BACKEND. */
+ * (no host memory for the copy: the pool stays resident and usable, and
+ * nothing else changed, except that, as a cpool_pool_trim would, it may
+ * have given back cached memory and the host buffer an earlier resume
+ * kept), CPOOL_ERR_BACKEND. */
 cpool_status cpool_pool_suspend(cpool_pool *pool, cpool_suspend_mode mode);
 
 /* Maps memory at a suspended pool's addresses again and restores the bytes

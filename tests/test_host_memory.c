@@ -241,6 +241,40 @@ static void capture_on_a_full_device(cpool_device *dev) {
     cpool_stream_destroy(s);
 }
 
+typedef struct two_allocs {
+    cpool_pool *pool;
+    size_t first, second;
+    char error[512]; /* cpool_last_error() where the body failed */
+} two_allocs;
+
+/* Keeps `first` allocated and asks for `second` on top. */
+static cpool_status alloc_twice(cpool_stream *s, void *ctx) {
+    two_allocs *a = ctx;
+    void *p, *q;
+    cpool_status st = cpool_alloc(a->pool, a->first, s, &p);
+    if (st == CPOOL_OK) st = cpool_alloc(a->pool, a->second, s, &q);
+    snprintf(a->error, sizeof a->error, "%s", cpool_last_error());
+    return st;
+}
+
+/* The body fails on the full device with a block still live: the capture's
+ * discard, which has no memory for that block's pages either, leaves the
+ * body's status and text as the body left them. */
+static void capture_failure_keeps_the_bodys_words(cpool_device *dev) {
+    stream_pool fx;
+    REQUIRE(fixture_open(dev, NULL, &fx));
+    two_allocs a = {fx.pool, 40 * MiB, 40 * MiB, ""};
+    cpool_graph *g = NULL;
+    CHECK_STATUS(cpool_capture(fx.s, fx.pool, CPOOL_CAPTURE_GLOBAL, alloc_twice, &a, &g), CPOOL_ERR_OUT_OF_MEMORY);
+    CHECK(g == NULL);
+    CHECK_STR_EQ(cpool_last_error(), a.error);
+    CHECK(strncmp(cpool_last_error(), "cpool_alloc: ", 13) == 0);
+    CHECK_STATUS(cpool_graphed_call(fx.s, fx.pool, CPOOL_CAPTURE_GLOBAL, 0, alloc_twice, &a, &g),
+                 CPOOL_ERR_OUT_OF_MEMORY);
+    CHECK_STR_EQ(cpool_last_error(), a.error);
+    check_not_capturing(fx.s);
+}
+
 /* An update that needs more memory than the device has left keeps the
  * graph as it was: it still launches its old work. */
 static void graph_update_on_a_full_device(cpool_device *dev) {
@@ -349,6 +383,7 @@ static const check_case cases[] = {
     CHECK_CASE(graphed_call_on_a_full_device),
     CHECK_CASE(param_on_a_full_device),
     CHECK_CASE(snapshot_on_a_full_device),
+    CHECK_CASE(capture_failure_keeps_the_bodys_words),
 };
 
 /* ---- before any device is open ------------------------------------------ */
@@ -385,6 +420,29 @@ static int bad_values_are_refused(void) {
     unsetenv("CPOOL_HOST_MEMORY");
     printf("%s bad CPOOL_HOST_MEMORY values are refused at the open\n", failures ? "FAIL" : "PASS");
     return failures;
+}
+
+/* CPOOL_HOST_MEMORY=0 means no bound, as 0 does for max_reserved_bytes:
+ * the device serves what the machine gives (here 256 MiB). */
+static int zero_means_no_bound(void) {
+    setenv("CPOOL_HOST_MEMORY", "0", 1);
+    cpool_device *dev = NULL;
+    cpool_stream *s = NULL;
+    cpool_pool *pool = NULL;
+    void *p = NULL;
+    cpool_status st = cpool_device_open(CPOOL_BACKEND_HOST, 0, &dev);
+    if (st == CPOOL_OK) st = cpool_stream_create(dev, &s);
+    if (st == CPOOL_OK) st = cpool_pool_create(dev, NULL, &pool);
+    if (st == CPOOL_OK) st = cpool_alloc(pool, 256 * MiB, s, &p);
+    if (st == CPOOL_OK) st = cpool_free(pool, p, s);
+    printf("%s CPOOL_HOST_MEMORY=0 is no bound%s%s\n", st == CPOOL_OK ? "PASS" : "FAIL", st == CPOOL_OK ? "" : ": ",
+           st == CPOOL_OK ? "" : cpool_last_error());
+    cpool_pool_release(pool);
+    cpool_stream_destroy(s);
+    cpool_device_close(dev);
+    cpool_wait_deferred();
+    unsetenv("CPOOL_HOST_MEMORY");
+    return st == CPOOL_OK ? 0 : 1;
 }
 
 /* The address space the process has mapped now. */
@@ -462,6 +520,7 @@ static int in_a_child(const char *name, check_case_fn fn) {
 int main(int argc, char **argv) {
     int failures = in_a_child("many_pools_under_an_address_space_limit", many_pools_under_an_address_space_limit);
     failures += bad_values_are_refused();
+    failures += zero_means_no_bound();
     setenv("CPOOL_HOST_MEMORY", "64M", 1);
     int rc = check_run_(argc, argv, cases, sizeof cases / sizeof cases[0], CHECK_ON_HOST);
     return failures ? 1 : rc;

@@ -675,6 +675,104 @@ static void clear_racing_a_capture(cpool_device *dev) {
     cpool_stream_destroy(s);
 }
 
+/* ---- refusals name their cause ---------------------------------------- */
+
+typedef struct flipper {
+    cpool_pool *pool;
+    atomic_int stop;
+    int rounds;
+    cpool_status unexpected; /* a suspend's status other than the refusal */
+} flipper;
+
+static void *flip_seal(void *arg) {
+    flipper *f = arg;
+    while (!atomic_load(&f->stop)) {
+        cpool_pool_seal(f->pool);
+        cpool_pool_unseal(f->pool);
+        f->rounds++;
+    }
+    return NULL;
+}
+
+/* A pool sealed and unsealed by one thread while another allocates from it
+ * refuses with CPOOL_ERR_SEALED or serves; it was never suspended, so it
+ * never says so. */
+static void seal_races_never_say_suspended(cpool_device *dev) {
+    stream_pool fx;
+    REQUIRE(fixture_open(dev, NULL, &fx));
+    flipper f = {fx.pool, 0, 0, CPOOL_OK};
+    pthread_t th;
+    REQUIRE(pthread_create(&th, NULL, flip_seal, &f) == 0);
+    int served = 0, sealed = 0, other = 0;
+    for (int i = 0; i < 20000; i++) {
+        void *p = NULL;
+        cpool_status st = cpool_alloc(fx.pool, 256 + (size_t)(i % 7) * 4096, fx.s, &p);
+        if (st == CPOOL_OK) {
+            served++;
+            CHECK_OK(cpool_free(fx.pool, p, fx.s));
+        } else if (st == CPOOL_ERR_SEALED) {
+            sealed++;
+        } else {
+            if (!other) CHECK_STATUS(st, CPOOL_ERR_SEALED);
+            other++;
+        }
+    }
+    atomic_store(&f.stop, 1);
+    pthread_join(th, NULL);
+    CHECK_EQ(other, 0);
+    cpool_pool_unseal(fx.pool);
+    printf("  %d served, %d sealed, %d flips\n", served, sealed, f.rounds);
+}
+
+static void *suspend_in_a_loop(void *arg) {
+    flipper *f = arg;
+    while (!atomic_load(&f->stop)) {
+        cpool_status st = cpool_pool_suspend(f->pool, CPOOL_SUSPEND_KEEP_CONTENTS);
+        if (st != CPOOL_ERR_INVALID_ARGUMENT && f->unexpected == CPOOL_OK) f->unexpected = st ? st : CPOOL_ERR_BACKEND;
+        f->rounds++;
+    }
+    return NULL;
+}
+
+/* A suspend refused because a capture uses the pool changes nothing: the
+ * capture's allocations and frees meanwhile all succeed, and so does its
+ * end. */
+static void refused_suspends_leave_a_capture_be(cpool_device *dev) {
+    stream_pool fx;
+    REQUIRE(fixture_open(dev, NULL, &fx));
+    REQUIRE_OK(cpool_capture_begin(fx.s, fx.pool, CPOOL_CAPTURE_GLOBAL));
+    flipper f = {fx.pool, 0, 0, CPOOL_OK};
+    pthread_t th;
+    if (pthread_create(&th, NULL, suspend_in_a_loop, &f) != 0) {
+        cpool_graph *g = NULL;
+        CHECK_OK(cpool_capture_end(fx.s, &g));
+        cpool_graph_release(g);
+        REQUIRE(0);
+    }
+    int failed = 0;
+    for (int i = 0; i < 6000; i++) {
+        void *p = NULL;
+        cpool_status st = cpool_alloc(fx.pool, 512 + (size_t)(i % 5) * 8192, fx.s, &p);
+        if (st != CPOOL_OK) {
+            if (!failed) CHECK_OK(st);
+            failed++;
+            continue;
+        }
+        CHECK_OK(cpool_free(fx.pool, p, fx.s));
+    }
+    atomic_store(&f.stop, 1);
+    pthread_join(th, NULL);
+    CHECK_EQ(failed, 0);
+    CHECK_EQ(f.unexpected, CPOOL_OK);
+    cpool_graph *g = NULL;
+    CHECK_OK(cpool_capture_end(fx.s, &g));
+    if (g) CHECK_OK(cpool_graph_launch(g, fx.s));
+    CHECK_OK(cpool_stream_synchronize(fx.s));
+    cpool_graph_release(g);
+    CHECK(!cpool_pool_is_suspended(fx.pool));
+    printf("  %d suspends refused meanwhile\n", f.rounds);
+}
+
 static const check_case cases[] = {
     CHECK_CASE(shared_pool_alloc_free_record),
     CHECK_CASE(stats_consistent_under_contention),
@@ -686,5 +784,7 @@ static const check_case cases[] = {
     CHECK_CASE(retain_release_races),
     CHECK_CASE(record_and_clear_race),
     CHECK_CASE(clear_racing_a_capture),
+    CHECK_CASE(seal_races_never_say_suspended),
+    CHECK_CASE(refused_suspends_leave_a_capture_be),
 };
 CHECK_MAIN(cases, CHECK_ON_ALL)

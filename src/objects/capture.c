@@ -191,8 +191,13 @@ cpool_status cpool__capture_run(const char *fn, cpool_stream *s, cpool_pool *poo
     if (st != CPOOL_OK) return st;
     st = body(cpool__handle_of(s), ctx);
     if (st != CPOOL_OK) {
+        /* The discard may fail on its own (sealing the arena needs pages
+         * on a full device): the body's status stays in its own words. */
+        cpool__error_mark body_error;
+        cpool__error_save(&body_error);
         cpool__capture_discard(s);
-        return st; /* the body's, in its own words */
+        cpool__error_restore(&body_error);
+        return st;
     }
     st = capture_finish(s, instantiate, graph_out);
     return st == CPOOL_OK ? st : cpool__fail_in(fn, st);

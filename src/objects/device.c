@@ -111,7 +111,8 @@ static cpool_status device_open(cpool_backend backend, int ordinal, cpool_device
     if (backend == CPOOL_BACKEND_AUTO || backend == CPOOL_BACKEND_CUDA) {
         const cpool__backend *be = backend_for(CPOOL_BACKEND_CUDA);
         st = be ? device_get(be, ordinal, &dev)
-                : cpool__fail(CPOOL_ERR_NO_DEVICE, "capturepool was built without the CUDA backend");
+                : cpool__fail(CPOOL_ERR_NO_DEVICE, "capturepool was built without the CUDA backend "
+                                                 "(CPOOL_BACKEND=host or CPOOL_BACKEND_HOST runs on the host backend)");
     }
     if (st == CPOOL_ERR_NO_DEVICE && backend != CPOOL_BACKEND_CUDA)
         st = device_get(backend_for(CPOOL_BACKEND_HOST), ordinal, &dev);

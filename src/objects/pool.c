@@ -805,7 +805,9 @@ static __attribute__((noinline)) cpool_status alloc_in_capture(cpool_pool *pool,
     return st;
 }
 
-/* Why an allocation's arguments are refused (out of the fast path). */
+/* Why an allocation's arguments are refused (out of the fast path), or
+ * CPOOL_OK where the state that made the fast path refuse is gone by now
+ * (another thread unsealed or resumed the pool): the caller goes on. */
 static __attribute__((noinline, cold)) cpool_status alloc_refused(const cpool_pool *pool, size_t bytes,
                                                                   const cpool_stream *s, void **ptr_out,
                                                                   const char *fn) {
@@ -816,7 +818,10 @@ static __attribute__((noinline, cold)) cpool_status alloc_refused(const cpool_po
     if (cpool__stream_device(s) != pool->dev)
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: the stream is on another device", fn);
     if (atomic_load(&pool->sealed)) return cpool__fail(CPOOL_ERR_SEALED, "%s: the pool is sealed", fn);
-    return cpool__fail(CPOOL_ERR_SUSPENDED, "%s: the pool is suspended (cpool_pool_resume gives it memory again)", fn);
+    if (atomic_load(&pool->suspended))
+        return cpool__fail(CPOOL_ERR_SUSPENDED, "%s: the pool is suspended (cpool_pool_resume gives it memory again)",
+                           fn);
+    return CPOOL_OK;
 }
 
 /* cpool_alloc and cpool_alloc_output: under capture a block that outlives
@@ -832,8 +837,10 @@ static inline __attribute__((always_inline)) cpool_status pool_alloc(cpool_pool 
     CPOOL__RESOLVE(s, stream_handle, CPOOL__HANDLE_STREAM, fn, "stream");
     if (__builtin_expect(!ptr_out || bytes - 1 >= CPOOL__MAX_REQUEST || cpool__stream_device(s) != pool->dev ||
                              atomic_load(&pool->sealed) || atomic_load(&pool->suspended),
-                         0))
-        return alloc_refused(pool, bytes, s, ptr_out, fn);
+                         0)) {
+        cpool_status st = alloc_refused(pool, bytes, s, ptr_out, fn);
+        if (st != CPOOL_OK) return st;
+    }
     if (cpool__stream_capture(s)) return alloc_in_capture(pool, bytes, s, ptr_out, output, fn);
     if (!cpool__front_alloc(&pool->front, bytes, cpool__stream_id(s), ptr_out))
         return alloc_locked(pool, bytes, s, ptr_out, fn);
@@ -1315,23 +1322,22 @@ void cpool__pool_memory_exit(void) { atomic_fetch_sub(&memory_users, 1); }
 
 bool cpool__pool_is_suspended(const cpool_pool *pool) { return atomic_load(&pool->suspended); }
 
-/* Under suspend_mu. The flag goes up first, so that no launch, allocation
- * or capture starts; then the launches under way, then the device, are
- * waited for. */
+/* Under suspend_mu. The captures are counted first, under mu: a refused
+ * suspend never shows its flag to anyone. The flag then goes up, still
+ * under mu, so that no launch, allocation or capture starts (a capture
+ * takes hold before it looks at the flag under mu: one that looked before
+ * was counted); then the launches under way, then the device, are waited
+ * for. */
 static cpool_status suspend(cpool_pool *pool, cpool_suspend_mode mode) {
     if (atomic_load(&pool->suspended)) return CPOOL_OK;
-    atomic_store(&pool->suspended, true);
-    /* A capture takes hold before it looks at the flag: one that looked
-     * too early is counted here. */
     cpool__mutex_lock(&pool->mu);
     uint64_t captures = holder_count(atomic_load(&pool->holders)) - pool->graph_count;
+    if (!captures) atomic_store(&pool->suspended, true);
     cpool__mutex_unlock(&pool->mu);
-    if (captures) {
-        atomic_store(&pool->suspended, false);
+    if (captures)
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT,
                            "cpool_pool_suspend: %llu capture(s) use the pool: end them first",
                            (unsigned long long)captures);
-    }
     list_suspended(pool);
     while (atomic_load(&pool->launching) != 0 || atomic_load(&memory_users) != 0) sched_yield();
     cpool_status st = quiesce_and_trim(pool);

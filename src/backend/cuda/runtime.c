@@ -173,7 +173,9 @@ cpool_status cpool__cuda_device_open(int ordinal, cpool__bdevice **out) {
     cudaError_t err = cudaGetDeviceCount(&count);
     if (err != cudaSuccess || count == 0) {
         cudaGetLastError();
-        return cpool__fail(CPOOL_ERR_NO_DEVICE, "no usable CUDA device: %s",
+        return cpool__fail(CPOOL_ERR_NO_DEVICE,
+                           "no usable CUDA device: %s (without a GPU and its driver, CPOOL_BACKEND=host or "
+                           "CPOOL_BACKEND_HOST runs on the host backend)",
                            err != cudaSuccess ? cudaGetErrorName(err) : "device count is 0");
     }
     if (ordinal >= count)

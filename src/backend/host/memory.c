@@ -66,11 +66,15 @@ static bool parse_size(const char *text, uint64_t *out) {
 }
 
 /* What the device may hold: CPOOL_HOST_MEMORY (unset or empty: the
- * machine's physical memory, or no bound where the system cannot say). */
+ * machine's physical memory, or no bound where the system cannot say; 0:
+ * no bound, as 0 means for a pool's max_reserved_bytes). */
 static cpool_status capacity_from_env(uint64_t *out) {
     const char *env = getenv(HOST_MEMORY_VAR);
     if (env && *env) {
-        if (parse_size(env, out)) return CPOOL_OK;
+        if (parse_size(env, out)) {
+            if (*out == 0) *out = UINT64_MAX;
+            return CPOOL_OK;
+        }
         return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT,
                            "cpool_device_open: " HOST_MEMORY_VAR "=\"%.64s\" is not a size (bytes, with an optional K, "
                            "M or G suffix)",
