@@ -949,13 +949,16 @@ cpool_graph *cpool_graph_retain(cpool_graph *g);
 /* Drops a reference; never waits for the device. NULL: no-op.
  * At the last one the executable is destroyed once the work it launched has
  * finished, and the graph's pool references are dropped. A pool whose last
- * reference that was is torn down by the library's thread: it waits there
+ * reference that was is torn down, as the seed's last release does: where
+ * the device's work is over already (every stream's work enqueued so far,
+ * a non-blocking query), the recorded objects are dropped in registration
+ * order and the memory given back on the calling thread, before this
+ * returns. Else the teardown goes to the library's thread: it waits there
  * as cpool_pool_release says (every launch, the device's stream work), then
- * drops the recorded objects in registration order and gives the memory
- * back, soon after the work ended; cpool_wait_deferred() waits for it (call
- * it before exit where the drops must have run). Inside a stream callback,
- * where CUDA refuses CUDA calls, all of that is handed to the library's
- * thread too. */
+ * drops and gives back, soon after the work ended; cpool_wait_deferred()
+ * waits for it (call it before exit where the drops must have run). Inside
+ * a stream callback, where CUDA refuses CUDA calls, all of that is handed
+ * to the library's thread too. */
 void cpool_graph_release(cpool_graph *g);
 
 /* Captures body(s, ctx) again on `s` and makes `g` run the new work from

@@ -289,6 +289,46 @@ static void last_graph_release_does_not_wait_for_the_device(cpool_device *dev) {
     cpool_stream_destroy(s);
 }
 
+/* The seed's last release: once the device finished the graph's work, the
+ * release of the last reference drops the recorded objects, in
+ * registration order, on the calling thread, before it returns. */
+static void last_graph_release_after_the_work_drops_here(cpool_device *dev) {
+    static drop_log log;
+    static tracked objs[3];
+    const size_t n = 4 * 1024 * 1024;
+    stream_pool fx;
+    REQUIRE(fixture_open(dev, NULL, &fx));
+    drop_log_init(&log);
+    cpool_pool *pool = NULL;
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    for (int i = 0; i < 3; i++) {
+        tracked_init(&objs[i], &log, i, NULL);
+        CHECK_OK(cpool_pool_record(pool, &objs[i], tracked_drop, NULL));
+    }
+    void *eager = NULL;
+    CHECK_OK(cpool_alloc(pool, n, fx.s, &eager));
+    CHECK_OK(cpool_free(pool, eager, fx.s));
+    cpool_graph *g = NULL;
+    REQUIRE_OK(cpool_capture_begin(fx.s, pool, CPOOL_CAPTURE_GLOBAL));
+    void *scratch = NULL;
+    CHECK_OK(cpool_alloc(pool, n, fx.s, &scratch));
+    CHECK_OK(cpool_memset_async(fx.s, scratch, 0x5a, n));
+    CHECK_OK(cpool_free(pool, scratch, fx.s));
+    REQUIRE_OK(cpool_capture_end(fx.s, &g));
+    cpool_pool_release(pool); /* the graph holds the last reference */
+    CHECK_OK(cpool_graph_launch(g, fx.s));
+    CHECK_OK(cpool_stream_synchronize(fx.s));
+    cpool_graph_release(g);
+    CHECK_EQ(aload(&log.count), 3); /* dropped before the release returned */
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ(log.order[i], i);
+        CHECK_EQ(aload(&objs[i].drops), 1);
+        CHECK(pthread_equal(objs[i].drop_thread, pthread_self()));
+    }
+    cpool_wait_deferred();
+    CHECK_EQ(aload(&log.count), 3);
+}
+
 /* Releasing the last graph reference while its launch still runs is safe:
  * the launch completes, and its pool goes only after it. */
 static void graph_released_while_running(cpool_device *dev) {
@@ -698,6 +738,7 @@ static const check_case cases[] = {
     CHECK_CASE(release_waits_for_every_stream),
     CHECK_CASE(graph_released_while_running),
     CHECK_CASE(last_graph_release_does_not_wait_for_the_device),
+    CHECK_CASE(last_graph_release_after_the_work_drops_here),
     CHECK_CASE(graph_holds_other_pool_used_under_capture),
     CHECK_CASE(graph_holds_many_pools_used_under_capture),
     CHECK_CASE(exactly_once_across_everything),

@@ -74,8 +74,9 @@ cpool_status cpool__graph_wrap(cpool_device *dev, cpool__bgraph *impl, const cpo
 }
 
 /* Drops a graph's references to its pools. A pool whose last reference
- * this was is torn down by the library's thread, which waits for the
- * device there: a graph's release does not wait for work that may be long. */
+ * this was is torn down here where the device's work is over already, else
+ * by the library's thread, which waits for it there: a graph's release
+ * never waits for work that may be long. */
 static void release_pools(cpool__held_pool *pools, size_t count, bool on_heap) {
     for (size_t i = 0; i < count; i++) {
         cpool__pool_release_arena(pools[i].pool, pools[i].arena); /* and the graph's hold */

@@ -241,16 +241,19 @@ static void page_unmap(void *ctx, void *addr, void *page) {
  * change under its graphs. A launch checks the flag after it counts itself
  * in `launching`, and this looks at the count after raising the flag: one
  * of the two sees the other. */
+/* Whether every stream's work enqueued so far is over (a capturing
+ * stream's: its work from before the capture). Queried, never waited for. */
+static bool device_work_over(const cpool_pool *pool) {
+    cpool__order_mark *mark = cpool__order_mark_now(&pool->dev->order);
+    bool over = mark && cpool__order_mark_done(mark);
+    cpool__order_mark_release(mark);
+    return over;
+}
+
 static bool hold_launches(void *ctx, bool idle_known) {
     cpool_pool *pool = ctx;
     atomic_store(&pool->launches_held, true);
-    if (atomic_load(&pool->launching) == 0) {
-        if (idle_known) return true;
-        cpool__order_mark *mark = cpool__order_mark_now(&pool->dev->order);
-        bool over = mark && cpool__order_mark_done(mark);
-        cpool__order_mark_release(mark);
-        if (over) return true;
-    }
+    if (atomic_load(&pool->launching) == 0 && (idle_known || device_work_over(pool))) return true;
     atomic_store(&pool->launches_held, false);
     return false;
 }
@@ -392,8 +395,11 @@ static void run_drops(record *r) {
  * library with this pool is refused, so nothing else reaches it. */
 static void forget_suspended(cpool_pool *pool);
 
-static void pool_destroy(cpool_pool *pool) {
-    cpool__device_quiesce(pool->dev);
+/* The teardown: waits for the device's work first, unless the caller saw
+ * it over already (no work on the pool's memory can be enqueued once its
+ * last reference is gone). */
+static void pool_teardown(cpool_pool *pool, bool work_over) {
+    if (!work_over) cpool__device_quiesce(pool->dev);
     forget_suspended(pool);
     run_drops(pool->doomed);
     run_drops(pool->records);
@@ -419,6 +425,8 @@ static void pool_destroy(cpool_pool *pool) {
     cpool__device_release(dev);
 }
 
+static void pool_destroy(cpool_pool *pool) { pool_teardown(pool, false); }
+
 static void run_deferred_destroy(cpool__deferred *task) {
     pool_destroy((cpool_pool *)((char *)task - offsetof(cpool_pool, deferred_destroy)));
 }
@@ -432,13 +440,18 @@ void cpool__pool_release(cpool_pool *pool) {
         pool_destroy(pool);
 }
 
-/* A graph's reference: its last release returns at once, as work may still
- * run that only the teardown waits for, so the teardown (the same wait, then
- * the drops and frees) goes to the library's thread. */
+/* A graph's reference: its last release never waits. Where the device's
+ * work is over already (queried), the teardown runs here, as the seed
+ * drops its buffers with the last reference; else (or inside a stream
+ * callback, where the platform may not be called) it goes to the
+ * library's thread, which waits for that work, then drops and frees. */
 void cpool__pool_release_without_waiting(cpool_pool *pool) {
     if (atomic_fetch_sub(&pool->refs, 1) != 1) return;
     cpool__handle_kill(pool);
-    cpool__defer(&pool->deferred_destroy);
+    if (!cpool__on_stream_thread() && device_work_over(pool))
+        pool_teardown(pool, true);
+    else
+        cpool__defer(&pool->deferred_destroy);
 }
 
 void cpool_pool_release(cpool_pool *handle) {
