@@ -261,7 +261,7 @@ static cpool_status alloc_twice(cpool_stream *s, void *ctx) {
  * discard, which has no memory for that block's pages either, leaves the
  * body's status and text as the body left them. */
 static void capture_failure_keeps_the_bodys_words(cpool_device *dev) {
-    stream_pool fx;
+    static stream_pool fx;
     REQUIRE(fixture_open(dev, NULL, &fx));
     two_allocs a = {fx.pool, 40 * MiB, 40 * MiB, ""};
     cpool_graph *g = NULL;

@@ -296,7 +296,7 @@ static void last_graph_release_after_the_work_drops_here(cpool_device *dev) {
     static drop_log log;
     static tracked objs[3];
     const size_t n = 4 * 1024 * 1024;
-    stream_pool fx;
+    static stream_pool fx;
     REQUIRE(fixture_open(dev, NULL, &fx));
     drop_log_init(&log);
     cpool_pool *pool = NULL;

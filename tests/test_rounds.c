@@ -48,9 +48,11 @@ static cpool_status scratch_to_out_fn(cpool_stream *s, void *ctx) {
  * while A is released and B captured, then copies its scratch into its
  * output: B's capture must leave A's pages where they are. */
 static void released_running_graph_keeps_its_pages(cpool_device *dev) {
+    static stream_pool fixtures[2]; /* they end with the case */
     for (int order = 0; order < 2; order++) {
         stream_pool fx;
-        REQUIRE(fixture_open(dev, NULL, &fx));
+        REQUIRE(fixture_open(dev, NULL, &fixtures[order]));
+        fx = fixtures[order];
         int started = 0, flag = 0;
         sleep_set middle = {150, &flag, 1};
         scratch_to_out a = {fx.pool, 4 * MiB, 0x5a, NULL, &middle};
@@ -101,7 +103,7 @@ static cpool_status scratch_only_fn(cpool_stream *s, void *ctx) {
 }
 
 static void released_running_graphs_share_again(cpool_device *dev) {
-    stream_pool fx;
+    static stream_pool fx;
     REQUIRE(fixture_open(dev, NULL, &fx));
     scratch_only body = {fx.pool, 8 * MiB};
     int flag = 0;
@@ -168,7 +170,7 @@ static cpool_status call_round_fn(cpool_stream *s, void *ctx) {
  * output read and freed; graph memory must stay where the first rounds put
  * it. */
 static void serve_rounds(cpool_device *dev, int warmup, int branch, int output_call, int busy) {
-    stream_pool fx;
+    static stream_pool fx;
     REQUIRE(fixture_open(dev, NULL, &fx));
     call_round a = {fx.pool, 100 * 1000, 1 * MiB, NULL, {NULL}, 0, NULL, NULL, NULL, output_call};
     if (branch) {

@@ -698,7 +698,7 @@ static void *flip_seal(void *arg) {
  * refuses with CPOOL_ERR_SEALED or serves; it was never suspended, so it
  * never says so. */
 static void seal_races_never_say_suspended(cpool_device *dev) {
-    stream_pool fx;
+    static stream_pool fx;
     REQUIRE(fixture_open(dev, NULL, &fx));
     flipper f = {fx.pool, 0, 0, CPOOL_OK};
     pthread_t th;
@@ -738,7 +738,7 @@ static void *suspend_in_a_loop(void *arg) {
  * capture's allocations and frees meanwhile all succeed, and so does its
  * end. */
 static void refused_suspends_leave_a_capture_be(cpool_device *dev) {
-    stream_pool fx;
+    static stream_pool fx;
     REQUIRE(fixture_open(dev, NULL, &fx));
     REQUIRE_OK(cpool_capture_begin(fx.s, fx.pool, CPOOL_CAPTURE_GLOBAL));
     flipper f = {fx.pool, 0, 0, CPOOL_OK};
