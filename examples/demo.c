@@ -254,7 +254,7 @@ static void read_state(demo *d, float *x_out, float *loss_out)
 
 /* The pool's statistics at each stage of the run, printed together at the
  * end (print_summary), each with a note that says what made its numbers. */
-enum { MAX_STAGES = 8 };
+enum { MAX_STAGES = 9 };
 
 typedef struct stage {
     const char *when;
@@ -293,6 +293,25 @@ static unsigned long long allocs_since_last(const stages *log, const cpool_pool 
     return now.alloc_count - (log->count ? log->v[log->count - 1].st.alloc_count : 0);
 }
 
+/* The captured body: the step, then the pool's statistics at its end,
+ * while the capture still holds every page it mapped (the peak). */
+typedef struct captured_step {
+    demo *d;
+    stages *log;
+} captured_step;
+
+static cpool_status step_and_look(cpool_stream *s, void *ctx)
+{
+    captured_step *c = ctx;
+    cpool_status st = step(s, c->d);
+    if (st == CPOOL_OK)
+        take_stats(c->log, "inside the capture", c->d->pool,
+                   "the step's %d allocations mapped graph pages: its scratch, and a packed page for its "
+                   "blocks of up to 4 KiB; the eager pages stay cached",
+                   EAGER_ALLOCS_PER_STEP);
+    return st;
+}
+
 static void print_summary(const stages *log, bool cuda, int repeats, int steps, double eager_s, double graph_s,
                           uint64_t replays, size_t n)
 {
@@ -301,10 +320,18 @@ static void print_summary(const stages *log, bool cuda, int repeats, int steps, 
            repeats, steps, eager_s * 1e6, graph_s * 1e6, eager_s / graph_s);
     if (!cuda)
         printf("  (host backend: eager/graph measures the library's host task queue, not a GPU: the operations are host functions)\n");
-    printf("  graph replays: %llu; intermediates per step: %.1f KiB\n", (unsigned long long)replays, step_kib(n));
-    printf("  pool statistics (KiB; segments %s;\n"
-           "  graph: the part of reserved kept for graphs; allocs, frees: counts since the pool's creation):\n",
-           log->grows_in_place ? "grow in place, counted as runs of mapped pages"
+    printf("  graph replays: %llu (%d checked against the eager run, then %d timed runs of %d); intermediates per "
+           "step: %.1f KiB\n",
+           (unsigned long long)replays, steps, repeats, steps, step_kib(n));
+    printf("  pool statistics, in KiB:\n"
+           "    reserved: device memory the pool holds; graph: the part of it kept for graphs;\n"
+           "    peak: the highest reserved since the pool's creation (the row where it first shows is its moment);\n"
+           "    allocated: live allocations; allocs, frees: counts since the pool's creation;\n"
+           "    segments: %s\n",
+           log->grows_in_place ? "runs of mapped pages: the eager segment, the packed region (graph blocks of up\n"
+                                 "    to 4 KiB) and each graph's address range; a range whose page is borrowed from "
+                                 "the packed region\n"
+                                 "    counts as a segment but holds no bytes of its own"
                                : "plain, one device allocation each (no virtual memory management here, or turned off)");
     printf("    %-26s %10s %10s %10s %10s %8s %8s %8s\n", "stage", "reserved", "graph", "peak", "allocated",
            "segments", "allocs", "frees");
@@ -424,12 +451,19 @@ int main(int argc, char **argv)
      *    memory the pool keeps for the graph. */
     cpool_graph *graph;
     d.capturing = true;
-    CHECK(cpool_capture(d.s, d.pool, CPOOL_CAPTURE_GLOBAL, step, &d, &graph));
+    captured_step body = {&d, &log};
+    CHECK(cpool_capture(d.s, d.pool, CPOOL_CAPTURE_GLOBAL, step_and_look, &body, &graph));
     d.capturing = false;
     CHECK(cpool_graph_upload(graph, d.s));
-    take_stats(&log, "after the capture", d.pool,
-               "the step's %llu allocations (%.1f KiB), kept for the graph; blocks it freed serve its later ones",
-               allocs_since_last(&log, d.pool), step_kib(n));
+    /* Less reserved than inside the capture: its last scratch page, filled
+     * only in part, borrowed the packed page's free bottom at the end. */
+    cpool_pool_stats after = CPOOL_POOL_STATS_INIT;
+    CHECK(cpool_pool_get_stats(d.pool, &after));
+    bool settled = log.count && after.reserved_bytes < log.v[log.count - 1].st.reserved_bytes;
+    take_stats(&log, "after the capture", d.pool, "the step's %.1f KiB kept for the graph%s", step_kib(n),
+               settled ? "; at the capture's end its last scratch page, filled only in part, borrowed the packed "
+                         "page's free bottom, and its own page went back"
+                       : "");
 
     /* 3. Replay K times from x0 and compare bit for bit. */
     reset_state(&d, x0);

@@ -8,7 +8,9 @@ size; requested bytes of live and graph_live blocks to
 stats.allocated_bytes. A version 1 snapshot (no arenas) is checked by its
 own sums: segment sizes to reserved_bytes, graph_free and graph_live sizes
 to graph_reserved_bytes. Also that blocks follow one another without gaps,
-pages cover their range, states are known and the counts match.
+pages cover their range, states are known (graph memory, in packed
+segments and arenas, only graph_free or graph_live), every number fits in
+2^53 and the counts match.
 snapshot_plot.py and snapshot_to_torch.py use it; run on its own it prints
 one warning line per check that fails and exits 1 if there was any.
 Usage: python3 scripts/snapshot_check.py SNAPSHOT.json"""
@@ -98,6 +100,23 @@ def physical_bytes(snap):
     return sum(not p["packed"] for p in pages.values()) * page_size(snap) + plain
 
 
+def exact_limit_breaches(node, found=None):
+    """The integers in the snapshot above 2^53 (where a double, and so the
+    PyTorch memory visualizer's JavaScript, rounds them)."""
+    found = [] if found is None else found
+    if isinstance(node, bool):
+        return found
+    if isinstance(node, int) and node > 1 << 53:
+        found.append(node)
+    elif isinstance(node, dict):
+        for value in node.values():
+            exact_limit_breaches(value, found)
+    elif isinstance(node, list):
+        for value in node:
+            exact_limit_breaches(value, found)
+    return found
+
+
 def check(snap):
     """One message per check that fails; an empty list if the snapshot adds up."""
     stats = snap["stats"]
@@ -182,6 +201,18 @@ def check(snap):
             unknown = sorted(set(b.get("graphs", [])) - graph_ids)
             if unknown:
                 warnings.append(f"{where}: written by graph(s) {unknown} that \"graphs\" does not list")
+    # Graph memory is graph memory free or not: the packed segments' and
+    # the arenas' blocks serve captures only.
+    packed_segs = [seg for seg in segs if seg.get("kind") == "packed"]
+    for i, run in enumerate(packed_segs + ranges):
+        where = f"packed segment {i}" if i < len(packed_segs) else f"range {i - len(packed_segs)}"
+        wrong = sorted({b.get("state") for b in run["blocks"]} - {"graph_free", "graph_live"})
+        if wrong:
+            warnings.append(f"{where}: graph memory in state(s) {wrong}")
+    big = exact_limit_breaches(snap)
+    if big:
+        warnings.append(f"{len(big)} number(s) past 2^53, which JavaScript readers do not read exactly, "
+                        f"e.g. {big[0]}")
     if isinstance(resident.get("segment_count"), int) and resident["segment_count"] != len(runs):
         warnings.append(f"stats.segment_count is {resident['segment_count']}, \"segments\" and the arenas' ranges "
                         f"have {len(runs)}")

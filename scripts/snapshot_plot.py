@@ -18,6 +18,7 @@ Needs matplotlib (python3 -m pip install --user matplotlib).
 Usage: python3 scripts/snapshot_plot.py SNAPSHOT.json OUT_BASENAME"""
 import os
 import sys
+import textwrap
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import snapshot_check  # noqa: E402
@@ -229,7 +230,11 @@ def draw(snap, out_base):
 
     title = (f"capturepool pool snapshot, {snap.get('backend', '?')} backend: reserved {mib('reserved_bytes')}, "
              f"allocated {mib('allocated_bytes')}, graph-reserved {mib('graph_reserved_bytes')}")
-    notes = [f"{len(segs)} segments, {len(ranges)} graph ranges, {len(snap['graphs'])} graphs"]
+    def count(n, thing):
+        return f"{n} {thing}" + ("" if n == 1 else "s")
+
+    notes = [f"{count(len(segs), 'segment')}, {count(len(ranges), 'graph range')}, "
+             f"{count(len(snap['graphs']), 'graph')}"]
     if pages:
         own = sum(1 for p in pages.values() if p["own"])
         packed = sum(1 for p in pages.values() if p["packed"])
@@ -241,7 +246,11 @@ def draw(snap, out_base):
                      f"bars differ more than {SCALE_RATIO}x in size: each drawn full width")
     if widened[0]:
         notes.append(f"blocks under {MIN_BLOCK:.1%} of the width widened to it")
-    ax.set_title(title + "\n" + "; ".join(notes), fontsize=10)
+    # A line a note, each wrapped to the figure's width: one long line is
+    # cut off at both ends.
+    width = max(60, int(fig.get_figwidth() * 13))
+    lines = [line for text in [title] + notes for line in textwrap.wrap(text, width)]
+    ax.set_title("\n".join(lines), fontsize=10)
 
     handles = [Patch(facecolor=c, edgecolor="#333333", linewidth=0.5, label=s) for s, c in STATE_COLOURS.items()]
     if hatched["output"]:

@@ -262,6 +262,16 @@ def fixture(snapshot, outdir):
     check_pictures(twice_path, os.path.join(outdir, "snapshot-own-twice"),
                    expect_warnings=("stats.reserved_bytes", "stats.graph_reserved_bytes", "physical.own_pages",
                                     "mapped more than once"))
+    # Graph memory called "free" (reusable outside capture, which no
+    # arena's memory is), and a stream that is an internal key past 2^53.
+    keyed = copy.deepcopy(shared)
+    keyed["arenas"][0]["ranges"][0]["blocks"][0]["state"] = "free"
+    keyed["arenas"][1]["ranges"][0]["blocks"][1]["stream"] = (1 << 62) + 2
+    keyed_path = os.path.join(outdir, "snapshot-keyed.json")
+    with open(keyed_path, "w") as f:
+        json.dump(keyed, f)
+    check_pictures(keyed_path, os.path.join(outdir, "snapshot-keyed"),
+                   expect_warnings=("graph memory in state(s) ['free']", "past 2^53"))
 
 
 def demo(program, snapshot):

@@ -100,6 +100,10 @@ static void add_blocks(const json *blocks, uint64_t size, uint64_t *live, uint64
         uint64_t bytes = member_u64(b, "size");
         add_block(b, offset, sum);
         if (!state || state->kind != JSON_STRING) continue;
+        /* The packed region and the arenas (no eager set to count in) are
+         * graph memory, free or not: nothing outside capture takes it. */
+        if (!graph && strncmp(state->string, "graph_", 6))
+            check_report_(__FILE__, __LINE__, "a block of graph memory is \"%s\"", state->string);
         int is_live = !strcmp(state->string, "live") || !strcmp(state->string, "graph_live");
         if (is_live && live) *live += bytes;
         if (!strncmp(state->string, "graph_", 6) && graph) *graph += bytes;
@@ -190,6 +194,16 @@ static void check_arenas(const json *root, snapshot_sums *sum) {
  * sums equal the stats in it, and those the stats of the moment (`stats`:
  * taken just before, when nothing else runs; NULL when another thread
  * allocates). Returns the tree (json_free it) and the sums, or NULL. */
+/* Every number in the snapshot is an integer a double holds exactly (at
+ * most 2^53), as JavaScript readers (PyTorch's memory visualizer) read it. */
+static void check_numbers_exact(const json *j) {
+    if (!j) return;
+    if (j->kind == JSON_NUMBER && (!j->is_integer || j->integer > ((uint64_t)1 << 53)))
+        check_report_(__FILE__, __LINE__, "a number past 2^53 or not a whole one: %.17g", j->number);
+    if (j->kind == JSON_ARRAY || j->kind == JSON_OBJECT)
+        for (size_t i = 0; i < j->count; i++) check_numbers_exact(j->items[i]);
+}
+
 static json *checked_snapshot(cpool_pool *pool, const cpool_pool_stats *stats, snapshot_sums *sum) {
     char error[160] = "";
     memset(sum, 0, sizeof *sum);
@@ -206,6 +220,7 @@ static json *checked_snapshot(cpool_pool *pool, const cpool_pool_stats *stats, s
         check_report_(__FILE__, __LINE__, "the snapshot is not JSON: %s", error);
         return NULL;
     }
+    check_numbers_exact(root);
     const json *st = json_get(root, "stats"), *segments = json_get(root, "segments"), *graphs = json_get(root, "graphs");
     const json *backend = json_get(root, "backend");
     CHECK_EQ(member_u64(root, "version"), 2);
@@ -872,6 +887,41 @@ static void bad_input_refused(cpool_device *dev) {
     CHECK_OK(cpool_free(f.pool, b.output, f.s));
 }
 
+/* A capture under way has no outputs yet: its live blocks, a said output
+ * among them, are graph_live with output false; at its end they are
+ * outputs. A trim that gives back a released graph's scratch while its
+ * output lives leaves the rest of its arena graph memory. */
+static void blocks_of_a_capture_under_way(cpool_device *dev) {
+    static stream_pool f;
+    snapshot_sums sum;
+    REQUIRE(fixture_open(dev, NULL, &f));
+    REQUIRE_OK(cpool_capture_begin(f.s, f.pool, CPOOL_CAPTURE_GLOBAL));
+    void *said = NULL, *kept = NULL, *scratch = NULL;
+    CHECK_OK(cpool_alloc_output(f.pool, 3000, f.s, &said));
+    CHECK_OK(cpool_alloc(f.pool, 3 << 20, f.s, &scratch));
+    CHECK_OK(cpool_alloc(f.pool, 1 << 20, f.s, &kept));
+    CHECK_OK(cpool_memset_async(f.s, scratch, 1, 3 << 20));
+    CHECK_OK(cpool_free(f.pool, scratch, f.s));
+    json *root = checked_snapshot(f.pool, NULL, &sum);
+    CHECK_EQ(sum.outputs, 0);
+    json_free(root);
+    cpool_graph *g = NULL;
+    CHECK_OK(cpool_capture_end(f.s, &g));
+    cpool_pool_stats st = stats_of(f.pool);
+    root = checked_snapshot(f.pool, &st, &sum);
+    CHECK_EQ(sum.outputs, 2);
+    json_free(root);
+    cpool_graph_release(g);
+    CHECK(wait_graph_count(f.pool, 0, WAIT_TIMEOUT_MS));
+    CHECK_OK(cpool_pool_trim(f.pool));
+    st = stats_of(f.pool);
+    root = checked_snapshot(f.pool, &st, &sum);
+    CHECK_EQ(sum.outputs, 2);
+    json_free(root);
+    CHECK_OK(cpool_free(f.pool, said, f.s));
+    CHECK_OK(cpool_free(f.pool, kept, f.s));
+}
+
 static const check_case cases[] = {
     CHECK_CASE(empty_pool),
     CHECK_CASE(eager_blocks_on_two_streams),
@@ -881,6 +931,7 @@ static const check_case cases[] = {
     CHECK_CASE(a_graph_that_writes_no_graph_memory_is_listed),
     CHECK_CASE(graph_count_is_the_list_under_concurrent_capture),
     CHECK_CASE(during_a_multi_stream_capture),
+    CHECK_CASE(blocks_of_a_capture_under_way),
     CHECK_CASE(replaces_a_longer_file_and_writes_to_a_device),
     CHECK_CASE(into_a_pipe_without_reader),
     CHECK_CASE(bad_input_refused),

@@ -1166,6 +1166,11 @@ void cpool__allocator_set_requested(cpool__allocator *a, void *ptr, size_t reque
     a->map[j]->requested = requested;
 }
 
+void cpool__allocator_note_user(cpool__allocator *a, const void *ptr, uint64_t stream_id) {
+    size_t j = map_find(a, (uintptr_t)ptr);
+    if (j != SIZE_MAX) a->map[j]->used_by = stream_id;
+}
+
 bool cpool__allocator_live_block(const cpool__allocator *a, const void *ptr, cpool__block_info *info) {
     size_t j = map_find(a, (uintptr_t)ptr);
     if (j == SIZE_MAX) return false;

@@ -211,6 +211,10 @@ typedef struct cpool__block_info {
     uint64_t serial; /* the allocation that handed it out */
     bool graph, pinned;
 } cpool__block_info;
+/* The stream that the live block at ptr was handed out for, as snapshots
+ * name it (a request under a key that names no stream: a capture's packed
+ * blocks). */
+void cpool__allocator_note_user(cpool__allocator *a, const void *ptr, uint64_t stream_id);
 /* Fills *info for the live block at ptr; false if there is none. */
 bool cpool__allocator_live_block(const cpool__allocator *a, const void *ptr, cpool__block_info *info);
 

@@ -788,6 +788,7 @@ static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *
         if (st == CPOOL_OK) cpool__error_restore(&before);
         if (st == CPOOL_OK && packed && (st = cpool__arena_note_packed(held->arena, p)) != CPOOL_OK)
             cpool__allocator_free(a, p, cpool__key_stream(cpool__stream_id(s)), CPOOL__USE_GRAPH, tag, NULL);
+        if (st == CPOOL_OK && cpool__key_is_graph(tag)) cpool__allocator_note_user(a, p, cpool__stream_id(s));
         if (st == CPOOL_OK) *ptr_out = p; /* a refused call leaves it as it was */
     }
     if (st == CPOOL_OK) cpool__front_count_alloc(&pool->front, bytes);

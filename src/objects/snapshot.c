@@ -18,6 +18,7 @@
 #include "internal.h"
 #include "graph_pages.h"
 #include "io.h"
+#include "stream_order.h"
 #include "text.h"
 
 /* One mapped page of an arena: where, and the physical page behind it. */
@@ -131,11 +132,19 @@ static const cpool__arena *block_arena(const snapshot *sn, const cpool__block_vi
     return NULL;
 }
 
+/* The stream a block's key names, as a snapshot writes it: a stream's id,
+ * or a branch's stream; a capture's own key (its packed blocks) names
+ * none (0). Ids stay below 2^53, where JSON readers keep numbers exact. */
+static uint64_t stream_named(uint64_t key) {
+    if (key & CPOOL__KEY_GRAPH_BIT) return 0;
+    return key & ~CPOOL__KEY_BRANCH_BIT;
+}
+
 static void on_block(void *ctx, const cpool__block_view *b) {
     snapshot *sn = ctx;
     cpool__text *t = &sn->t;
     size_t requested = b->live ? b->requested : 0;
-    uint64_t stream = b->stream;
+    uint64_t stream = stream_named(b->stream);
     bool live = b->live;
     bool eager = sn->kind && !strcmp(sn->kind, "eager");
     const cpool__front_view *fb = eager && b->live && !b->graph ? front_block(sn, b->addr) : NULL;
@@ -147,7 +156,10 @@ static void on_block(void *ctx, const cpool__block_view *b) {
     /* Freed by a capture that defers the free: the callers' no more. */
     bool deferred = b->graph && live && cpool__graph_pages_deferred(sn->v->pages, (const void *)b->addr);
     if (deferred) requested = 0;
-    const char *state = b->graph ? (live ? "graph_live" : "graph_free") : (live ? "live" : "free");
+    /* Graph memory by where it is: the packed region's and the arenas'
+     * blocks serve captures only, whatever the allocator's set says. */
+    bool graph_memory = b->graph || !eager;
+    const char *state = graph_memory ? (live ? "graph_live" : "graph_free") : (live ? "live" : "free");
     if (sn->first_block)
         KEY_U64(t, "\n {\"offset\":", b->addr - sn->segment_base);
     else
@@ -158,9 +170,11 @@ static void on_block(void *ctx, const cpool__block_view *b) {
     cpool__text_put(t, state);
     KEY_U64(t, "\",\"stream\":", stream);
     /* A graph block live after its capture ended is an output: of the
-     * graph that holds its arena, or of one already released. */
+     * graph that holds its arena, or of one already released. A block of
+     * a capture still under way is none yet, cpool_alloc_output's too. */
     const cpool__arena *ar = block_arena(sn, b);
-    bool output = !deferred && (b->output || (ar && live && (!cpool__arena_in_use(ar) || cpool__arena_graph(ar))));
+    bool under_way = ar && cpool__arena_in_use(ar) && !cpool__arena_graph(ar);
+    bool output = !deferred && live && !under_way && (b->output || ar);
     uint64_t graph = ar ? cpool__arena_graph(ar) : 0;
     if (graph)
         KEY_U64(t, ",\"graphs\":[", graph);
