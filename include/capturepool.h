@@ -40,7 +40,14 @@
  *   the reason in cpool_last_error() ("cpool_alloc: pool is a stream handle,
  *   not a pool"). A release or close beyond the references the caller holds
  *   is refused the same way: it never takes a reference that a stream, pool
- *   or graph of the library holds.
+ *   or graph of the library holds. A value that was never a handle is
+ *   refused the same way, before anything is read at it, where it can be
+ *   told at once: NULL, a number below 64 KiB, a value not 16-byte
+ *   aligned, or a plain address (every handle carries a generation in its
+ *   top 16 bits, which a pointer to anything else lacks: a stack or heap
+ *   address, a struct cast to a handle). Any other value (arbitrary bits
+ *   set in the top 16) is read as a handle would be: it may crash, as a
+ *   wild pointer does.
  * - Calls from stream callbacks. Inside a cpool_launch_host callback, a
  *   call that would wait for stream work (cpool_stream_synchronize,
  *   cpool_pool_trim) returns CPOOL_ERR_INVALID_ARGUMENT at once, as CUDA
@@ -311,6 +318,11 @@ void cpool_stream_destroy(cpool_stream *s);
  * in (on CUDA, a capture begun with the runtime directly, or one the stream
  * was forked into through events). fn must not wait for stream work: the
  * library's calls that would wait refuse inside it (see the conventions).
+ * Captured, the call is recorded with `arg` as it is: every replay calls
+ * fn(arg) again, so what arg points to must live, unchanged where fn reads
+ * it, as long as the graph can be launched (until the graph's last release
+ * and its last launch finished; cpool_pool_record on the graph's pool
+ * keeps it that long).
  * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (s or fn NULL),
  * CPOOL_ERR_OUT_OF_MEMORY, CPOOL_ERR_BACKEND. */
 cpool_status cpool_launch_host(cpool_stream *s, void (*fn)(void *arg), void *arg);
@@ -319,6 +331,11 @@ cpool_status cpool_launch_host(cpool_stream *s, void (*fn)(void *arg), void *arg
  * Both pointers are device memory of the stream's device or host memory
  * (CUDA decides the direction from the addresses). On a suspended pool's
  * memory it is refused with CPOOL_ERR_SUSPENDED (see cpool_pool_suspend).
+ * Captured, the copy is recorded by address: every replay reads src and
+ * writes dst again, so host memory on either side must stay allocated (and
+ * hold what the replays should read) as long as the graph can be launched
+ * (until its last release and its last launch finished; cpool_pool_record
+ * on the graph's pool keeps a host buffer that long).
  * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL stream or pointer with
  * bytes > 0), CPOOL_ERR_SUSPENDED, CPOOL_ERR_BACKEND. */
 cpool_status cpool_memcpy_async(cpool_stream *s, void *dst, const void *src, size_t bytes);

@@ -1115,7 +1115,58 @@ static void racing_capture_begins(cpool_device *dev) {
     cpool_stream_destroy(s);
 }
 
+/* ==== 5b. values that were never handles ================================== */
+
+/* Whether the last error says the value is no handle at all. */
+static int says_no_handle(void) { return strstr(cpool_last_error(), "is not a handle of capturepool") != NULL; }
+
+/* Small numbers, plain addresses (a stack variable's, a heap block's, a
+ * live handle's with its top bits cut) and misaligned values are refused
+ * before the library reads anything at them: no crash, a status, and a
+ * message that says it was never a handle. */
+static void values_that_are_no_handles(cpool_device *dev) {
+    static stream_pool fx;
+    REQUIRE(fixture_open(dev, NULL, &fx));
+    int on_stack = 0;
+    void *on_heap = malloc(64);
+    REQUIRE(on_heap != NULL);
+    uintptr_t cut = (uintptr_t)fx.pool & (((uintptr_t)1 << 48) - 1);
+    const uintptr_t values[] = {0x1234, 0xfff0, (uintptr_t)&on_stack, (uintptr_t)on_heap, cut,
+                                (uintptr_t)fx.pool + 8, (uintptr_t)fx.pool | 1};
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+        cpool_pool *pool = (cpool_pool *)values[i];
+        cpool_stream *s = (cpool_stream *)values[i];
+        cpool_graph *g = (cpool_graph *)values[i];
+        cpool_event *e = (cpool_event *)values[i];
+        void *p = NULL;
+        CHECK_STATUS(cpool_alloc(pool, 64, fx.s, &p), CPOOL_ERR_INVALID_ARGUMENT);
+        CHECK(says_no_handle());
+        CHECK_STATUS(cpool_alloc(fx.pool, 64, s, &p), CPOOL_ERR_INVALID_ARGUMENT);
+        CHECK(says_no_handle());
+        cpool_pool_stats st = CPOOL_POOL_STATS_INIT;
+        CHECK_STATUS(cpool_pool_get_stats(pool, &st), CPOOL_ERR_INVALID_ARGUMENT);
+        CHECK_STATUS(cpool_graph_launch(g, fx.s), CPOOL_ERR_INVALID_ARGUMENT);
+        CHECK(says_no_handle());
+        CHECK_STATUS(cpool_stream_synchronize(s), CPOOL_ERR_INVALID_ARGUMENT);
+        CHECK_STATUS(cpool_event_record(e, fx.s), CPOOL_ERR_INVALID_ARGUMENT);
+        CHECK(says_no_handle());
+        cpool_pool_release(pool); /* void: refused, with the reason */
+        CHECK(says_no_handle());
+        cpool_graph_release(g);
+        cpool_stream_destroy(s);
+        cpool_event_destroy(e);
+        cpool_device_close((cpool_device *)values[i]);
+        CHECK(says_no_handle());
+        CHECK(!cpool_pool_is_sealed(pool));
+    }
+    free(on_heap);
+    void *p = NULL; /* the real handles still work */
+    CHECK_OK(cpool_alloc(fx.pool, 64, fx.s, &p));
+    CHECK_OK(cpool_free(fx.pool, p, fx.s));
+}
+
 static const check_case cases[] = {
+    CHECK_CASE(values_that_are_no_handles),
     CHECK_CASE(destroying_stream_vs_last_release),
     CHECK_CASE(destroying_stream_vs_trim),
     CHECK_CASE(destroying_stream_vs_clear),

@@ -25,6 +25,11 @@ static const char *type_name(uint32_t type) {
 
 cpool_status cpool__handle_fail(const void *handle, cpool__handle_type type, const char *fn, const char *what) {
     if (!handle) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, what);
+    if (!cpool__handle_plausible((uintptr_t)handle))
+        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT,
+                           "%s: %s %p is not a handle of capturepool (every handle carries a generation in its top "
+                           "16 bits over an aligned address: this is a plain address, a small number or garbage)",
+                           fn, what, handle);
     /* The compare that refused the handle read this word already (unless
      * its address is 0): a handle of the library points at a header, of
      * whatever type. */
@@ -55,9 +60,11 @@ void *cpool__slab_take(cpool__slab *slab) {
     } else {
         object = cpool__malloc(slab->object_size);
         if (!object) return NULL;
-        /* An address that does not fit beside a generation cannot be a
-         * handle: keep it out of use. */
-        if ((uintptr_t)object & ~CPOOL__HANDLE_ADDR_MASK) {
+        /* An address that does not fit beside a generation, or that
+         * cpool__handle_plausible would refuse, cannot be a handle: keep it
+         * out of use. */
+        if (!cpool__handle_plausible((uintptr_t)object | ((uintptr_t)1 << CPOOL__HANDLE_SHIFT)) ||
+            ((uintptr_t)object & ~CPOOL__HANDLE_ADDR_MASK)) {
             free(object);
             return NULL;
         }

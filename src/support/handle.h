@@ -68,22 +68,36 @@ static inline void *cpool__handle_of(const void *object) {
     return (void *)((uintptr_t)object | (uintptr_t)(gen << CPOOL__HANDLE_SHIFT));
 }
 
-/* The `type` object behind a handle, or NULL when the handle is NULL, dead,
- * or of another type. No object's generation is 0, so a bare address
- * (generation 0) is refused by the compare too. */
+/* Objects start 16-byte aligned (malloc), above the lowest 64 KiB, which no
+ * process maps. */
+#define CPOOL__HANDLE_ALIGN_MASK ((uintptr_t)15)
+#define CPOOL__HANDLE_LOWEST ((uintptr_t)1 << 16)
+
+/* Whether a value can be a handle at all, told without reading memory: a
+ * generation (never 0) in the top 16 bits, over an aligned address above
+ * the lowest 64 KiB. NULL, small integers and plain addresses (a pointer
+ * to anything else, or a handle's value lost its top bits) are not. */
+static inline bool cpool__handle_plausible(uintptr_t v) {
+    return (v >> CPOOL__HANDLE_SHIFT) != 0 && !(v & CPOOL__HANDLE_ALIGN_MASK) &&
+           (v & CPOOL__HANDLE_ADDR_MASK) >= CPOOL__HANDLE_LOWEST;
+}
+
+/* The `type` object behind a handle, or NULL when the handle is NULL, not
+ * a handle at all (cpool__handle_plausible: refused before any read),
+ * dead, or of another type. */
 static inline void *cpool__handle_object(const void *handle, cpool__handle_type type) {
     uintptr_t v = (uintptr_t)handle;
     cpool__handle_header *h = (cpool__handle_header *)(v & CPOOL__HANDLE_ADDR_MASK);
-    if (__builtin_expect(!h, 0)) return NULL;
+    if (__builtin_expect(!cpool__handle_plausible(v), 0)) return NULL;
     uint32_t want = cpool__handle_word(type, (uint32_t)(v >> CPOOL__HANDLE_SHIFT));
     if (__builtin_expect(atomic_load_explicit(&h->word, memory_order_acquire) != want, 0)) return NULL;
     return h;
 }
 
 /* Why cpool__handle_object(handle, type) gave NULL, into
- * cpool_last_error(): "fn: what is NULL", "fn: what is a stream handle, not
- * a pool", or "fn: what is a dead handle (...)". Returns
- * CPOOL_ERR_INVALID_ARGUMENT. */
+ * cpool_last_error(): "fn: what is NULL", "fn: what ... is not a handle
+ * (...)", "fn: what is a stream handle, not a pool", or "fn: what is a dead
+ * handle (...)". Returns CPOOL_ERR_INVALID_ARGUMENT. */
 cpool_status cpool__handle_fail(const void *handle, cpool__handle_type type, const char *fn, const char *what);
 
 /* Resolves a `type` handle into `var` (declared by the caller), or returns
