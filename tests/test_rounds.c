@@ -23,12 +23,22 @@ static uint64_t graph_bytes(const cpool_pool *pool) { return stats_of(pool).grap
 
 /* ---- a released graph's launch still running ------------------------------ */
 
+/* Stream work that waits until the test opens it, noting that it began. */
+typedef struct gate {
+    int entered, open;
+} gate;
+static void cb_gate(void *arg) {
+    gate *g = arg;
+    astore(&g->entered, 1);
+    for (unsigned waited = 0; !aload(&g->open) && waited < WAIT_TIMEOUT_MS; waited++) sleep_ms(1);
+}
+
 typedef struct scratch_to_out {
     cpool_pool *pool;
     size_t n;
     unsigned char value;
-    void *out;         /* allocated in the body, kept */
-    sleep_set *middle; /* NULL, or slow work between the fill and the copy */
+    void *out;    /* allocated in the body, kept */
+    gate *middle; /* NULL, or a gate between the fill and the copy */
 } scratch_to_out;
 
 /* Scratch filled with value, copied into an output the capture keeps. */
@@ -39,38 +49,35 @@ static cpool_status scratch_to_out_fn(cpool_stream *s, void *ctx) {
     if (st != CPOOL_OK) return st;
     if ((st = cpool_alloc(a->pool, a->n, s, &a->out)) != CPOOL_OK) return st;
     if ((st = cpool_memset_async(s, scratch, a->value, a->n)) != CPOOL_OK) return st;
-    if (a->middle && (st = cpool_launch_host(s, cb_sleep_set, a->middle)) != CPOOL_OK) return st;
+    if (a->middle && (st = cpool_launch_host(s, cb_gate, a->middle)) != CPOOL_OK) return st;
     if ((st = cpool_memcpy_async(s, a->out, scratch, a->n)) != CPOOL_OK) return st;
     return cpool_free(a->pool, scratch, s);
 }
 
-/* A's replay fills its scratch, then waits (slow host work in the graph)
- * while A is released and B captured, then copies its scratch into its
- * output: B's capture must leave A's pages where they are. */
+/* A's replay fills its scratch, then waits (a gate in the graph) while A
+ * is released and B captured, then copies its scratch into its output:
+ * B's capture must leave A's pages where they are. */
 static void released_running_graph_keeps_its_pages(cpool_device *dev) {
     static stream_pool fixtures[2]; /* they end with the case */
+    static gate middle[2];
     for (int order = 0; order < 2; order++) {
         stream_pool fx;
         REQUIRE(fixture_open(dev, NULL, &fixtures[order]));
         fx = fixtures[order];
-        int started = 0, flag = 0;
-        sleep_set middle = {150, &flag, 1};
-        scratch_to_out a = {fx.pool, 4 * MiB, 0x5a, NULL, &middle};
+        scratch_to_out a = {fx.pool, 4 * MiB, 0x5a, NULL, &middle[order]};
         cpool_graph *ga = NULL, *gb = NULL;
         REQUIRE_OK(cpool_capture(fx.s, fx.pool, CPOOL_CAPTURE_GLOBAL, scratch_to_out_fn, &a, &ga));
         REQUIRE_OK(cpool_memset_async(fx.s, a.out, 0, a.n));
         CHECK_OK(cpool_stream_synchronize(fx.s));
         CHECK_OK(cpool_graph_launch(ga, fx.s));
-        CHECK_OK(cpool_launch_host(fx.s, cb_inc, &started)); /* after the replay: never before B */
         cpool_graph_release(ga); /* still running: its output stays allocated */
-        sleep_ms(30);            /* the replay's fill is done, its copy waits */
+        CHECK(wait_for_int(&middle[order].entered, 1, WAIT_TIMEOUT_MS)); /* filled, its copy waits */
         cpool_stream *other;
         REQUIRE_OK(cpool_stream_create(dev, &other));
         scratch_to_out b = {fx.pool, order ? 2 * MiB : 8 * MiB, 0x3c, NULL, NULL};
         CHECK_OK(cpool_capture(other, fx.pool, CPOOL_CAPTURE_GLOBAL, scratch_to_out_fn, &b, &gb));
-        CHECK_EQ(aload(&flag), 0); /* the point: the capture came while A's replay ran */
+        astore(&middle[order].open, 1);
         CHECK_OK(cpool_stream_synchronize(fx.s));
-        CHECK_EQ(aload(&started), 1);
         CHECK_BYTES(fx.s, a.out, a.n, 0x5a);
         if (gb) {
             CHECK_OK(cpool_graph_launch(gb, other));
@@ -106,16 +113,15 @@ static void released_running_graphs_share_again(cpool_device *dev) {
     static stream_pool fx;
     REQUIRE(fixture_open(dev, NULL, &fx));
     scratch_only body = {fx.pool, 8 * MiB};
-    int flag = 0;
-    sleep_set slow = {150, &flag, 1};
-    CHECK_OK(cpool_launch_host(fx.s, cb_sleep_set, &slow));
+    static gate held;
+    CHECK_OK(cpool_launch_host(fx.s, cb_gate, &held));
     for (int i = 0; i < 10; i++) {
         cpool_graph *g = NULL;
         REQUIRE_OK(cpool_capture(fx.s, fx.pool, CPOOL_CAPTURE_GLOBAL, scratch_only_fn, &body, &g));
         CHECK_OK(cpool_graph_launch(g, fx.s));
-        cpool_graph_release(g); /* its launch waits behind the sleep */
+        cpool_graph_release(g); /* its launch waits behind the gate */
     }
-    CHECK_EQ(aload(&flag), 0);
+    astore(&held.open, 1);
     CHECK_OK(cpool_stream_synchronize(fx.s));
     cpool_wait_deferred();
     /* The device is idle: no arena needs pages apart any more. */
