@@ -26,7 +26,7 @@ cmake "${configure_args[@]}" "$@"
 cmake --build "$build_dir" -j "$jobs"
 cd "$build_dir"
 status=0
-ctest --output-on-failure || status=$?
+ctest --output-on-failure -j "$jobs" || status=$?
 # ctest shows a skipped test's output nowhere but in its log.
 log=Testing/Temporary/LastTest.log
 if [[ -f $log ]]; then

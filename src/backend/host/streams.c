@@ -401,7 +401,7 @@ cpool_status cpool__host_stream_wait_event(cpool__bstream *s, cpool__bevent *ev)
         return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory queueing a wait");
     }
     t->op = (host_op){.kind = OP_WAIT, .wait_q = m.q, .position = m.position}; /* the task takes m's reference */
-    uint64_t position;
+    uint64_t position = 0; /* the wait needs no mark of its own */
     cpool_status st = enqueue_uncaptured(s, t, &position);
     if (st != CPOOL_OK) {
         queue_release(m.q);
