@@ -236,3 +236,9 @@ impl Drop for GraphCaptureGuard<'_> {
         }
     }
 }
+
+impl std::fmt::Debug for GraphCaptureGuard<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GraphCaptureGuard").field("stream", self.stream).field("ended", &self.ended).finish()
+    }
+}
