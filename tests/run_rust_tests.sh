@@ -1,0 +1,44 @@
+#!/bin/sh
+# Driven by tests/CMakeLists.txt (the test rust_bindings): runs
+# `cargo test --offline` in bindings/rust against this build's
+# libcapturepool.a (CAPTUREPOOL_LIB_DIR: build.rs does not build the library
+# again), then the Rust examples (the seed's usage and examples/rust). The
+# environment (CPOOL_*) comes from there.
+# In a sanitizer build (CPOOL_C_FLAGS with -fsanitize=...) the tests are
+# linked with the same -fsanitize flags, which bring the sanitizer runtimes
+# the instrumented library needs; ThreadSanitizer is skipped (see below).
+# Exit 0: passed; 77: skipped (the reason is printed); anything else: failed.
+set -eu
+
+cargo=${CPOOL_CARGO:-cargo}
+if ! command -v "$cargo" >/dev/null 2>&1; then
+    echo "SKIPPED: cargo was not found, the Rust bindings are not tested"
+    exit 77
+fi
+
+link_args=
+for flag in $CPOOL_C_FLAGS; do
+    case $flag in
+    -fsanitize=*thread*)
+        echo "SKIPPED: ThreadSanitizer needs the Rust standard library instrumented too (nightly -Zsanitizer=thread with -Zbuild-std); the plain and ASan builds run the Rust tests"
+        exit 77
+        ;;
+    -fsanitize=*) link_args="$link_args -Clink-arg=$flag" ;;
+    esac
+done
+if [ -n "$link_args" ]; then
+    RUSTFLAGS="${RUSTFLAGS:-}$link_args"
+    export RUSTFLAGS
+    echo "RUSTFLAGS=$RUSTFLAGS"
+fi
+
+CAPTUREPOOL_LIB_DIR=$CPOOL_LIB_DIR
+CARGO_TARGET_DIR=$CPOOL_CARGO_TARGET_DIR
+CARGO_BUILD_JOBS=${CARGO_BUILD_JOBS:-2}
+export CAPTUREPOOL_LIB_DIR CARGO_TARGET_DIR CARGO_BUILD_JOBS
+
+cd "$CPOOL_SOURCE_DIR/bindings/rust"
+set -x
+"$cargo" test --offline --workspace
+"$cargo" run --offline --example seed_usage
+"$cargo" run --offline -p capturepool-demo -- --steps 5
