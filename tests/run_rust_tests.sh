@@ -2,7 +2,8 @@
 # Driven by tests/CMakeLists.txt (the test rust_bindings): runs
 # `cargo test --offline` in bindings/rust against this build's
 # libcapturepool.a (CAPTUREPOOL_LIB_DIR: build.rs does not build the library
-# again), then the Rust examples (the seed's usage and examples/rust). The
+# again), then the Rust examples (the seed's usage and examples/rust) and
+# the Rust benchmark as a smoke run (bench/rust). The
 # environment (CPOOL_*) comes from there.
 # In a sanitizer build (CPOOL_C_FLAGS with -fsanitize=...) the tests are
 # linked with the same -fsanitize flags, which bring the sanitizer runtimes
@@ -42,3 +43,4 @@ set -x
 "$cargo" test --offline --workspace
 "$cargo" run --offline --example seed_usage
 "$cargo" run --offline -p capturepool-demo -- --steps 5
+"$cargo" run --offline -p capturepool-bench -- --smoke

@@ -130,7 +130,7 @@ impl RawStream {
         Ok(RawStream(NonNull::new(out).expect("cpool_stream_create returned OK and NULL")))
     }
 
-    fn ptr(&self) -> *mut sys::cpool_stream {
+    pub(crate) fn ptr(&self) -> *mut sys::cpool_stream {
         self.0.as_ptr()
     }
 
@@ -559,6 +559,10 @@ impl Drop for RawGraph {
 }
 
 impl RawGraph {
+    pub(crate) fn ptr(&self) -> *mut sys::cpool_graph {
+        self.0.as_ptr()
+    }
+
     fn from_out(out: *mut sys::cpool_graph) -> RawGraph {
         RawGraph(NonNull::new(out).expect("a capture returned OK and no graph"))
     }

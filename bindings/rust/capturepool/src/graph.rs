@@ -166,6 +166,12 @@ impl CapturedGraph {
         self.raw.update(stream, body)
     }
 
+    /// The C handle, borrowed (for calls of `capturepool::sys`); valid while
+    /// the graph lives.
+    pub fn as_raw(&self) -> *mut sys::cpool_graph {
+        self.raw.ptr()
+    }
+
     /// Writes the graph in Graphviz DOT to `path`.
     pub fn dump_dot(&self, path: impl AsRef<Path>) -> Result<()> {
         self.raw.dump_dot(path.as_ref())

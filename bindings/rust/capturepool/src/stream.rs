@@ -34,6 +34,12 @@ impl Stream {
         self.raw.native()
     }
 
+    /// The C handle, borrowed (for calls of `capturepool::sys`); valid while
+    /// the stream lives.
+    pub fn as_raw(&self) -> *mut capturepool_sys::cpool_stream {
+        self.raw.ptr()
+    }
+
     /// Whether the stream captures (`cpool_capture_status`).
     pub fn capture_state(&self) -> Result<CaptureState> {
         self.raw.capture_state()
