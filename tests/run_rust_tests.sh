@@ -24,13 +24,30 @@ for flag in $CPOOL_C_FLAGS; do
         echo "SKIPPED: ThreadSanitizer needs the Rust standard library instrumented too (nightly -Zsanitizer=thread with -Zbuild-std); the plain and ASan builds run the Rust tests"
         exit 77
         ;;
-    -fsanitize=*) link_args="$link_args -Clink-arg=$flag" ;;
+    -fsanitize=*)
+        # rustc links with -nodefaultlibs, which drops the runtimes that
+        # -fsanitize adds at the link: name them as well.
+        link_args="$link_args -Clink-arg=$flag"
+        case $flag in *address*) link_args="$link_args -Clink-arg=-lasan" ;; esac
+        case $flag in *undefined*) link_args="$link_args -Clink-arg=-lubsan" ;; esac
+        ;;
     esac
 done
 if [ -n "$link_args" ]; then
     RUSTFLAGS="${RUSTFLAGS:-}$link_args"
     export RUSTFLAGS
     echo "RUSTFLAGS=$RUSTFLAGS"
+    # ASan's runtime must come first in the program's library list, which
+    # rustc's link line cannot order: the test programs (not cargo or rustc)
+    # run with it preloaded, through cargo's runner.
+    case $link_args in
+    *-lasan*)
+        asan_rt=$("${CPOOL_CC:-cc}" -print-file-name=libasan.so)
+        CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="env LD_PRELOAD=$asan_rt"
+        export CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER
+        echo "runner: $CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER"
+        ;;
+    esac
 fi
 
 CAPTUREPOOL_LIB_DIR=$CPOOL_LIB_DIR

@@ -115,8 +115,12 @@ fn main() -> Result<()> {
     );
     let same = eager.iter().zip(&replayed).all(|(a, b)| a.to_bits() == b.to_bits());
     println!("{} replays: {}", graph.num_replays(), if same { "bitwise equal to eager: OK" } else { "DIFFER: FAIL" });
+    // The graph's reference to the pool may go on the library's thread:
+    // wait for that teardown before the process ends.
+    drop((graph, x, pool));
+    wait_deferred();
     if !same {
-        std::process::exit(1);
+        return Err(Error { status: Status::Backend, message: "the replays differ from the eager run".into() });
     }
     Ok(())
 }

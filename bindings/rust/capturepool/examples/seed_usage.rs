@@ -4,7 +4,7 @@
 //! Run: cargo run --example seed_usage
 use capturepool::*;
 
-fn main() -> Result<()> {
+fn run() -> Result<bool> {
     let device = Device::open(Backend::Auto, 0)?;
     let stream = &Stream::new(&device)?;
     let buffers = CapturePool::on(&device)?; // where the buffers come from
@@ -39,5 +39,16 @@ fn main() -> Result<()> {
     );
     drop(graph); // the last reference to the pool: its two buffer handles go, in order
     wait_deferred();
-    std::process::exit(if ok { 0 } else { 1 });
+    Ok(ok)
+}
+
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(true) => std::process::ExitCode::SUCCESS,
+        Ok(false) => std::process::ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("seed_usage: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }
