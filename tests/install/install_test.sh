@@ -3,6 +3,7 @@
 # (CPOOL_*) comes from there. One argument, the step:
 #   install_prefix        install the build tree into $CPOOL_PREFIX
 #   install_find_package  configure, build and run consumer/ with find_package
+#                         (the C consumers, and the C++ one of capturepool.hpp)
 #   install_pkg_config    compile consumer/consumer.c with pkg-config, against the
 #                         shared and the static library, and run both
 #   install_no_cuda       compile consumer/consumer.c against the shared library
@@ -92,7 +93,7 @@ install_prefix)
         echo "FAIL: libcapturepool.so needs a CUDA library at load time"
         exit 1
     fi
-    for f in "$prefix/${CPOOL_INCLUDEDIR}/capturepool.h" \
+    for f in "$prefix/${CPOOL_INCLUDEDIR}/capturepool.h" "$prefix/${CPOOL_INCLUDEDIR}/capturepool.hpp" \
         "$libdir/cmake/capturepool/capturepoolConfig.cmake" \
         "$libdir/cmake/capturepool/capturepoolConfigVersion.cmake" \
         "$libdir/pkgconfig/capturepool.pc"; do
@@ -124,6 +125,12 @@ install_find_package)
     run "$CPOOL_CMAKE" --build "$work"
     run "$work/consumer"
     run "$work/consumer_static"
+    # The C++ consumer of capturepool.hpp, built where CMake found a C++ compiler.
+    if [ -x "$work/consumer_cpp" ]; then
+        run "$work/consumer_cpp"
+    else
+        echo "note: no C++ compiler for the consumer: consumer_cpp not built"
+    fi
     ;;
 
 install_pkg_config)
