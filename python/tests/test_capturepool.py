@@ -3,6 +3,7 @@ capture, graphs, stream work, suspend and snapshots."""
 import ctypes
 import gc
 import json
+import os
 import sys
 import weakref
 
@@ -24,7 +25,8 @@ def test_version_and_library():
 def test_import_does_not_import_torch():
     import subprocess
     code = "import sys, capturepool; assert 'torch' not in sys.modules, 'torch imported'"
-    subprocess.run([sys.executable, "-c", code], check=True)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
 
 
 def test_error_fields(dev, stream, pool):
