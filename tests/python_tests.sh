@@ -6,6 +6,8 @@
 #       it is missing and the network allows. In a build with
 #       -fsanitize=address the interpreter, which is not instrumented,
 #       runs with the ASan runtime preloaded and leak detection off.
+#   python_tests.sh example SOURCE_DIR LIBRARY SHIM "C_FLAGS" SCRIPT
+#       runs SCRIPT (examples/python/) the same way, with python/ on the path.
 #   python_tests.sh install SOURCE_DIR BINARY_DIR
 #       `pip install SOURCE_DIR[test]` into a fresh venv, then a smoke run and
 #       python/tests against the installed package.
@@ -25,9 +27,9 @@ urllib.request.urlopen("https://pypi.org/simple/pytest/", timeout=10)
 PY
 }
 
-if [[ $mode == pytest ]]; then
-    lib=$3 shim=$4 cflags=${5:-}
-    if ! "$py" -c 'import pytest' >/dev/null 2>&1; then
+if [[ $mode == pytest || $mode == example ]]; then
+    lib=$3 shim=$4 cflags=${5:-} script=${6:-}
+    if [[ $mode == pytest ]] && ! "$py" -c 'import pytest' >/dev/null 2>&1; then
         if network; then
             echo "python_tests: installing pytest (pip --user)"
             PIP_BREAK_SYSTEM_PACKAGES=1 "$py" -m pip install --user --quiet pytest ||
@@ -52,7 +54,11 @@ if [[ $mode == pytest ]]; then
         export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
         echo "python_tests: LD_PRELOAD=$LD_PRELOAD ASAN_OPTIONS=$ASAN_OPTIONS"
     fi
-    cd "$src" && exec "$py" -m pytest -q -p no:cacheprovider python/tests
+    cd "$src" || exit 1
+    if [[ $mode == example ]]; then
+        PYTHONPATH=$src/python${PYTHONPATH:+:$PYTHONPATH} exec "$py" "$script"
+    fi
+    exec "$py" -m pytest -q -p no:cacheprovider python/tests
 fi
 
 if [[ $mode == install ]]; then
