@@ -104,6 +104,17 @@ if [[ -x build-gpu/rel/examples/data_parallel ]]; then
     step data-parallel-torch python3 bench/data_parallel_torch.py
 fi
 
+# The Python package against the Release library: capturepool.torch's
+# tests (skipped without torch with CUDA) and the standalone smoke check
+# and the sleep/wake example (each exits 77 without torch, which counts as
+# passed here); the host-backend
+# Python tests run in the ctest step above.
+python_env=(env PYTHONPATH="$root/python" CAPTUREPOOL_LIBRARY="$root/build-gpu/rel/src/libcapturepool.so"
+    CAPTUREPOOL_TORCH_LIBRARY="$root/build-gpu/rel/python/libcapturepool_torch.so")
+step python-torch "${python_env[@]}" python3 -m pytest -v -p no:cacheprovider python/tests/test_torch.py
+step python-gpu-smoke bash -c '"$@"; rc=$?; ((rc == 0 || rc == 77))' _ "${python_env[@]}" python3 python/tests/gpu_smoke.py
+step python-sleep-wake bash -c '"$@"; rc=$?; ((rc == 0 || rc == 77))' _ "${python_env[@]}" python3 \
+    examples/python/sleep_wake_server.py
 step alloc-bench build-gpu/rel/bench/alloc_bench
 step alloc-bench-host env CPOOL_BACKEND=host build-gpu/rel/bench/alloc_bench
 step page-bench build-gpu/rel/bench/page_bench 200

@@ -1,0 +1,233 @@
+/*
+ * The allocator that capturepool.torch hands to PyTorch
+ * (torch.cuda.memory.CUDAPluggableAllocator).
+ *
+ * PyTorch calls a pluggable allocator through two plain C functions,
+ *     void *alloc(size_t bytes, int device, cudaStream_t stream);
+ *     void  free(void *ptr, size_t bytes, int device, cudaStream_t stream);
+ * with no user pointer, so each TorchPool takes one of CPOOL_TORCH_SLOTS
+ * slots and gives torch that slot's pair (cpool_torch_alloc_<n>,
+ * cpool_torch_free_<n>). A slot holds a reference to its capture pool and
+ * one to its device, and the cpool_stream wrapping each cudaStream_t torch
+ * passes (wrapped once, kept until the slot ends). On the host backend,
+ * which has no CUDA streams, a stream of the slot's own serves every call,
+ * so the shim can be tested without a GPU.
+ *
+ * A slot's life: cpool_torch_bind takes it; cpool_torch_unbind lets it go
+ * once torch has given every segment back (torch frees a pool's segments
+ * only when it empties its cache or ends the MemPool, which may come after
+ * the TorchPool closed): the pool reference goes with the last free.
+ * Every entry point is thread-safe (one mutex per slot). No CUDA header:
+ * streams are void *.
+ */
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "capturepool.h"
+
+#if defined(__GNUC__)
+#define CPOOL_TORCH_API __attribute__((visibility("default")))
+#else
+#define CPOOL_TORCH_API
+#endif
+
+#define CPOOL_TORCH_SLOTS 16
+#define CPOOL_TORCH_STREAMS 64
+
+typedef struct torch_slot {
+    pthread_mutex_t mu;
+    cpool_pool *pool;     /* the slot's reference; NULL when free */
+    cpool_device *dev;    /* the slot's own reference */
+    cpool_stream *own;    /* the host backend's stream, made on first use */
+    bool unbinding;       /* unbind asked: the slot ends with the last free */
+    int status;           /* the last failure of alloc or free, 0 if none */
+    uint64_t live, allocs, frees, failures;
+    struct {
+        void *native;
+        cpool_stream *s;
+    } streams[CPOOL_TORCH_STREAMS];
+    int nstreams;
+} torch_slot;
+
+static torch_slot slots[CPOOL_TORCH_SLOTS];
+static pthread_once_t slots_once = PTHREAD_ONCE_INIT;
+
+static void slots_init(void) {
+    for (int i = 0; i < CPOOL_TORCH_SLOTS; i++) pthread_mutex_init(&slots[i].mu, NULL);
+}
+
+static torch_slot *slot_at(int slot) {
+    pthread_once(&slots_once, slots_init);
+    return slot >= 0 && slot < CPOOL_TORCH_SLOTS ? &slots[slot] : NULL;
+}
+
+/* The cpool_stream for `native`, wrapped on first use; under the slot's lock. */
+static cpool_stream *slot_stream(torch_slot *t, void *native) {
+    for (int i = 0; i < t->nstreams; i++)
+        if (t->streams[i].native == native) return t->streams[i].s;
+    cpool_stream *s = NULL;
+    cpool_status st = cpool_stream_wrap(t->dev, native, &s);
+    if (st == CPOOL_ERR_UNSUPPORTED) { /* host backend */
+        if (!t->own && cpool_stream_create(t->dev, &t->own) != CPOOL_OK) return NULL;
+        return t->own;
+    }
+    if (st != CPOOL_OK) return NULL;
+    if (t->nstreams == CPOOL_TORCH_STREAMS) { /* a full table: forget the oldest */
+        cpool_stream_destroy(t->streams[0].s);
+        for (int i = 1; i < t->nstreams; i++) t->streams[i - 1] = t->streams[i];
+        t->nstreams--;
+    }
+    t->streams[t->nstreams].native = native;
+    t->streams[t->nstreams].s = s;
+    t->nstreams++;
+    return s;
+}
+
+/* Ends the slot's references; under its lock. Returns the pool to release
+ * (after the lock: a last release waits for the device). */
+static cpool_pool *slot_clear(torch_slot *t, cpool_device **dev_out) {
+    for (int i = 0; i < t->nstreams; i++) cpool_stream_destroy(t->streams[i].s);
+    t->nstreams = 0;
+    cpool_stream_destroy(t->own);
+    t->own = NULL;
+    cpool_pool *pool = t->pool;
+    *dev_out = t->dev;
+    t->pool = NULL;
+    t->dev = NULL;
+    t->unbinding = false;
+    return pool;
+}
+
+CPOOL_TORCH_API int cpool_torch_slot_count(void) { return CPOOL_TORCH_SLOTS; }
+
+/* Binds `slot` to `pool` (a reference of the slot's own) on device
+ * (backend, ordinal). Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (no such
+ * slot, a slot in use, a dead pool) or the status of cpool_device_open. */
+CPOOL_TORCH_API int cpool_torch_bind(int slot, cpool_pool *pool, int backend, int ordinal) {
+    torch_slot *t = slot_at(slot);
+    if (!t || !pool) return CPOOL_ERR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&t->mu);
+    int st = CPOOL_OK;
+    if (t->pool) {
+        st = CPOOL_ERR_INVALID_ARGUMENT;
+    } else if ((st = cpool_device_open((cpool_backend)backend, ordinal, &t->dev)) == CPOOL_OK) {
+        t->pool = cpool_pool_retain(pool);
+        if (!t->pool) {
+            cpool_device_close(t->dev);
+            t->dev = NULL;
+            st = CPOOL_ERR_INVALID_ARGUMENT;
+        }
+    }
+    if (st == CPOOL_OK) t->status = 0, t->live = t->allocs = t->frees = t->failures = 0;
+    pthread_mutex_unlock(&t->mu);
+    return st;
+}
+
+/* Lets the slot go: now if torch holds none of its segments, else with the
+ * last free. Returns the segments torch still holds. */
+CPOOL_TORCH_API uint64_t cpool_torch_unbind(int slot) {
+    torch_slot *t = slot_at(slot);
+    if (!t) return 0;
+    cpool_pool *pool = NULL;
+    cpool_device *dev = NULL;
+    pthread_mutex_lock(&t->mu);
+    uint64_t live = t->live;
+    if (t->pool) {
+        if (live == 0)
+            pool = slot_clear(t, &dev);
+        else
+            t->unbinding = true;
+    }
+    pthread_mutex_unlock(&t->mu);
+    cpool_pool_release(pool);
+    cpool_device_close(dev);
+    return live;
+}
+
+/* Whether the slot is taken (bound, or unbinding with segments out). */
+CPOOL_TORCH_API bool cpool_torch_slot_busy(int slot) {
+    torch_slot *t = slot_at(slot);
+    if (!t) return false;
+    pthread_mutex_lock(&t->mu);
+    bool busy = t->pool != NULL;
+    pthread_mutex_unlock(&t->mu);
+    return busy;
+}
+
+/* counts[0..4]: live segments, allocs, frees, failed calls, last failure's status. */
+CPOOL_TORCH_API void cpool_torch_counts(int slot, uint64_t counts[5]) {
+    torch_slot *t = slot_at(slot);
+    if (!t || !counts) return;
+    pthread_mutex_lock(&t->mu);
+    counts[0] = t->live, counts[1] = t->allocs, counts[2] = t->frees, counts[3] = t->failures;
+    counts[4] = (uint64_t)t->status;
+    pthread_mutex_unlock(&t->mu);
+}
+
+static void *slot_alloc(int slot, size_t bytes, int device, void *stream) {
+    (void)device; /* the slot's pool is on one device; torch asks on it */
+    torch_slot *t = slot_at(slot);
+    void *ptr = NULL;
+    pthread_mutex_lock(&t->mu);
+    int st = CPOOL_ERR_INVALID_ARGUMENT;
+    if (t->pool && !t->unbinding) {
+        cpool_stream *s = slot_stream(t, stream);
+        st = s ? cpool_alloc(t->pool, bytes, s, &ptr) : CPOOL_ERR_OUT_OF_MEMORY;
+    }
+    if (st == CPOOL_OK) {
+        t->live++, t->allocs++;
+    } else {
+        ptr = NULL; /* torch takes NULL for out of memory */
+        t->failures++, t->status = st;
+    }
+    pthread_mutex_unlock(&t->mu);
+    return ptr;
+}
+
+static void slot_free(int slot, void *ptr, size_t bytes, int device, void *stream) {
+    (void)bytes, (void)device;
+    torch_slot *t = slot_at(slot);
+    cpool_pool *pool = NULL;
+    cpool_device *dev = NULL;
+    pthread_mutex_lock(&t->mu);
+    int st = CPOOL_ERR_INVALID_ARGUMENT;
+    if (t->pool && ptr) {
+        cpool_stream *s = slot_stream(t, stream);
+        st = s ? cpool_free(t->pool, ptr, s) : CPOOL_ERR_OUT_OF_MEMORY;
+    }
+    if (st == CPOOL_OK) {
+        t->frees++;
+        if (--t->live == 0 && t->unbinding) pool = slot_clear(t, &dev);
+    } else {
+        t->failures++, t->status = st;
+    }
+    pthread_mutex_unlock(&t->mu);
+    cpool_pool_release(pool);
+    cpool_device_close(dev);
+}
+
+/* The entry points, one pair per slot. */
+#define CPOOL_TORCH_PAIR(n)                                                                                  \
+    CPOOL_TORCH_API void *cpool_torch_alloc_##n(size_t bytes, int device, void *stream) {                    \
+        return slot_alloc(n, bytes, device, stream);                                                         \
+    }                                                                                                        \
+    CPOOL_TORCH_API void cpool_torch_free_##n(void *ptr, size_t bytes, int device, void *stream) {           \
+        slot_free(n, ptr, bytes, device, stream);                                                            \
+    }
+CPOOL_TORCH_PAIR(0)
+CPOOL_TORCH_PAIR(1)
+CPOOL_TORCH_PAIR(2)
+CPOOL_TORCH_PAIR(3)
+CPOOL_TORCH_PAIR(4)
+CPOOL_TORCH_PAIR(5)
+CPOOL_TORCH_PAIR(6)
+CPOOL_TORCH_PAIR(7)
+CPOOL_TORCH_PAIR(8)
+CPOOL_TORCH_PAIR(9)
+CPOOL_TORCH_PAIR(10)
+CPOOL_TORCH_PAIR(11)
+CPOOL_TORCH_PAIR(12)
+CPOOL_TORCH_PAIR(13)
+CPOOL_TORCH_PAIR(14)
+CPOOL_TORCH_PAIR(15)

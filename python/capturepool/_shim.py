@@ -1,0 +1,102 @@
+"""The allocator shim that capturepool.torch hands to PyTorch
+(libcapturepool_torch.so, from python/bridge/capturepool_torch.c).
+
+It has CPOOL_TORCH_SLOTS slots, each a pair of entry points
+(cpool_torch_alloc_<n>, cpool_torch_free_<n>) with PyTorch's pluggable
+allocator signatures, bound to one capture pool. Looked for at
+$CAPTUREPOOL_TORCH_LIBRARY, then beside libcapturepool.so (the package
+folder), then in a build tree's python/ folder. Loading it needs no torch.
+"""
+import ctypes
+import os
+import threading
+
+from . import Error, Pool, Status, _lib
+
+_lock = threading.Lock()
+_shim = None
+_taken = set()
+
+
+def shim_path():
+    env = os.environ.get("CAPTUREPOOL_TORCH_LIBRARY")
+    if env:
+        return env
+    here = os.path.dirname(os.path.abspath(_lib.path))
+    for path in (os.path.join(here, "libcapturepool_torch.so"),
+                 os.path.join(os.path.dirname(here), "python", "libcapturepool_torch.so")):
+        if os.path.isfile(path):
+            return path
+    raise ImportError(f"capturepool: libcapturepool_torch.so is not beside {_lib.path}; "
+                      "set CAPTUREPOOL_TORCH_LIBRARY to it")
+
+
+def shim():
+    """The loaded shim (ctypes), loaded once."""
+    global _shim
+    with _lock:
+        if _shim is None:
+            so = ctypes.CDLL(shim_path())
+            so.cpool_torch_slot_count.restype = ctypes.c_int
+            so.cpool_torch_bind.restype = ctypes.c_int
+            so.cpool_torch_bind.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+            so.cpool_torch_unbind.restype = ctypes.c_uint64
+            so.cpool_torch_unbind.argtypes = [ctypes.c_int]
+            so.cpool_torch_slot_busy.restype = ctypes.c_bool
+            so.cpool_torch_slot_busy.argtypes = [ctypes.c_int]
+            so.cpool_torch_counts.restype = None
+            so.cpool_torch_counts.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_uint64)]
+            _shim = so
+        return _shim
+
+
+class Slot:
+    """One slot of the shim bound to `pool` (a reference of the slot's own,
+    held until torch gave every segment back after close())."""
+
+    def __init__(self, pool, backend, ordinal):
+        if not isinstance(pool, Pool):
+            raise TypeError(f"pool must be a capturepool.Pool, not {type(pool).__name__}")
+        so = shim()
+        code = {"cuda": 1, "host": 2}[backend]
+        with _lock:
+            for n in range(so.cpool_torch_slot_count()):
+                if n in _taken or so.cpool_torch_slot_busy(n):
+                    continue
+                st = so.cpool_torch_bind(n, pool._handle("Slot"), code, ordinal)
+                if st != 0:
+                    raise Error(st, f"cpool_torch_bind: slot {n} could not be bound")
+                _taken.add(n)
+                self.index = n
+                break
+            else:
+                raise Error(Status.ERR_OUT_OF_MEMORY,
+                            f"capturepool.torch: all {so.cpool_torch_slot_count()} allocator slots are in use "
+                            "(close a TorchPool, and free its tensors, to give one back)")
+        self.path = shim_path()
+        self.alloc_name = f"cpool_torch_alloc_{self.index}"
+        self.free_name = f"cpool_torch_free_{self.index}"
+        self._so = so
+
+    def entry(self, name):
+        """An entry point as a ctypes function (for tests)."""
+        fn = getattr(self._so, name)
+        if name.startswith("cpool_torch_alloc_"):
+            fn.restype, fn.argtypes = ctypes.c_void_p, [ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+        else:
+            fn.restype, fn.argtypes = None, [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+        return fn
+
+    def counts(self):
+        """{'live', 'allocs', 'frees', 'failures', 'last_status'} of the slot."""
+        c = (ctypes.c_uint64 * 5)()
+        self._so.cpool_torch_counts(self.index, c)
+        return dict(zip(("live", "allocs", "frees", "failures", "last_status"), list(c)))
+
+    def unbind(self):
+        """Lets the slot go (with torch's last free); returns the segments torch still holds."""
+        with _lock:
+            if self.index not in _taken:
+                return 0
+            _taken.discard(self.index)
+            return self._so.cpool_torch_unbind(self.index)
