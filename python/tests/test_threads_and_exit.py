@@ -83,24 +83,33 @@ def test_records_from_many_threads_dropped_in_order(dev):
 
 
 def test_graph_released_inside_its_callback(dev, stream):
-    """The last reference goes inside a host function: the teardown is handed
-    to the library's thread, whose drop runs Python (taking the GIL)."""
+    """The Python reference goes inside a host function. The graph's last
+    reference goes there or as its launch call returns: the teardown never
+    runs inside the stream's callback (it is handed to the library's thread
+    there), and the drop runs Python once (taking the GIL), on whichever
+    thread the teardown ran."""
     p = cp.Pool(dev)
     where = []
+    in_callback = []
 
     class Obj:
         def __del__(self):
             where.append(threading.get_ident())
+
+    def release_inside():
+        in_callback.append(threading.get_ident())
+        holder["g"].release()
     p.record(Obj())
     holder = {}
     with cp.capture(stream, p) as c:
-        cp.launch_host(stream, lambda: holder["g"].release())
+        cp.launch_host(stream, release_inside)
     holder["g"] = c.graph
     p.release()
     c.graph.launch(stream)
     stream.synchronize()
     cp.wait_deferred()
-    assert len(where) == 1 and where[0] != threading.get_ident()
+    assert len(in_callback) == 1
+    assert len(where) == 1 and where[0] != in_callback[0]
 
 
 def test_launches_from_threads_with_callbacks(dev, pool):
