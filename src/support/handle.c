@@ -91,7 +91,7 @@ void *cpool__handle_end(const void *handle, cpool__handle_type type) {
     uintptr_t v = (uintptr_t)handle;
     cpool__handle_header *h = (cpool__handle_header *)(v & CPOOL__HANDLE_ADDR_MASK);
     uint32_t gen = (uint32_t)(v >> CPOOL__HANDLE_SHIFT);
-    if (!h || gen == 0) return NULL;
+    if (!cpool__handle_plausible(v)) return NULL; /* read nothing at it */
     uint32_t word = cpool__handle_word(type, gen);
     return atomic_compare_exchange_strong_explicit(&h->word, &word, next_word(word), memory_order_acq_rel,
                                                    memory_order_relaxed)
