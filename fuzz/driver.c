@@ -285,6 +285,7 @@ static void finish(void) {
     for (int s = 0; s < NS; s++)
         if (S[s] && C[s].active) do_capture_end(s);
     destroy_events(); /* some may still be pending: waits on them still hold */
+    destroy_launch_events();
     reap_temp();
     if (S[TEMP]) destroy_temp();
     for (int gi = 0; gi < NGRAPH; gi++)

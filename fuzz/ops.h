@@ -101,5 +101,7 @@ void release_pool_ref(int pi);
 void release_graph_ref(int gi);
 /* Destroys every event of the table (the end of an input). */
 void destroy_events(void);
+void destroy_launch_events(void);
+void launches_temp_gone(void);
 
 #endif

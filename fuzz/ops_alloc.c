@@ -236,6 +236,9 @@ void op_memset(rd *r, int s) {
         EXPECT(cpool_memset_async(S[s], a->ptr, v, head), CPOOL_ERR_SUSPENDED);
         return;
     }
+    /* A graph's output, written outside capture: after its replays elsewhere. */
+    unsigned outputs = !cap && a->graph ? 1u << a->pool : 0;
+    if (outputs) order_pool_work(outputs, s);
     EXPECT_OK(cpool_memset_async(S[s], a->ptr, v, head));
     if (a->size > head) {
         size_t tail = a->size - head < 256 ? a->size - head : 256;
@@ -250,6 +253,10 @@ void op_memset(rd *r, int s) {
         if (bi >= 0) {
             size_t n = a->size < A[bi].size ? a->size : A[bi].size;
             if (n > 1024) n = 1024;
+            if (!cap && A[bi].graph && !(outputs & 1u << A[bi].pool)) {
+                outputs |= 1u << A[bi].pool;
+                order_pool_work(1u << A[bi].pool, s);
+            }
             if (P[A[bi].pool].suspended)
                 EXPECT(cpool_memcpy_async(S[s], A[bi].ptr, a->ptr, n), CPOOL_ERR_SUSPENDED);
             else
@@ -257,6 +264,7 @@ void op_memset(rd *r, int s) {
         }
     }
     if (!cap) enqueue_marker(s);
+    if (outputs) note_pool_work(outputs, s);
 }
 
 /* ---- operations: parameter blocks ------------------------------------------------- */

@@ -8,6 +8,7 @@
  * forks and joins of a multi-stream capture (op_fork).
  */
 #define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -291,6 +292,69 @@ int staleness(const mgraph *g) {
     return r;
 }
 
+/* ---- launches of graphs that share a pool, ordered ------------------------------- */
+
+/* Graphs that share a pool must not run at the same time, nor two launches
+ * of one graph (capturepool.h, "Graphs that share a pool"; GUIDE.md rule 1):
+ * their scratch is on the same pages. The caller orders them, so the harness
+ * does: after each launch on a stream it records an event of its own there
+ * (launch_ev), and a launch on another stream of a graph holding one of the
+ * same pool slots first waits for it, the model told as op_event_wait tells
+ * it. Launches of graphs of disjoint pools stay unordered. Eager writes to a
+ * graph's outputs (op_memset) are ordered the same way against its replays,
+ * which write them too. */
+static cpool_event *launch_ev[NS];
+static uint64_t launch_gates[NS][NS], launch_marks[NS][NS]; /* launch_ev's record, as mevent's */
+static unsigned launch_pools[NS]; /* pool slots of the launches before launch_ev's record */
+
+static unsigned graph_pool_slots(const mgraph *g) {
+    unsigned mask = 0;
+    for (int i = 0; i < g->nh; i++) mask |= 1u << g->h[i].pool;
+    if (g->bound >= 0) mask |= 1u << g->bound;
+    return mask;
+}
+
+void order_pool_work(unsigned mask, int s) {
+    for (int t = 0; t < NS; t++) {
+        if (t == s || !(launch_pools[t] & mask)) continue;
+        TRACE("stream %d waits for the launches on stream %d (graphs sharing a pool)\n", s, t);
+        EXPECT_OK(cpool_stream_wait_event(S[s], launch_ev[t]));
+        for (int x = 0; x < NS; x++) {
+            if (launch_gates[t][x] > dep_gate[s][x]) dep_gate[s][x] = launch_gates[t][x];
+            if (launch_marks[t][x] > dep_mark[s][x]) dep_mark[s][x] = launch_marks[t][x];
+        }
+    }
+}
+
+void note_pool_work(unsigned mask, int s) {
+    if (!launch_ev[s]) EXPECT_OK(cpool_event_create(dev, &launch_ev[s]));
+    EXPECT_OK(cpool_event_record(launch_ev[s], S[s]));
+    pthread_mutex_lock(&gate_mu);
+    for (int x = 0; x < NS; x++) {
+        launch_gates[s][x] = x == s ? gate_closed[s] : dep_gate[s][x];
+        launch_marks[s][x] = x == s ? enq[s] : dep_mark[s][x];
+    }
+    pthread_mutex_unlock(&gate_mu);
+    launch_pools[s] |= mask;
+}
+
+/* The temporary stream is gone, its work done (events_temp_gone). */
+void launches_temp_gone(void) {
+    launch_pools[TEMP] = 0;
+    for (int x = 0; x < NS; x++) launch_gates[x][TEMP] = launch_marks[x][TEMP] = launch_gates[TEMP][x] =
+        launch_marks[TEMP][x] = 0;
+}
+
+/* At the end of an input, with destroy_events (waits on them still hold). */
+void destroy_launch_events(void) {
+    for (int s = 0; s < NS; s++)
+        if (launch_ev[s]) cpool_event_destroy(launch_ev[s]);
+    memset(launch_ev, 0, sizeof launch_ev);
+    memset(launch_gates, 0, sizeof launch_gates);
+    memset(launch_marks, 0, sizeof launch_marks);
+    memset(launch_pools, 0, sizeof launch_pools);
+}
+
 void op_launch(rd *r, int s) {
     uint8_t b = u8(r), v = u8(r);
     int gi = pick_graph(b);
@@ -310,6 +374,7 @@ void op_launch(rd *r, int s) {
      * refuses a launch (CPOOL_ERR_OUTPUT_LIVE is a failure here). A pool it
      * holds suspended refuses it, or (which pool is looked at first is not
      * said) a stale one. */
+    if (!upload) order_pool_work(graph_pool_slots(g), s);
     cpool_status st = upload ? cpool_graph_upload(g->g, S[s]) : cpool_graph_launch(g->g, S[s]);
     if (suspended && e == FRESH)
         check_status(st, CPOOL_ERR_SUSPENDED, what, true);
@@ -330,6 +395,7 @@ void op_launch(rd *r, int s) {
             g->replays++;
             if (g->tk) g->tk->expected += g->ticks;
             enqueue_marker(s);
+            note_pool_work(graph_pool_slots(g), s);
         }
     } else if (st == CPOOL_ERR_STALE_GRAPH) {
         g->known_stale = true;

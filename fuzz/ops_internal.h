@@ -120,4 +120,10 @@ void never_drop(void *o);
 void probe_dead_pool(cpool_pool *h, cpool_stream *s);
 void probe_dead_stream(cpool_stream *h, int s, uint8_t b);
 
+/* Orders stream s after the latest launches (and eager writes to graph
+ * outputs) on other streams that touched any pool slot in mask; notes work
+ * on s that touched them (ops_capture.c). */
+void order_pool_work(unsigned mask, int s);
+void note_pool_work(unsigned mask, int s);
+
 #endif

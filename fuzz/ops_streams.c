@@ -195,6 +195,7 @@ void destroy_temp(void) {
     forget_temp_freed();
     memset(&C[TEMP], 0, sizeof C[TEMP]);
     events_temp_gone();
+    launches_temp_gone();
     push_dead(dead_streams, &ndead_streams, h);
 }
 
@@ -239,6 +240,7 @@ void reap_temp(void) {
     resolve(TEMP);
     forget_temp_freed();
     events_temp_gone();
+    launches_temp_gone();
     push_dead(dead_streams, &ndead_streams, dying_handle);
 }
 

@@ -175,6 +175,85 @@ static cpool_status call_round_fn(cpool_stream *s, void *ctx) {
 /* One serving loop: `rounds` graphed calls, each launched, released, its
  * output read and freed; graph memory must stay where the first rounds put
  * it. */
+/* The graph memory a serving loop of one style holds, round after round:
+ * the most of its first half and of its second (which must be no more). */
+typedef struct rounds_seen {
+    uint64_t first_half, second_half;
+} rounds_seen;
+
+static rounds_seen serve_style(cpool_device *dev, int rounds, int warmup, int branch, int output_call, int busy,
+                               int free_first) {
+    rounds_seen seen = {0, 0};
+    cpool_stream *s = NULL;
+    cpool_pool *pool = NULL;
+    if (!CHECK_OK(cpool_stream_create(dev, &s))) return seen;
+    if (!CHECK_OK(cpool_pool_create(dev, NULL, &pool))) {
+        cpool_stream_destroy(s);
+        return seen;
+    }
+    call_round a = {pool, 100 * 1000, 1 * MiB, NULL, {NULL}, 0, NULL, NULL, NULL, output_call};
+    if (branch) {
+        CHECK_OK(cpool_stream_create(dev, &a.branch));
+        CHECK_OK(cpool_event_create(dev, &a.fork));
+        CHECK_OK(cpool_event_create(dev, &a.join));
+    }
+    for (int r = 0; r < rounds; r++) {
+        int flag = 0;
+        sleep_set slow = {1, &flag, 1};
+        if (busy) CHECK_OK(cpool_launch_host(s, cb_sleep_set, &slow));
+        cpool_graph *g = NULL;
+        cpool_status st = cpool_graphed_call(s, pool, CPOOL_CAPTURE_GLOBAL, warmup, call_round_fn, &a, &g);
+        CHECK_OK(st);
+        if (st != CPOOL_OK) break;
+        for (int i = 0; i < a.eager_count; i++) CHECK_OK(cpool_free(pool, a.eager[i], s));
+        a.eager_count = 0;
+        CHECK_OK(cpool_graph_launch(g, s));
+        unsigned char first = 0;
+        CHECK_OK(read_back(s, &first, a.out, 1));
+        CHECK_EQ(first, 9);
+        if (free_first) CHECK_OK(cpool_free(pool, a.out, s)); /* while its graph lives */
+        cpool_graph_release(g);
+        if (!free_first) CHECK_OK(cpool_free(pool, a.out, s));
+        uint64_t now = graph_bytes(pool);
+        uint64_t *half = r < rounds / 2 ? &seen.first_half : &seen.second_half;
+        if (now > *half) *half = now;
+    }
+    CHECK_OK(cpool_stream_synchronize(s));
+    if (branch) {
+        CHECK_OK(cpool_stream_synchronize(a.branch));
+        cpool_event_destroy(a.fork);
+        cpool_event_destroy(a.join);
+        cpool_stream_destroy(a.branch);
+    }
+    cpool_pool_release(pool);
+    cpool_stream_destroy(s);
+    return seen;
+}
+
+/* Every style of a serving loop (graphed call with or without a warm-up
+ * run; output by cpool_alloc or cpool_alloc_output; on the call's stream
+ * or a forked branch; queued work at the capture or none; output freed
+ * before or after the graph's release), 80 rounds each: the second half
+ * holds no more than the first, and never more than the bound: a page of
+ * scratch, a packed page of outputs, a page per stream. */
+static void every_style_stays_bounded(cpool_device *dev) {
+    for (int v = 0; v < 32; v++) {
+        int warmup = v & 1, branch = v >> 1 & 1, output_call = v >> 2 & 1, busy = v >> 3 & 1, free_first = v >> 4 & 1;
+        rounds_seen seen = serve_style(dev, 80, warmup, branch, output_call, busy, free_first);
+        uint64_t bound = (2 + 2 + 2 * (uint64_t)(1 + branch)) * MiB;
+        if (getenv("ROUNDS_TRACE"))
+            printf("  warm-up %d branch %d alloc_output %d busy %d freed first %d: %.0f then %.0f MiB\n", warmup,
+                   branch, output_call, busy, free_first, (double)seen.first_half / MiB,
+                   (double)seen.second_half / MiB);
+        if (seen.second_half > seen.first_half || seen.second_half > bound || seen.first_half > bound)
+            check_report_(__FILE__, __LINE__,
+                          "warm-up %d, branch %d, alloc_output %d, busy %d, freed first %d: %llu then %llu bytes "
+                          "(bound %llu)",
+                          warmup, branch, output_call, busy, free_first, (unsigned long long)seen.first_half,
+                          (unsigned long long)seen.second_half, (unsigned long long)bound);
+    }
+}
+
 static void serve_rounds(cpool_device *dev, int warmup, int branch, int output_call, int busy) {
     static stream_pool fx;
     REQUIRE(fixture_open(dev, NULL, &fx));
@@ -233,6 +312,7 @@ static const check_case cases[] = {
     CHECK_CASE(branch_output_rounds),
     CHECK_CASE(branch_output_rounds_with_queued_work),
     CHECK_CASE(branch_graphed_call_rounds),
+    CHECK_CASE(every_style_stays_bounded),
 };
 
 CHECK_MAIN(cases, CHECK_ON_ALL)
