@@ -146,6 +146,10 @@ typedef struct mpool {
     uint64_t nested_seen; /* nested clears counted into gen so far */
     bool suspended;       /* cpool_pool_suspend succeeded, no resume since (op_suspend) */
     bool kept;            /* ... with CPOOL_SUSPEND_KEEP_CONTENTS */
+    /* A graph output was freed while suspended: the settle after the resume
+     * may give its page back to sharing, so the resume maps at most what
+     * the snapshot said (cpool__graph_pages_settle). */
+    bool output_freed_suspended;
     kept_probe probes[NPROBE]; /* checked at the resume */
     int nprobes;
 } mpool;

@@ -108,6 +108,7 @@ void do_free_on(int ai, int s, int on) {
     m->live_count--;
     m->frees++;
     if (a->graph) m->graph_live_rounded -= round512(a->size);
+    if (a->graph && m->suspended) m->output_freed_suspended = true;
     if (cap) {
         capture_hold(s, a->pool);
         add_graph_range(m, a->ptr, a->size); /* freed under capture: the graph's now */
