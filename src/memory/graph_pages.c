@@ -667,9 +667,10 @@ static cpool_status arena_new(cpool__graph_pages *gp, cpool__arena **out) {
  * released while their launches ran leave such arenas, each on pages of
  * its own (their runs could not be shared meanwhile). Never waits; nothing
  * on a thread that runs stream work, where the platform may not be
- * called. */
+ * called; nothing while suspended, whose resume maps back what its
+ * suspend gave (a trim after the resume gives the rest). */
 static void give_back_quiet_arenas(cpool__graph_pages *gp) {
-    if (cpool__on_stream_thread()) return;
+    if (gp->suspended || cpool__on_stream_thread()) return;
     bool kept = false;
     for (cpool__arena **at = &gp->arenas; *at;) {
         cpool__arena *ar = *at;
