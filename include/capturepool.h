@@ -864,6 +864,57 @@ cpool_status cpool_capture_begin(cpool_stream *s, cpool_pool *pool, cpool_captur
  * allocated in the capture are plain blocks, for the caller to free. */
 cpool_status cpool_capture_end(cpool_stream *s, cpool_graph **graph_out);
 
+/* Serves a capture that someone else began (a runtime call such as
+ * cudaStreamBeginCapture on the stream's native handle, as PyTorch's
+ * torch.cuda.graph does) from `pool`, until cpool_capture_detach.
+ * From now on cpool_alloc, cpool_alloc_output and cpool_free on `s` (and on
+ * streams forked into the capture through cpool_event_record and
+ * cpool_stream_wait_event) are graph memory in an arena of this capture,
+ * exactly as in a capture begun with cpool_capture_begin(s, pool, ...):
+ * its scratch shares pages with the pool's other graphs, the pages of
+ * blocks still allocated at the detach (its outputs) become its own.
+ * The capture stays its owner's: cpool_capture_end refuses it while
+ * attached; the owner ends it after cpool_capture_detach.
+ * The stream's work enqueued before the capture began cannot be fenced
+ * while it captures (an event recorded there would go into the capture):
+ * blocks freed on `s` before it stay reusable on `s` only until a fence
+ * recorded after the capture ends sees that work done, and a teardown
+ * (trim, clear, suspend, the pool's last release) while it is attached
+ * does not wait for that work, as for any stream the runtime captures
+ * directly. On the host backend a stream captures only through the
+ * library, whose own captures need no attach: there it is reached through
+ * the backend's table (tests/test_attach.c).
+ * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL handle, a pool of
+ * another device), CPOOL_ERR_NOT_CAPTURING (the stream does not capture),
+ * CPOOL_ERR_CAPTURE_INVALIDATED (its capture is broken already),
+ * CPOOL_ERR_ALREADY_CAPTURING (attached already, or a capture begun with
+ * cpool_capture_begin, whose pools serve it without an attach),
+ * CPOOL_ERR_SUSPENDED, CPOOL_ERR_BACKEND. On failure nothing changed. */
+cpool_status cpool_capture_attach(cpool_stream *s, cpool_pool *pool);
+
+/* Ends the attachment of cpool_capture_attach, before the owner ends its
+ * capture: the capture's arenas are sealed (the pages of blocks still
+ * allocated become its own), the stream stays capturing for its owner,
+ * and *hold_out is a graph that holds the pools and the capture's memory
+ * as a graph made by cpool_capture_end does (cpool_pool_stats.graph_count,
+ * cpool_graph_get_stats, snapshots, a suspend count it) but has no
+ * executable: cpool_graph_launch, cpool_graph_upload, cpool_graph_update
+ * and cpool_graph_dump_dot refuse it (CPOOL_ERR_INVALID_ARGUMENT) and
+ * cpool_graph_native gives NULL. The owner's graph replays in that memory:
+ * release the hold (cpool_graph_release) only once the owner's graph is
+ * destroyed, after its last replay; the scratch then goes back to the
+ * pool's other graphs. The library cannot see the owner's replays: a
+ * suspend or a clear of a pool the hold holds does not wait for them, and
+ * the owner must not replay while a pool is suspended, nor after a clear.
+ * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL argument, `s` was
+ * forked into the capture, or the capture was begun with
+ * cpool_capture_begin), CPOOL_ERR_NOT_CAPTURING (nothing is attached),
+ * CPOOL_ERR_OUT_OF_MEMORY. On OUT_OF_MEMORY the attachment is gone as
+ * well, *hold_out is NULL and the capture's memory went back to the pool
+ * (its blocks are plain blocks, for the caller to free): the owner must
+ * discard its capture and never launch it. */
+cpool_status cpool_capture_detach(cpool_stream *s, cpool_graph **hold_out);
+
 /* The capture state of `s`, also of a stream forked into a capture.
  * NONE, ACTIVE, or INVALIDATED (broken; only cpool_capture_end on the
  * capture's origin can follow).

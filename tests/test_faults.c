@@ -253,6 +253,80 @@ static void scenario_graph_pages(world *w) {
     cpool_stream_destroy(s);
 }
 
+/* Pools attached to captures begun outside the library (through the
+ * backend's table, as the CUDA runtime would be called): two graphs
+ * with scratch, a large and a small output each, detached into holds,
+ * ended and launched by their owner, then released. A failed attach or
+ * detach leaves plain blocks for the caller to free, and an owner whose
+ * detach failed never launches its graph. */
+typedef struct foreign_graph {
+    cpool__bevent *fence;
+    cpool__bgraph *graph;
+    cpool_graph *hold;
+    int begun;
+} foreign_graph;
+
+static void scenario_attach(world *w) {
+    cpool_stream *s = NULL;
+    cpool_pool *pool = NULL;
+    foreign_graph fg[2];
+    pages_ctx c[2];
+    memset(fg, 0, sizeof fg);
+    memset(c, 0, sizeof c);
+    if (!TRY(w, cpool_stream_create(w->dev, &s))) return;
+    cpool_stream *so = cpool__handle_object(s, CPOOL__HANDLE_STREAM);
+    const cpool__backend *be = so->dev->be;
+    if (TRY(w, cpool_pool_create(w->dev, NULL, &pool))) {
+        record_objects(w, pool);
+        for (int i = 0; i < 2; i++) {
+            c[i].pool = pool;
+            /* The owner's begin: its failures are not the library's. */
+            if (be->event_create(so->dev->impl, &fg[i].fence) != CPOOL_OK) continue;
+            if (be->capture_begin(so->impl, CPOOL_CAPTURE_GLOBAL, fg[i].fence) != CPOOL_OK) continue;
+            fg[i].begun = 1;
+            if (TRY(w, cpool_capture_attach(s, pool))) {
+                int ok = TRY(w, body_outputs(s, &c[i]));
+                if (TRY(w, cpool_capture_detach(s, &fg[i].hold)) && ok) continue;
+            }
+            /* No hold, or a body that failed: the owner discards its
+             * capture, and the blocks are the caller's. */
+            if (be->capture_end(so->impl, false, &fg[i].graph) == CPOOL_OK) be->graph_destroy(fg[i].graph);
+            fg[i].graph = NULL;
+            fg[i].begun = 0;
+            cpool_graph_release(fg[i].hold);
+            fg[i].hold = NULL;
+            if (c[i].out) TRY(w, cpool_free(pool, c[i].out, s));
+            if (c[i].small) TRY(w, cpool_free(pool, c[i].small, s));
+            c[i].out = c[i].small = NULL;
+        }
+        for (int i = 0; i < 2; i++)
+            if (fg[i].begun && be->capture_end(so->impl, true, &fg[i].graph) != CPOOL_OK) fg[i].graph = NULL;
+        for (int k = 0; k < 2; k++)
+            for (int i = 0; i < 2; i++)
+                if (fg[i].graph) (void)be->graph_launch(fg[i].graph, so->impl);
+        TRY(w, cpool_stream_synchronize(s));
+        cpool__pool_check(pool);
+        for (int i = 0; i < 2; i++) {
+            if (fg[i].graph) be->graph_destroy(fg[i].graph);
+            cpool_graph_release(fg[i].hold);
+        }
+        TRY(w, cpool_pool_trim(pool));
+        for (int i = 0; i < 2; i++) {
+            if (c[i].out) TRY(w, cpool_free(pool, c[i].out, s));
+            if (c[i].small) TRY(w, cpool_free(pool, c[i].small, s));
+        }
+        TRY(w, cpool_pool_trim(pool));
+        cpool__pool_check(pool);
+        cpool_pool_release(pool);
+    }
+    for (int i = 0; i < 2; i++)
+        if (fg[i].fence) be->event_destroy(fg[i].fence);
+    cpool_capture_state state = CPOOL_CAPTURE_NONE;
+    CHECK_OK(cpool_capture_status(s, &state));
+    CHECK_EQ(state, CPOOL_CAPTURE_NONE);
+    cpool_stream_destroy(s);
+}
+
 /* Tails: graphs whose scratch ends partway into its last page, each with
  * a 4 KiB output (packed): the last page borrows the packed page. The
  * second graph is released and its arena taken by a capture that fills
@@ -458,6 +532,9 @@ static void sweep_pool_life(cpool_device *dev) { sweep(dev, scenario_pool_life, 
 static void sweep_capture_launch(cpool_device *dev) { sweep(dev, scenario_capture_launch, "capture, launch, update, release while running"); }
 static void sweep_graph_pages(cpool_device *dev) {
     sweep(dev, scenario_graph_pages, "graph pages: shared scratch, outputs' own and packed pages, trim");
+}
+static void sweep_attach(cpool_device *dev) {
+    sweep(dev, scenario_attach, "captures begun outside the library: attach, detach, the owner's launches, release");
 }
 static void sweep_tails(cpool_device *dev) {
     sweep(dev, scenario_tails, "graph pages: last pages on packed pages, given back, suspended, trimmed");
@@ -681,6 +758,7 @@ static const check_case cases[] = {
     CHECK_CASE(sweep_growable_split),
     CHECK_CASE(sweep_graph_pages),
     CHECK_CASE(sweep_tails),
+    CHECK_CASE(sweep_attach),
     CHECK_CASE(sweep_runs_in_use),
     CHECK_CASE(update_failure_keeps_outputs),
     CHECK_CASE(suspend_resume_failures_change_nothing),

@@ -730,6 +730,36 @@ ROW_FN(capture_end_not_capturing) {
     CHECK_STATUS(cpool_capture_end(f->s, &g), CPOOL_ERR_NOT_CAPTURING);
     CHECK(g == NULL);
 }
+ROW_FN(capture_attach_null_args) {
+    CHECK_STATUS(cpool_capture_attach(NULL, f->pool), INV);
+    CHECK_STATUS(cpool_capture_attach(f->s, NULL), INV);
+}
+ROW_FN(capture_attach_not_capturing) { CHECK_STATUS(cpool_capture_attach(f->s, f->pool), CPOOL_ERR_NOT_CAPTURING); }
+/* A capture of the library's needs no attach: its pools serve it. */
+ROW_FN(capture_attach_library_capture) {
+    CHECK_STATUS(cpool_capture_attach(f->s_cap, f->pool2), CPOOL_ERR_ALREADY_CAPTURING);
+}
+ROW_FN(capture_attach_pool_of_other_device) {
+    if (!f->s2) return;
+    CHECK_STATUS(cpool_capture_attach(f->s2, f->pool), INV);
+}
+ROW_FN(capture_detach_null_args) {
+    cpool_graph *g = (cpool_graph *)SENTINEL;
+    CHECK_STATUS(cpool_capture_detach(NULL, &g), INV);
+    CHECK_NO_HANDLE(g);
+    CHECK_STATUS(cpool_capture_detach(f->s, NULL), INV);
+}
+ROW_FN(capture_detach_not_attached) {
+    cpool_graph *g = (cpool_graph *)SENTINEL;
+    CHECK_STATUS(cpool_capture_detach(f->s, &g), CPOOL_ERR_NOT_CAPTURING);
+    CHECK(g == NULL);
+}
+/* cpool_capture_end ends a capture of the library's: the capture goes on. */
+ROW_FN(capture_detach_library_capture) {
+    cpool_graph *g = (cpool_graph *)SENTINEL;
+    CHECK_STATUS(cpool_capture_detach(f->s_cap, &g), INV);
+    CHECK(g == NULL);
+}
 ROW_FN(capture_status_null_stream) {
     cpool_capture_state cs = (cpool_capture_state)99;
     (void)f;
@@ -1158,6 +1188,14 @@ WRONG_FN(w_capture_end) {
     CHECK_STATUS(cpool_capture_end(h, &g), INV);
     CHECK_UNTOUCHED(g);
 }
+WRONG_FN(w_capture_attach_stream) { CHECK_STATUS(cpool_capture_attach(h, f->pool), INV); }
+WRONG_FN(w_capture_attach_pool) { CHECK_STATUS(cpool_capture_attach(f->s, h), INV); }
+WRONG_FN(w_capture_detach) {
+    cpool_graph *g = (cpool_graph *)SENTINEL;
+    (void)f;
+    CHECK_STATUS(cpool_capture_detach(h, &g), INV);
+    CHECK_UNTOUCHED(g);
+}
 WRONG_FN(w_capture_status) {
     cpool_capture_state cs = (cpool_capture_state)99;
     (void)f;
@@ -1300,6 +1338,9 @@ static const wrong_row wrong_rows[] = {
     {"cpool_capture_begin", "stream", T_STREAM, w_capture_begin_stream},
     {"cpool_capture_begin", "pool", T_POOL, w_capture_begin_pool},
     {"cpool_capture_end", "stream", T_STREAM, w_capture_end},
+    {"cpool_capture_attach", "stream", T_STREAM, w_capture_attach_stream},
+    {"cpool_capture_attach", "pool", T_POOL, w_capture_attach_pool},
+    {"cpool_capture_detach", "stream", T_STREAM, w_capture_detach},
     {"cpool_capture_status", "stream", T_STREAM, w_capture_status},
     {"cpool_capture", "stream", T_STREAM, w_capture_stream},
     {"cpool_capture", "pool", T_POOL, w_capture_pool},
@@ -1435,6 +1476,13 @@ static const row rows[] = {
     {"cpool_capture_end", "NULL stream", NULL, capture_end_null_stream, 0},
     {"cpool_capture_end", "NULL out: the capture goes on", NULL, capture_end_null_out, 0},
     {"cpool_capture_end", "stream not capturing", NULL, capture_end_not_capturing, 0},
+    {"cpool_capture_attach", "NULL stream or pool", NULL, capture_attach_null_args, 0},
+    {"cpool_capture_attach", "stream not capturing", NULL, capture_attach_not_capturing, 0},
+    {"cpool_capture_attach", "a capture begun with cpool_capture_begin", NULL, capture_attach_library_capture, 0},
+    {"cpool_capture_attach", "pool of another device", NULL, capture_attach_pool_of_other_device, 0},
+    {"cpool_capture_detach", "NULL stream or out", NULL, capture_detach_null_args, 0},
+    {"cpool_capture_detach", "nothing attached", NULL, capture_detach_not_attached, 0},
+    {"cpool_capture_detach", "a capture begun with cpool_capture_begin", NULL, capture_detach_library_capture, 0},
     {"cpool_capture_status", "NULL stream", NULL, capture_status_null_stream, 0},
     {"cpool_capture_status", "NULL out", NULL, capture_status_null_out, 0},
     {"cpool_capture", "NULL stream", NULL, capture_null_stream, 0},

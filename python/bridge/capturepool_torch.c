@@ -19,10 +19,22 @@
  * the TorchPool closed): the pool reference goes with the last free.
  * Every entry point is thread-safe (one mutex per slot). No CUDA header:
  * streams are void *.
+ *
+ * A torch graph's capture (torch.cuda.graph begins it on its stream): the
+ * slot attaches its pool to the cpool_stream wrapping that stream (the one
+ * its allocations go through: cpool_torch_attach), so that the segments
+ * torch takes under the capture are graph memory of an arena of its own.
+ * Before the detach, the segments in which torch holds no live tensor are
+ * freed in the capture (cpool_torch_scratch): scratch, on pages shared with
+ * the pool's other graphs. Torch still caches them for that graph's
+ * private pool, and frees them one day: that free is dropped here (the
+ * slot's list of released segments). docs/PYTHON.md, "Graphs that share
+ * pages".
  */
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "capturepool.h"
 
@@ -48,6 +60,10 @@ typedef struct torch_slot {
         cpool_stream *s;
     } streams[CPOOL_TORCH_STREAMS];
     int nstreams;
+    /* Segments freed in a capture as scratch while torch still caches
+     * them: torch's own free of each later is dropped. */
+    void **released;
+    size_t nreleased, released_cap;
 } torch_slot;
 
 static torch_slot slots[CPOOL_TORCH_SLOTS];
@@ -87,6 +103,9 @@ static cpool_stream *slot_stream(torch_slot *t, void *native) {
 /* Ends the slot's references; under its lock. Returns the pool to release
  * (after the lock: a last release waits for the device). */
 static cpool_pool *slot_clear(torch_slot *t, cpool_device **dev_out) {
+    free(t->released);
+    t->released = NULL;
+    t->nreleased = t->released_cap = 0;
     for (int i = 0; i < t->nstreams; i++) cpool_stream_destroy(t->streams[i].s);
     t->nstreams = 0;
     cpool_stream_destroy(t->own);
@@ -192,7 +211,12 @@ static void slot_free(int slot, void *ptr, size_t bytes, int device, void *strea
     cpool_device *dev = NULL;
     pthread_mutex_lock(&t->mu);
     int st = CPOOL_ERR_INVALID_ARGUMENT;
-    if (t->pool && ptr) {
+    size_t r = 0;
+    while (r < t->nreleased && t->released[r] != ptr) r++;
+    if (t->pool && ptr && r < t->nreleased) { /* freed as scratch already */
+        t->released[r] = t->released[--t->nreleased];
+        st = CPOOL_OK;
+    } else if (t->pool && ptr) {
         cpool_stream *s = slot_stream(t, stream);
         st = s ? cpool_free(t->pool, ptr, s) : CPOOL_ERR_OUT_OF_MEMORY;
     }
@@ -205,6 +229,63 @@ static void slot_free(int slot, void *ptr, size_t bytes, int device, void *strea
     pthread_mutex_unlock(&t->mu);
     cpool_pool_release(pool);
     cpool_device_close(dev);
+}
+
+/* Attaches the slot's pool to the capture that torch began on `native`
+ * (cpool_capture_attach on the stream the slot's allocations go through).
+ * Returns its status; CPOOL_ERR_UNSUPPORTED on the host backend, whose
+ * streams the slot does not wrap. */
+CPOOL_TORCH_API int cpool_torch_attach(int slot, void *native) {
+    torch_slot *t = slot_at(slot);
+    if (!t) return CPOOL_ERR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&t->mu);
+    int st = CPOOL_ERR_INVALID_ARGUMENT;
+    if (t->pool && !t->unbinding) {
+        cpool_stream *s = slot_stream(t, native);
+        st = !s ? CPOOL_ERR_OUT_OF_MEMORY : s == t->own ? CPOOL_ERR_UNSUPPORTED : cpool_capture_attach(s, t->pool);
+    }
+    pthread_mutex_unlock(&t->mu);
+    return st;
+}
+
+/* Frees `ptr`, a segment torch took under the attached capture on `native`
+ * and holds no live block in, in that capture (scratch); torch's own free
+ * of it later is dropped. */
+CPOOL_TORCH_API int cpool_torch_scratch(int slot, void *native, void *ptr) {
+    torch_slot *t = slot_at(slot);
+    if (!t || !ptr) return CPOOL_ERR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&t->mu);
+    int st = CPOOL_ERR_INVALID_ARGUMENT;
+    if (t->pool) {
+        cpool_stream *s = slot_stream(t, native);
+        st = s ? CPOOL_OK : CPOOL_ERR_OUT_OF_MEMORY;
+        if (st == CPOOL_OK && t->nreleased == t->released_cap) {
+            size_t cap = t->released_cap ? 2 * t->released_cap : 16;
+            void **grown = realloc(t->released, cap * sizeof *grown);
+            if (grown) t->released = grown, t->released_cap = cap;
+            else st = CPOOL_ERR_OUT_OF_MEMORY;
+        }
+        if (st == CPOOL_OK) st = cpool_free(t->pool, ptr, s);
+        if (st == CPOOL_OK) t->released[t->nreleased++] = ptr;
+    }
+    pthread_mutex_unlock(&t->mu);
+    return st;
+}
+
+/* Detaches the slot's pool from the capture on `native` before torch ends
+ * it: *hold_out holds the graph's memory (cpool_capture_detach). */
+CPOOL_TORCH_API int cpool_torch_detach(int slot, void *native, cpool_graph **hold_out) {
+    torch_slot *t = slot_at(slot);
+    if (!t || !hold_out) return CPOOL_ERR_INVALID_ARGUMENT;
+    *hold_out = NULL;
+    pthread_mutex_lock(&t->mu);
+    int st = CPOOL_ERR_INVALID_ARGUMENT;
+    if (t->pool) {
+        cpool_stream *s = slot_stream(t, native);
+        st = s ? cpool_capture_detach(s, hold_out) : CPOOL_ERR_OUT_OF_MEMORY;
+    }
+    pthread_mutex_unlock(&t->mu);
+    return st;
 }
 
 /* The entry points, one pair per slot. */

@@ -31,6 +31,7 @@ from . import _lib
 from ._lib import lib as _c
 
 __all__ = ["Error", "Status", "Device", "Stream", "Pool", "PoolStats", "Graph", "GraphStats", "Capture", "capture",
+           "capture_attach", "capture_detach",
            "memcpy_async", "memset_async", "launch_host", "wait_deferred", "library_path", "__version__"]
 
 __version__ = _c.cpool_version_string().decode()
@@ -574,6 +575,29 @@ class Graph(_Handle):
 
     def _end(self, h):
         _c.cpool_graph_release(h)
+
+
+def capture_attach(stream, pool):
+    """Serves a capture that someone else began on `stream` (a CUDA
+    capture begun with the runtime, e.g. by torch.cuda.graph) from `pool`:
+    allocations on the stream are that capture's graph memory until
+    capture_detach (cpool_capture_attach). cp.Error: CPOOL_ERR_NOT_CAPTURING
+    when the stream does not capture, CPOOL_ERR_ALREADY_CAPTURING when it is
+    attached already or captures with capturepool (cp.capture)."""
+    _expect("stream", stream, Stream)
+    _expect("pool", pool, Pool)
+    _check(_c.cpool_capture_attach(stream._handle("capture_attach"), pool._handle("capture_attach")))
+
+
+def capture_detach(stream):
+    """Ends capture_attach before the capture's owner ends it; returns a
+    cp.Graph that holds the capture's memory and cannot be launched:
+    release it only once the owner's graph is destroyed
+    (cpool_capture_detach)."""
+    _expect("stream", stream, Stream)
+    out = ctypes.c_void_p()
+    _check(_c.cpool_capture_detach(stream._handle("capture_detach"), ctypes.byref(out)))
+    return Graph(out.value, stream.device)
 
 
 class Capture:

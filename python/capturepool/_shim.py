@@ -11,7 +11,8 @@ import ctypes
 import os
 import threading
 
-from . import Error, Pool, Status, _lib
+from . import Error, Graph, Pool, Status, _lib
+from ._lib import lib as _c
 
 _lock = threading.Lock()
 _shim = None
@@ -46,6 +47,12 @@ def shim():
             so.cpool_torch_slot_busy.argtypes = [ctypes.c_int]
             so.cpool_torch_counts.restype = None
             so.cpool_torch_counts.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_uint64)]
+            so.cpool_torch_attach.restype = ctypes.c_int
+            so.cpool_torch_attach.argtypes = [ctypes.c_int, ctypes.c_void_p]
+            so.cpool_torch_scratch.restype = ctypes.c_int
+            so.cpool_torch_scratch.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
+            so.cpool_torch_detach.restype = ctypes.c_int
+            so.cpool_torch_detach.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]
             _shim = so
         return _shim
 
@@ -92,6 +99,30 @@ class Slot:
         c = (ctypes.c_uint64 * 5)()
         self._so.cpool_torch_counts(self.index, c)
         return dict(zip(("live", "allocs", "frees", "failures", "last_status"), list(c)))
+
+    def attach(self, native):
+        """Attaches the slot's pool to the capture running on the CUDA
+        stream `native` (an int), through the cpool_stream the slot's
+        allocations on it use (cpool_capture_attach)."""
+        st = self._so.cpool_torch_attach(self.index, native or None)
+        if st != 0:
+            raise Error(st, f"cpool_torch_attach: {_c.cpool_last_error().decode()}")
+
+    def scratch(self, native, ptr):
+        """Frees segment `ptr` in the attached capture on `native`: it is
+        scratch; torch's own free of it later is dropped."""
+        st = self._so.cpool_torch_scratch(self.index, native or None, ptr)
+        if st != 0:
+            raise Error(st, f"cpool_torch_scratch: {_c.cpool_last_error().decode()}")
+
+    def detach(self, native, device):
+        """Detaches before torch ends the capture; returns the cp.Graph
+        holding the graph's memory (cpool_capture_detach)."""
+        out = ctypes.c_void_p()
+        st = self._so.cpool_torch_detach(self.index, native or None, ctypes.byref(out))
+        if st != 0:
+            raise Error(st, f"cpool_torch_detach: {_c.cpool_last_error().decode()}")
+        return Graph(out.value, device)
 
     def unbind(self):
         """Lets the slot go (with torch's last free); returns the segments torch still holds."""

@@ -18,14 +18,19 @@ allocations outside graphs (tp.allocating()); each tp.graph(g) gets a
 MemPool of its own, so that every graph has addresses of its own, as
 torch.cuda.graph's private pools do, while all of them take their memory
 from the same capture pool, which suspend and resume move as one.
-torch.cuda.graph begins the CUDA capture itself, so the library sees the
-graph's segments as allocations on a stream, not as a capture of its own:
-they are the pool's live blocks, kept (KEEP_CONTENTS) or dropped (DISCARD)
-at suspend like any other, and a replay after resume finds them at the same
-addresses. Pages are not shared between torch graphs in this version (see
-docs/PYTHON.md, "What the bridge does not do yet").
+torch.cuda.graph begins the CUDA capture itself; tp.graph(g) then attaches
+the capture pool to it (cpool_capture_attach on the stream the shim wraps
+for torch's capture stream), so the graph's segments are graph memory in
+an arena of that capture. Before torch ends the capture, the segments in
+which torch holds no live tensor are freed in the capture (scratch, on
+pages shared with the pool's other graphs: C graphs and other torch
+graphs alike), and the pool is detached: the segments still live (the
+graph's outputs) get pages of their own. A hold (a cp.Graph without an
+executable) keeps that memory until g is collected. docs/PYTHON.md,
+"Graphs that share pages", says why this is safe and what would break it.
 """
 import contextlib
+import sys
 import threading
 import weakref
 
@@ -61,6 +66,15 @@ def _ordinal(device):
     raise TypeError(f"device must be None, an int, a str or a torch.device, not {type(device).__name__}")
 
 
+def _release_hold(device, hold):
+    """g was collected: once its replays are over (torch launches them, the
+    library does not see them), its memory goes back to the pool."""
+    try:
+        _torch.cuda.synchronize(device)
+    finally:
+        hold.release()
+
+
 class TorchPool:
     """A capture pool on torch's CUDA device, serving torch.cuda.MemPools.
 
@@ -91,6 +105,10 @@ class TorchPool:
         self.mempool = self._new_mempool()
         # Each graph's MemPool lives as long as the graph (or until close).
         self._graph_pools = weakref.WeakKeyDictionary()
+        # Graphs whose memory went back at a failed detach: never replayed.
+        self._broken = weakref.WeakSet()
+        # Each attached graph's hold (a cp.Graph without an executable).
+        self._holds = weakref.WeakKeyDictionary()
 
     def _new_mempool(self):
         with _torch.cuda.device(self.ordinal):
@@ -109,10 +127,16 @@ class TorchPool:
     @contextlib.contextmanager
     def graph(self, g, **kwargs):
         """torch.cuda.graph(g, **kwargs), with the graph's memory from the
-        capture pool: a MemPool of g's own unless kwargs name a pool (a
-        MemPool's id or another graph's g.pool(), to share torch's way)."""
+        capture pool: a MemPool of g's own, attached to the capture, so
+        that its scratch shares pages with the pool's other graphs and its
+        outputs (tensors still live at the end of the block) get pages of
+        their own. kwargs naming a pool (a MemPool's id or another graph's
+        g.pool(), to share torch's way) take the memory from the capture
+        pool without an attach: eager segments, no page shared."""
         self._check_awake("graph")
-        if "pool" not in kwargs or kwargs["pool"] is None:
+        own = kwargs.get("pool") is None
+        mp = None
+        if own:
             mp = self._new_mempool()
             try:
                 self._graph_pools[g] = mp
@@ -120,13 +144,82 @@ class TorchPool:
                 self._graph_pools = dict(self._graph_pools)
                 self._graph_pools[g] = mp
             kwargs["pool"] = mp.id
-        with _torch.cuda.graph(g, **kwargs):
+        capture = _torch.cuda.graph(g, **kwargs)
+        capture.__enter__()
+        # Inside, the current stream is torch's capture stream.
+        native = _torch.cuda.current_stream(self.device).cuda_stream
+        attached = False
+        try:
+            if own:
+                self._slot.attach(native)
+                attached = True
             yield g
+        except BaseException:
+            try:  # the capture's memory stays with g, which its owner may replay
+                self._finish(g, native, attached, None)
+            except Error:
+                pass
+            if not capture.__exit__(*sys.exc_info()):
+                raise
+        else:
+            try:
+                self._finish(g, native, attached, mp)
+            except BaseException:
+                capture.__exit__(*sys.exc_info())
+                raise
+            capture.__exit__(None, None, None)
+
+    def _finish(self, g, native, attached, mp):
+        """Before torch ends the capture: the scratch segments freed in it
+        (with mp, g's MemPool), then the detach; a failed detach gave the
+        memory back, and g is never replayed (TorchPool.replay refuses)."""
+        if not attached:
+            return
+        try:
+            if mp is not None:
+                self._free_scratch(mp, native)
+        finally:
+            try:
+                self._keep(g, self._slot.detach(native, self._device))
+            except Error:
+                self._broken.add(g)
+                raise
+
+    def _free_scratch(self, mp, native):
+        """Frees, inside the capture, the segments of g's MemPool that hold
+        no active block (every tensor in them was freed during the capture):
+        scratch for g's replays. On failure g is marked broken."""
+        pool_id = tuple(mp.id)
+        for seg in _torch.cuda.memory_snapshot():
+            if tuple(seg.get("segment_pool_id", ())) != pool_id or seg.get("stream") != native:
+                continue
+            if seg.get("active_size", 1) == 0:
+                self._slot.scratch(native, seg["address"])
+
+    def _keep(self, g, hold):
+        """The hold keeps g's memory until g is collected."""
+        weakref.finalize(g, _release_hold, self.device, hold)
+        try:
+            self._holds[g] = hold
+        except TypeError:  # a graph object without weak references: no stats
+            pass
+
+    def graph_stats(self, g):
+        """The capture pool's memory of graph g (cp.GraphStats: write_bytes
+        it writes, shared_write_bytes on pages shared with other graphs,
+        own_bytes its outputs' pages), or None for a graph not captured by
+        tp.graph with a MemPool of its own."""
+        self._check_open("graph_stats")
+        hold = self._holds.get(g)
+        return hold.stats() if hold is not None else None
 
     def replay(self, g):
         """g.replay(), or cp.Error (CPOOL_ERR_SUSPENDED) while suspended: a
         replay of a suspended pool's graph would fault the CUDA context."""
         self._check_awake("replay")
+        if g in self._broken:
+            raise Error(Status.ERR_INVALID_ARGUMENT,
+                        "TorchPool.replay: the graph's memory went back to the pool when its capture failed")
         g.replay()
 
     @contextlib.contextmanager

@@ -423,3 +423,25 @@ def test_graph_arguments(dev, stream, pool):
         pass
     assert c.graph.pool is None
     c.graph.release()
+
+
+def test_capture_attach_refusals(dev, stream, pool):
+    # On the host backend a stream captures only through capturepool, whose
+    # captures need no attach: the attach is reached from C there
+    # (tests/test_attach.c); here, what it refuses.
+    with pytest.raises(cp.Error) as e:
+        cp.capture_attach(stream, pool)
+    assert e.value.status == cp.Status.ERR_NOT_CAPTURING
+    with pytest.raises(cp.Error) as e:
+        cp.capture_detach(stream)
+    assert e.value.status == cp.Status.ERR_NOT_CAPTURING
+    with cp.capture(stream, pool) as c:
+        with pytest.raises(cp.Error) as e:
+            cp.capture_attach(stream, pool)
+        assert e.value.status == cp.Status.ERR_ALREADY_CAPTURING
+        with pytest.raises(cp.Error) as e:
+            cp.capture_detach(stream)
+        assert e.value.status == cp.Status.ERR_INVALID_ARGUMENT
+    c.graph.release()
+    with pytest.raises(TypeError):
+        cp.capture_attach(stream, None)

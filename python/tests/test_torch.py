@@ -159,3 +159,56 @@ def test_argument_errors():
         TorchPool(keep_contents="yes")
     with pytest.raises(ValueError):
         TorchPool(device="cpu")
+
+
+@torch.no_grad()
+def test_graphs_of_batch_sizes_share_pages(tp):
+    """Graphs per batch size (torch.cuda.graph through tp.graph): their
+    scratch shares pages, so the pool's graph memory is about the largest
+    graph's plus every graph's outputs, and replays in any order give
+    bit-identical results (no graph's scratch overwrites another's output)."""
+    m = model(seed=4, width=1024, depth=4)
+    batches = [64, 256, 1024, 2048]
+    graphs = []
+    for b in batches:
+        x = torch.randn(b, 1024, device="cuda")
+        g, y = capture(tp, m, x)
+        graphs.append((g, x, y, m(x).clone()))
+    st = tp.stats()
+    assert st.graph_count == len(batches)
+    per = [tp.graph_stats(g) for g, *_ in graphs]
+    assert all(s is not None for s in per)
+    writes = [s.write_bytes for s in per]
+    own = sum(s.own_bytes for s in per)
+    assert all(s.live_outputs >= 1 for s in per)  # y is live in each
+    slack = 2 * len(batches) * (2 << 20)  # a page or two a graph of rounding
+    print(f"graph_reserved {st.graph_reserved_bytes >> 20} MiB; writes {[w >> 20 for w in writes]} MiB; "
+          f"own {own >> 20} MiB")
+    assert st.graph_reserved_bytes <= max(writes) + own + slack
+    assert st.graph_reserved_bytes < sum(writes)  # shared, not side by side
+    for order in (range(len(graphs)), reversed(range(len(graphs))), [3, 0, 2, 1, 3, 0]):
+        for i in order:
+            tp.replay(graphs[i][0])
+        torch.cuda.synchronize()
+        for g, x, y, ref in graphs:
+            assert torch.equal(y, ref)
+    # Released with their graphs: the memory goes back to sharing.
+    del graphs, per
+    gc.collect()
+    assert tp.stats().graph_count == 0
+
+
+@torch.no_grad()
+def test_suspended_graph_is_not_replayed(tp):
+    m = model(seed=5)
+    x = torch.randn(8, 256, device="cuda")
+    g, y = capture(tp, m, x)
+    ref = m(x).clone()
+    tp.suspend()
+    with pytest.raises(cp.Error) as e:
+        tp.replay(g)
+    assert e.value.status == cp.Status.ERR_SUSPENDED
+    tp.resume()
+    tp.replay(g)
+    torch.cuda.synchronize()
+    assert torch.equal(y, ref)

@@ -254,6 +254,29 @@ cpool_status cpool__order_begin_capture(cpool__order *o, cpool__order_stream *s,
     return st;
 }
 
+cpool_status cpool__order_attach_capture(cpool__order *o, cpool__order_stream *s, void *(*install)(void *arg),
+                                         void *arg) {
+    cpool__shared_event *old = NULL;
+    cpool_capture_state state = CPOOL_CAPTURE_NONE;
+    cpool__mutex_lock(&o->mu);
+    cpool_status st = cpool__order_capture(s) ? cpool__fail(CPOOL_ERR_ALREADY_CAPTURING, "the stream is already capturing")
+                                              : o->be->capture_status(s->impl, &state);
+    if (st == CPOOL_OK && state == CPOOL_CAPTURE_NONE)
+        st = cpool__fail(CPOOL_ERR_NOT_CAPTURING, "the stream is not capturing");
+    else if (st == CPOOL_OK && state != CPOOL_CAPTURE_ACTIVE)
+        st = cpool__fail(CPOOL_ERR_CAPTURE_INVALIDATED, "the stream's capture was invalidated");
+    if (st == CPOOL_OK) {
+        /* It marks work from before an earlier capture: a quiesce waiting
+         * on it would miss the work enqueued since. */
+        old = s->capture_fence;
+        s->capture_fence = NULL;
+        atomic_store_explicit(&s->capture, install(arg), memory_order_release);
+    }
+    cpool__mutex_unlock(&o->mu);
+    cpool__shared_event_release(old);
+    return st;
+}
+
 cpool_status cpool__order_join_capture(cpool__order *o, cpool__order_stream *s, void *capture, cpool__bevent *ev) {
     /* As a begin: the fence marks the stream's work from before it joined,
      * and goes in, with the join, atomically for quiesces and fences. */

@@ -98,6 +98,18 @@ void cpool__order_mark_release(cpool__order_mark *m);
  * runs only on success; on failure nothing changed. */
 cpool_status cpool__order_begin_capture(cpool__order *o, cpool__order_stream *s, cpool_capture_mode mode,
                                         void *(*install)(void *arg), void *arg);
+/* As a begin, for a capture the backend runs on s already, begun outside
+ * the library (cpool_capture_attach): checks that it captures
+ * (CPOOL_ERR_NOT_CAPTURING, CPOOL_ERR_CAPTURE_INVALIDATED otherwise) and
+ * that no capture is published (CPOOL_ERR_ALREADY_CAPTURING), then
+ * publishes install(arg), under the order's lock. No fence marks the
+ * stream's work from before that capture (an event recorded now would go
+ * into it): the stream's capture fence is dropped, so that quiesces and
+ * marks pass the stream by and a pool's fence of it waits (FENCE_BUSY)
+ * until the capture is over, as for a stream captured outside the
+ * library. On failure nothing changed. */
+cpool_status cpool__order_attach_capture(cpool__order *o, cpool__order_stream *s, void *(*install)(void *arg),
+                                         void *arg);
 /* A stream joins a capture begun on another (a fork): records its fence
  * (made or renewed as needed) and waits for ev, recorded in the capture
  * (the backend's stream_fork), and publishes `capture` as the capture it

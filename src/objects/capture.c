@@ -102,7 +102,8 @@ void cpool__capture_discard(cpool_stream *s) {
     cpool__capture cap;
     cpool__capture_take(s, &cap);
     cpool__bgraph *impl = NULL;
-    if (s->dev->be->capture_end(s->impl, false, &impl) == CPOOL_OK) s->dev->be->graph_destroy(impl);
+    /* An attached capture is its owner's to end. */
+    if (!cap.attached && s->dev->be->capture_end(s->impl, false, &impl) == CPOOL_OK) s->dev->be->graph_destroy(impl);
     cpool__capture_end_branches(&cap, cpool__stream_id(s));
     cpool__capture_release(&cap); /* it made no graph: what it kept is the caller's, no output */
 }
@@ -161,7 +162,12 @@ cpool_status cpool_capture_end(cpool_stream *s_handle, cpool_graph **graph_out) 
                            "there, once this one is joined back");
     cpool_graph *g = NULL;
     cpool_status st;
-    if (!cpool__stream_capture(s)) {
+    const cpool__capture *rec = cpool__stream_capture(s);
+    if (rec && rec->attached)
+        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT,
+                           "cpool_capture_end: the capture was begun outside capturepool and a pool attached to it: "
+                           "cpool_capture_detach, then its owner ends it");
+    if (!rec) {
         /* Not ours: let the backend tell "not capturing" from "captured
          * outside capturepool". */
         cpool__bgraph *impl = NULL;
@@ -173,6 +179,67 @@ cpool_status cpool_capture_end(cpool_stream *s_handle, cpool_graph **graph_out) 
     return st == CPOOL_OK ? st : cpool__fail_in("cpool_capture_end", st);
 }
 
+/* ---- a capture begun outside the library ------------------------------------ */
+
+cpool_status cpool_capture_attach(cpool_stream *s_handle, cpool_pool *pool_handle) {
+    cpool_stream *s;
+    cpool_pool *pool;
+    CPOOL__RESOLVE(s, s_handle, CPOOL__HANDLE_STREAM, "cpool_capture_attach", "stream");
+    CPOOL__RESOLVE(pool, pool_handle, CPOOL__HANDLE_POOL, "cpool_capture_attach", "pool");
+    if (cpool__pool_device(pool) != s->dev)
+        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_capture_attach: the pool is on another device");
+    if (cpool__stream_capture(s))
+        return cpool__fail(CPOOL_ERR_ALREADY_CAPTURING,
+                           "cpool_capture_attach: the stream captures with capturepool already (attached, or begun "
+                           "with cpool_capture_begin, whose captures allocate from any pool without an attach)");
+    /* As capture_begin, bound to the pool; the mode is the owner's, which
+     * the record keeps only for an update (refused for a hold). */
+    cpool__capture cap;
+    cpool__capture_init(&cap, CPOOL_CAPTURE_GLOBAL, cpool__pool_clear_clock(), NULL);
+    cpool__pool_predict_outputs(pool, &cap);
+    cpool__pool_hold_in_capture(&cap, pool, true); /* fits inline */
+    cpool_status st = cpool__pool_is_suspended(pool)
+                          ? cpool__fail(CPOOL_ERR_SUSPENDED,
+                                        "the pool is suspended (cpool_pool_resume gives it memory again)")
+                          : cpool__capture_attach_publish(s, &cap);
+    if (st != CPOOL_OK) cpool__capture_release(&cap);
+    return st == CPOOL_OK ? st : cpool__fail_in("cpool_capture_attach", st);
+}
+
+cpool_status cpool_capture_detach(cpool_stream *s_handle, cpool_graph **hold_out) {
+    cpool_stream *s;
+    CPOOL__RESOLVE(s, s_handle, CPOOL__HANDLE_STREAM, "cpool_capture_detach", "stream");
+    if (!hold_out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_capture_detach: NULL argument");
+    *hold_out = NULL;
+    if (cpool__stream_is_fork(s))
+        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT,
+                           "cpool_capture_detach: the stream was forked into the capture: detach on the stream "
+                           "it was attached on");
+    const cpool__capture *rec = cpool__stream_capture(s);
+    if (!rec) return cpool__fail(CPOOL_ERR_NOT_CAPTURING, "cpool_capture_detach: no pool is attached to the stream");
+    if (!rec->attached)
+        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT,
+                           "cpool_capture_detach: the capture was begun with cpool_capture_begin: cpool_capture_end "
+                           "ends it");
+    /* As capture_finish, but the backend capture goes on for its owner:
+     * the record leaves the stream (forks included), the arenas are sealed
+     * and the references move into a graph with no executable. */
+    cpool__capture cap;
+    cpool__capture_take(s, &cap);
+    if (!cap.graph_id) cpool__capture_set_graph_id(&cap, cpool__graph_new_id());
+    cpool__capture_end_branches(&cap, cpool__stream_id(s));
+    cpool_graph *g = NULL;
+    cpool_status st = seal_arenas(&cap);
+    if (st == CPOOL_OK) st = cpool__graph_wrap(s->dev, NULL, &cap, &g);
+    if (st != CPOOL_OK) {
+        cpool__capture_release(&cap);
+        return cpool__fail_in("cpool_capture_detach", st);
+    }
+    if (cap.has_bound_pool) cpool__pool_learn_outputs(cap.pools[0].pool, &cap);
+    cpool__capture_forget(&cap); /* its references are the hold's now */
+    *hold_out = cpool__handle_of(g);
+    return CPOOL_OK;
+}
 
 cpool_status cpool_capture_status(cpool_stream *s_handle, cpool_capture_state *out) {
     cpool_stream *s;

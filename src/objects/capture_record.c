@@ -74,6 +74,14 @@ cpool_status cpool__capture_publish(cpool_stream *s, cpool__capture *cap) {
     return cpool__order_begin_capture(&s->dev->order, &s->order, cap->mode, install_capture, &ci);
 }
 
+cpool_status cpool__capture_attach_publish(cpool_stream *s, cpool__capture *cap) {
+    cap->attached = true;
+    capture_install ci = {s, cap};
+    cpool_status st = cpool__order_attach_capture(&s->dev->order, &s->order, install_capture, &ci);
+    if (st != CPOOL_OK) cap->attached = false;
+    return st;
+}
+
 void cpool__capture_take(cpool_stream *s, cpool__capture *cap) {
     cpool__mutex_lock(stream_capture_lock(s));
     cpool__capture *rec = &s->capture_storage;
@@ -149,6 +157,7 @@ static void capture_init(cpool__capture *cap, cpool_capture_mode mode) {
     cap->guesses = (cpool__learn){0};
     cap->far_misses = (cpool__learn){0};
     cap->invalidated = false;
+    cap->attached = false;
 }
 
 void cpool__capture_move(cpool__capture *to, cpool__capture *from) {

@@ -11,6 +11,10 @@
  * which waits for the device before dropping anything, so that a release
  * never waits. A graph whose last reference goes inside a stream callback is
  * torn down by the library's thread too: CUDA refuses CUDA calls there.
+ *
+ * A hold (cpool_capture_detach) is a graph without an executable (impl
+ * NULL): it keeps the memory of a capture that its owner ended and
+ * launches; every call that needs the executable refuses it.
  */
 #include <stddef.h>
 #include <stdlib.h>
@@ -109,7 +113,16 @@ static void launch_exit(cpool_graph *g) {
 
 static void graph_release(cpool_graph *g);
 
+/* A hold's refusal of a call that needs an executable. */
+static cpool_status no_executable(const char *what) {
+    return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT,
+                       "%s: the graph holds the memory of a capture ended by its owner (cpool_capture_detach): it "
+                       "has no executable",
+                       what);
+}
+
 static cpool_status launch_check(const char *what, cpool_graph *g, cpool_stream *s) {
+    if (!g->impl) return no_executable(what);
     if (s->dev != g->dev) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: the stream is on another device", what);
     if (cpool__stream_capture(s)) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: the stream is capturing", what);
     return CPOOL_OK;
@@ -208,7 +221,7 @@ size_t cpool_graph_pool_buffer_count(const cpool_graph *handle) {
 
 void *cpool_graph_native(const cpool_graph *handle) {
     cpool_graph *g = graph_or_null(handle, "cpool_graph_native");
-    return g ? g->dev->be->graph_native(g->impl) : NULL;
+    return g && g->impl ? g->dev->be->graph_native(g->impl) : NULL;
 }
 
 cpool_status cpool__graph_update_check(cpool_graph *g, cpool_stream *s, cpool__capture_recipe *out) {
@@ -258,6 +271,7 @@ cpool_status cpool_graph_dump_dot(const cpool_graph *handle, const char *path) {
     const cpool_graph *g;
     CPOOL__RESOLVE(g, handle, CPOOL__HANDLE_GRAPH, "cpool_graph_dump_dot", "graph");
     if (!path) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_graph_dump_dot: NULL argument");
+    if (!g->impl) return no_executable("cpool_graph_dump_dot");
     cpool_status st = g->dev->be->graph_dump_dot(g->impl, path);
     return st == CPOOL_OK ? st : cpool__fail_in("cpool_graph_dump_dot", st);
 }
@@ -271,7 +285,7 @@ cpool_graph *cpool_graph_retain(cpool_graph *handle) {
 }
 
 static void graph_teardown(cpool_graph *g) {
-    g->dev->be->graph_destroy(g->impl);
+    if (g->impl) g->dev->be->graph_destroy(g->impl);
     release_pools(g->pools, g->pool_count, g->pools_on_heap);
     cpool_device *dev = g->dev;
     cpool__slab_give(&graph_slab, g);

@@ -139,6 +139,9 @@ typedef struct cpool__capture {
     bool branching;
     bool branch_tagged; /* a block was allocated or freed with a branch tag */
     bool invalidated;   /* a fork was destroyed while it took part */
+    /* Attached (cpool_capture_attach) to a capture begun outside the
+     * library: its owner ends the backend capture, never the library. */
+    bool attached;
     /* pools[0] is the pool bound at begin (when there is one), then every
      * other pool allocated from or freed to under the capture. Each is a
      * reference. `pools` is inline_pools until more are held. */
@@ -259,6 +262,12 @@ void cpool__capture_unlock(cpool__capture *cap);
  * atomically for other threads' quiesces and fences. On failure *cap is
  * left as it was. */
 cpool_status cpool__capture_publish(cpool_stream *s, cpool__capture *cap);
+/* As cpool__capture_publish for a backend capture that s runs already,
+ * begun outside the library: nothing is begun, the record is marked
+ * attached, and the stream's capture fence is dropped (none marks the work
+ * from before that capture). CPOOL_ERR_NOT_CAPTURING or
+ * CPOOL_ERR_CAPTURE_INVALIDATED by the backend's state. */
+cpool_status cpool__capture_attach_publish(cpool_stream *s, cpool__capture *cap);
 /* Moves the capture begun on s out to *cap, as it ends; every stream
  * forked into it stops taking part. */
 void cpool__capture_take(cpool_stream *s, cpool__capture *cap);

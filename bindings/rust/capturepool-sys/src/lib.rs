@@ -262,6 +262,8 @@ extern "C" {
     pub fn cpool_capture_begin(s: *mut cpool_stream, pool: *mut cpool_pool, mode: cpool_capture_mode) -> cpool_status;
     pub fn cpool_capture_end(s: *mut cpool_stream, graph_out: *mut *mut cpool_graph) -> cpool_status;
     pub fn cpool_capture_status(s: *mut cpool_stream, out: *mut cpool_capture_state) -> cpool_status;
+    pub fn cpool_capture_attach(s: *mut cpool_stream, pool: *mut cpool_pool) -> cpool_status;
+    pub fn cpool_capture_detach(s: *mut cpool_stream, hold_out: *mut *mut cpool_graph) -> cpool_status;
     pub fn cpool_capture(
         s: *mut cpool_stream,
         pool: *mut cpool_pool,
