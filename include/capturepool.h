@@ -1090,6 +1090,9 @@ cpool_status cpool_pool_write_snapshot(const cpool_pool *pool, const char *path)
  * are the caller's to order, as for any graph. */
 typedef struct cpool_graph_cache cpool_graph_cache;
 
+/* Called as a graph leaves a cache (cpool_graph_cache_options, on_evict). */
+typedef void (*cpool_graph_cache_evict_fn)(uint64_t key, cpool_graph *graph, void *user);
+
 /* A cache's bounds and eviction hook (cpool_graph_cache_create). Set
  * struct_size first: CPOOL_GRAPH_CACHE_OPTIONS_INIT does. */
 typedef struct cpool_graph_cache_options {
@@ -1100,7 +1103,7 @@ typedef struct cpool_graph_cache_options {
     /* Called as a graph leaves the cache (evicted or the cache destroyed),
      * before the cache's reference goes: where the caller frees that
      * graph's outputs. May be NULL. */
-    void (*on_evict)(uint64_t key, cpool_graph *graph, void *user);
+    cpool_graph_cache_evict_fn on_evict;
     void *user; /* handed to on_evict */
 } cpool_graph_cache_options;
 
