@@ -22,6 +22,7 @@
  *   6. Capture and graphs: capture, graphed calls, launch, stats, update
  *   7. Parameter blocks
  *   8. Snapshots
+ *   9. Graph cache: graphs kept by key under a byte budget
  * capturepool_nccl.h adds pools registered with an NCCL communicator.
  *
  * Conventions
@@ -1126,6 +1127,132 @@ cpool_status cpool_param_set(cpool_param *p, const void *value, size_t bytes, cp
  * back, so the thread's mask, handler and pending signals stay as they
  * were), CPOOL_ERR_OUT_OF_MEMORY. */
 cpool_status cpool_pool_write_snapshot(const cpool_pool *pool, const char *path);
+
+/* ======================================================================== */
+/* 9. Graph cache: graphs kept by key under a byte budget                   */
+/* ======================================================================== */
+
+/* Graphs of one pool kept by the caller's key (a batch size, a shape hash):
+ * a launch by key captures on a miss and evicts the least recently launched
+ * graphs until the pool's graph memory and the count of graphs are within
+ * the cache's bounds (docs/GUIDE.md, "Graph cache").
+ * Created by cpool_graph_cache_create, ended by cpool_graph_cache_destroy.
+ * Safe to call from several threads; launches of one key on two streams
+ * are the caller's to order, as for any graph. */
+typedef struct cpool_graph_cache cpool_graph_cache;
+
+/* Called as a graph leaves a cache (cpool_graph_cache_options, on_evict). */
+typedef void (*cpool_graph_cache_evict_fn)(uint64_t key, cpool_graph *graph, void *user);
+
+/* A cache's bounds and eviction hook (cpool_graph_cache_create). Set
+ * struct_size first: CPOOL_GRAPH_CACHE_OPTIONS_INIT does. */
+typedef struct cpool_graph_cache_options {
+    size_t struct_size;  /* caller sets sizeof(cpool_graph_cache_options) */
+    uint64_t max_bytes;  /* bound on the pool's graph_reserved_bytes after each launch, in bytes
+                            (physical, see cpool_pool_stats); 0: none */
+    uint32_t max_graphs; /* bound on the graphs kept; 0: none */
+    /* Called as a graph leaves the cache (evicted or the cache destroyed),
+     * before the cache's reference goes: where the caller frees that
+     * graph's outputs. May be NULL. */
+    cpool_graph_cache_evict_fn on_evict;
+    void *user; /* handed to on_evict */
+} cpool_graph_cache_options;
+
+/* Every default: no bound, no hook. */
+#define CPOOL_GRAPH_CACHE_OPTIONS_INIT {sizeof(cpool_graph_cache_options), 0, 0, NULL, NULL}
+
+/* A cache's counters (cpool_graph_cache_get_stats). Set struct_size first:
+ * CPOOL_GRAPH_CACHE_STATS_INIT does. */
+typedef struct cpool_graph_cache_stats {
+    size_t struct_size; /* caller sets sizeof(cpool_graph_cache_stats) */
+    /* graphs kept now; launches that found their key; launches that
+     * captured it; graphs evicted (by the bounds or cpool_graph_cache_evict) */
+    uint64_t graphs, hits, misses, evictions;
+    uint64_t graph_bytes; /* the pool's graph_reserved_bytes now */
+} cpool_graph_cache_stats;
+
+/* cpool_graph_cache_stats with struct_size set and every counter zero. */
+#define CPOOL_GRAPH_CACHE_STATS_INIT {sizeof(cpool_graph_cache_stats), 0, 0, 0, 0, 0}
+
+/* Creates a cache of graphs captured into `pool` (it holds a reference to
+ * the pool until destroyed).
+ * `opts` NULL means every default; only its first opts->struct_size bytes
+ * are read.
+ * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL or dead pool, NULL
+ * out, struct_size smaller than the fields up to user),
+ * CPOOL_ERR_OUT_OF_MEMORY. */
+cpool_status cpool_graph_cache_create(cpool_pool *pool, const cpool_graph_cache_options *opts,
+                                      cpool_graph_cache **out);
+
+/* Ends the cache: on_evict runs for every graph kept, on this thread, then
+ * the cache's references (graphs, pool) go. NULL: no-op. Never waits for
+ * the device (a graph's release does not). */
+void cpool_graph_cache_destroy(cpool_graph_cache *cache);
+
+/* Launches the graph kept under key on s. On a miss, first captures
+ * body(s, ctx) on s into the cache's pool (mode as cpool_capture) and keeps
+ * it under key; then evicts the least recently launched other graphs until
+ * both bounds hold. hit_out may be NULL.
+ * Evictions happen before the launch, so the launch's own work never holds
+ * back the memory they give back. An evicted graph's memory comes back at
+ * once where the device's work enqueued before the eviction is over (a
+ * query, never a wait): then graph_reserved_bytes <= max_bytes when the
+ * call returns. Where that work still runs (a launch of the evicted graph
+ * in flight, or other work on the device's streams then), the bytes it
+ * alone holds are counted as given back, and come back at a later launch
+ * of the cache (one that captures, or any launch while such bytes wait).
+ * A graph that alone needs more than max_bytes is launched and kept while
+ * every other graph is evicted; no status says so (the stats show it). A
+ * graph that another thread's call is launching at that moment (between
+ * its lookup and its enqueue) is not evicted; where that leaves a bound
+ * unmet, the next launch checks again. on_evict may run for a graph whose
+ * launch another thread enqueued on its own stream, still running: free
+ * its outputs ordered after that work (on that stream, or once it was
+ * synchronized), as for any memory that work on another stream uses.
+ * A miss captures without the cache's lock held: two threads that miss
+ * the same key at once both capture; the first to finish keeps its graph,
+ * the other's graph goes to on_evict and is released (counted as a miss,
+ * not an eviction), and the kept one is launched.
+ * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL or dead cache or
+ * stream, NULL body on a miss, a stream of another device or one that is
+ * capturing), the statuses of cpool_capture (body's included; then nothing
+ * is kept, evicted or counted, and *hit_out is false), or of
+ * cpool_graph_launch (the graph stays kept). */
+cpool_status cpool_graph_cache_launch(cpool_graph_cache *cache, uint64_t key, cpool_stream *s,
+                                      cpool_capture_mode mode, cpool_capture_fn body, void *ctx, bool *hit_out);
+
+/* The graph kept under key, with a reference of the caller's (release it
+ * with cpool_graph_release); *graph_out = NULL if none. Not a launch: it
+ * changes neither the order of eviction nor hits and misses.
+ * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL or dead cache, NULL
+ * graph_out). */
+cpool_status cpool_graph_cache_get(cpool_graph_cache *cache, uint64_t key, cpool_graph **graph_out);
+
+/* Evicts the graph kept under key: on_evict, then the cache's reference
+ * goes and its memory comes back as after a launch's eviction.
+ * Returns CPOOL_OK (also where no graph is kept under key),
+ * CPOOL_ERR_INVALID_ARGUMENT (NULL or dead cache). */
+cpool_status cpool_graph_cache_evict(cpool_graph_cache *cache, uint64_t key);
+
+/* Fills *out with the cache's counters (only its first out->struct_size
+ * bytes). Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL or dead cache,
+ * NULL out, struct_size smaller than the fields up to graph_bytes). */
+cpool_status cpool_graph_cache_get_stats(const cpool_graph_cache *cache, cpool_graph_cache_stats *out);
+
+/* What one more key would cost before capturing it: the pool's
+ * graph_reserved_bytes with one more graph that allocates output_bytes of
+ * outputs (with cpool_alloc, first) and then scratch_bytes of scratch that
+ * it frees before its capture ends, into *bytes_out.
+ * Counted as the pool counts: its shared pages grow to the pages the
+ * scratch covers past the outputs' last page, where they are fewer, and
+ * the outputs' pages become the graph's own (2 MiB each where segments
+ * grow in place). Exact, to within one page, for a capture that allocates
+ * so while no launch of the pool's graphs runs; a server plans its list of
+ * keys against max_bytes with it. Changes nothing.
+ * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL or dead cache, NULL
+ * bytes_out). */
+cpool_status cpool_graph_cache_predict_bytes(cpool_graph_cache *cache, uint64_t scratch_bytes, uint64_t output_bytes,
+                                             uint64_t *bytes_out);
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop

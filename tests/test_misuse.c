@@ -1027,6 +1027,87 @@ ROW_FN(graphed_call_body_fails) {
     CHECK_EQ(f->body_calls, 1); /* the first failing warm-up ends it */
 }
 
+
+/* graph caches */
+static cpool_graph_cache *cache_of(fixture *f) {
+    cpool_graph_cache *c = NULL;
+    CHECK_OK(cpool_graph_cache_create(f->pool, NULL, &c));
+    return c;
+}
+ROW_FN(graph_cache_create_bad) {
+    cpool_graph_cache *c = (cpool_graph_cache *)SENTINEL;
+    cpool_graph_cache_options o = CPOOL_GRAPH_CACHE_OPTIONS_INIT;
+    CHECK_STATUS(cpool_graph_cache_create(NULL, NULL, &c), INV);
+    CHECK_UNTOUCHED(c);
+    CHECK_STATUS(cpool_graph_cache_create(f->pool, NULL, NULL), INV);
+    o.struct_size = offsetof(cpool_graph_cache_options, user);
+    CHECK_STATUS(cpool_graph_cache_create(f->pool, &o, &c), INV);
+    CHECK_UNTOUCHED(c);
+}
+ROW_FN(graph_cache_destroy_null_and_dead) {
+    cpool_graph_cache *c = cache_of(f);
+    cpool_graph_cache_destroy(NULL);
+    cpool_graph_cache_destroy(c);
+    cpool_graph_cache_destroy(c); /* dead: refused, nothing happens */
+    CHECK(strstr(cpool_last_error(), "cpool_graph_cache_destroy: cache") != NULL);
+}
+ROW_FN(graph_cache_launch_bad) {
+    cpool_graph_cache *c = cache_of(f);
+    bool hit = true;
+    CHECK_STATUS(cpool_graph_cache_launch(NULL, 1, f->s, CPOOL_CAPTURE_GLOBAL, body_count, f, &hit), INV);
+    CHECK_STATUS(cpool_graph_cache_launch(c, 1, NULL, CPOOL_CAPTURE_GLOBAL, body_count, f, &hit), INV);
+    CHECK_STATUS(cpool_graph_cache_launch(c, 1, f->s, CPOOL_CAPTURE_GLOBAL, NULL, f, &hit), INV);
+    CHECK(!hit);
+    CHECK_STATUS(cpool_graph_cache_launch(c, 1, f->s_cap, CPOOL_CAPTURE_GLOBAL, body_count, f, &hit), INV);
+    if (f->s2) CHECK_STATUS(cpool_graph_cache_launch(c, 1, f->s2, CPOOL_CAPTURE_GLOBAL, body_count, f, &hit), INV);
+    CHECK_EQ(f->body_calls, 0);
+    cpool_graph_cache_destroy(c);
+    CHECK_STATUS(cpool_graph_cache_launch(c, 1, f->s, CPOOL_CAPTURE_GLOBAL, body_count, f, &hit), INV);
+    CHECK_EQ(f->body_calls, 0);
+}
+ROW_FN(graph_cache_launch_body_fails) {
+    cpool_graph_cache *c = cache_of(f);
+    cpool_graph_cache_stats st = CPOOL_GRAPH_CACHE_STATS_INIT;
+    CHECK_BODY_STATUS(cpool_graph_cache_launch(c, 1, f->s, CPOOL_CAPTURE_GLOBAL, body_fail, f, NULL), CPOOL_ERR_BACKEND);
+    CHECK_OK(cpool_graph_cache_get_stats(c, &st));
+    CHECK_EQ(st.graphs + st.misses + st.hits + st.evictions, 0);
+    cpool_graph_cache_destroy(c);
+}
+ROW_FN(graph_cache_get_bad) {
+    cpool_graph_cache *c = cache_of(f);
+    cpool_graph *g = (cpool_graph *)SENTINEL;
+    CHECK_STATUS(cpool_graph_cache_get(NULL, 1, &g), INV);
+    CHECK_UNTOUCHED(g);
+    CHECK_STATUS(cpool_graph_cache_get(c, 1, NULL), INV);
+    CHECK_OK(cpool_graph_cache_get(c, 1, &g));
+    CHECK(g == NULL);
+    cpool_graph_cache_destroy(c);
+}
+ROW_FN(graph_cache_evict_bad) {
+    cpool_graph_cache *c = cache_of(f);
+    CHECK_STATUS(cpool_graph_cache_evict(NULL, 1), INV);
+    CHECK_OK(cpool_graph_cache_evict(c, 1)); /* absent: nothing to do */
+    cpool_graph_cache_destroy(c);
+    CHECK_STATUS(cpool_graph_cache_evict(c, 1), INV);
+}
+ROW_FN(graph_cache_stats_bad) {
+    cpool_graph_cache *c = cache_of(f);
+    cpool_graph_cache_stats st = CPOOL_GRAPH_CACHE_STATS_INIT;
+    CHECK_STATUS(cpool_graph_cache_get_stats(NULL, &st), INV);
+    CHECK_STATUS(cpool_graph_cache_get_stats(c, NULL), INV);
+    st.struct_size = offsetof(cpool_graph_cache_stats, graph_bytes);
+    CHECK_STATUS(cpool_graph_cache_get_stats(c, &st), INV);
+    cpool_graph_cache_destroy(c);
+}
+ROW_FN(graph_cache_predict_bad) {
+    cpool_graph_cache *c = cache_of(f);
+    uint64_t bytes = 7;
+    CHECK_STATUS(cpool_graph_cache_predict_bytes(NULL, 1, 1, &bytes), INV);
+    CHECK_STATUS(cpool_graph_cache_predict_bytes(c, 1, 1, NULL), INV);
+    CHECK_EQ(bytes, 7);
+    cpool_graph_cache_destroy(c);
+}
+
 /* ---- handles of the wrong type -----------------------------------------------------
  * Every argument of every public function that takes a handle is given, in
  * turn, each live handle of another type (a void * or a wrong cast makes that
@@ -1278,6 +1359,24 @@ WRONG_FN(w_param_set_stream) {
     CHECK_STATUS(cpool_param_set(f->param, &v, sizeof v, h), INV);
 }
 
+
+/* graph caches */
+WRONG_FN(w_graph_cache_create) {
+    cpool_graph_cache *c = (cpool_graph_cache *)SENTINEL;
+    (void)f;
+    CHECK_STATUS(cpool_graph_cache_create(h, NULL, &c), INV);
+    CHECK_UNTOUCHED(c);
+}
+WRONG_FN(w_graph_cache_launch_stream) {
+    cpool_graph_cache *c = NULL;
+    cpool_status st;
+    CHECK_OK(cpool_graph_cache_create(f->pool, NULL, &c));
+    st = cpool_graph_cache_launch(c, 1, h, CPOOL_CAPTURE_GLOBAL, body_count, f, NULL);
+    cpool_graph_cache_destroy(c);
+    CHECK_STATUS(st, INV);
+    CHECK_EQ(f->body_calls, 0);
+}
+
 typedef struct wrong_row {
     const char *fn;
     const char *arg;  /* as the message names it */
@@ -1367,6 +1466,9 @@ static const wrong_row wrong_rows[] = {
     {"cpool_param_device_ptr", "parameter block", T_PARAM, w_param_device_ptr},
     {"cpool_param_set", "parameter block", T_PARAM, w_param_set_param},
     {"cpool_param_set", "stream", T_STREAM, w_param_set_stream},
+
+    {"cpool_graph_cache_create", "pool", T_POOL, w_graph_cache_create},
+    {"cpool_graph_cache_launch", "stream", T_STREAM, w_graph_cache_launch_stream},
 };
 /* wrong-type-table-end */
 
@@ -1551,6 +1653,16 @@ static const row rows[] = {
     {"cpool_graphed_call", "capturing stream with warm-ups: none runs", NULL, graphed_call_capturing_stream_warmups,
      0},
     {"cpool_graphed_call", "body fails in a warm-up", NULL, graphed_call_body_fails, 0},
+
+    {"cpool_graph_cache_create", "NULL or dead pool, NULL out, short struct_size", NULL, graph_cache_create_bad, 0},
+    {"cpool_graph_cache_destroy", "NULL: no-op; a dead cache: refused", NULL, graph_cache_destroy_null_and_dead, 0},
+    {"cpool_graph_cache_launch", "NULL or dead cache, NULL stream or body, capturing or foreign stream", NULL,
+     graph_cache_launch_bad, 0},
+    {"cpool_graph_cache_launch", "body fails: nothing kept or counted", NULL, graph_cache_launch_body_fails, 0},
+    {"cpool_graph_cache_get", "NULL cache or out; absent key: NULL", NULL, graph_cache_get_bad, 0},
+    {"cpool_graph_cache_evict", "NULL or dead cache; absent key: OK", NULL, graph_cache_evict_bad, 0},
+    {"cpool_graph_cache_get_stats", "NULL cache or out, short struct_size", NULL, graph_cache_stats_bad, 0},
+    {"cpool_graph_cache_predict_bytes", "NULL cache or out", NULL, graph_cache_predict_bad, 0},
 };
 /* misuse-table-end */
 

@@ -661,17 +661,17 @@ static cpool_status arena_new(cpool__graph_pages *gp, cpool__arena **out) {
     return CPOOL_OK;
 }
 
-/* Idle arenas whose marked work is over need no pages apart: all but the
- * newest go back, their addresses and the shared pages no other arena
- * maps (the newest stays for the next capture to take as it is). Graphs
- * released while their launches ran leave such arenas, each on pages of
- * its own (their runs could not be shared meanwhile). Never waits; nothing
- * on a thread that runs stream work, where the platform may not be
- * called; nothing while suspended, whose resume maps back what its
+/* Idle arenas whose marked work is over need no pages apart: they go back,
+ * their addresses and the shared pages no other arena maps, all but the
+ * newest where `keep_newest` (it stays for the next capture to take as it
+ * is). Graphs released while their launches ran leave such arenas, each on
+ * pages of its own (their runs could not be shared meanwhile). Never
+ * waits; nothing on a thread that runs stream work, where the platform may
+ * not be called; nothing while suspended, whose resume maps back what its
  * suspend gave (a trim after the resume gives the rest). */
-static void give_back_quiet_arenas(cpool__graph_pages *gp) {
+static void give_back_quiet_arenas(cpool__graph_pages *gp, bool keep_newest) {
     if (gp->suspended || cpool__on_stream_thread()) return;
-    bool kept = false;
+    bool kept = !keep_newest;
     for (cpool__arena **at = &gp->arenas; *at;) {
         cpool__arena *ar = *at;
         bool quiet = idle(ar) && !ar->work_unknown && (!ar->work || cpool__order_mark_done(ar->work));
@@ -686,8 +686,47 @@ static void give_back_quiet_arenas(cpool__graph_pages *gp) {
     }
 }
 
+/* The physical bytes that idle arenas hold and no other arena maps: their
+ * pages of their own, and the shared pages only they map. */
+static uint64_t idle_only_bytes(const cpool__graph_pages *gp) {
+    uint64_t bytes = 0;
+    uint8_t *held = gp->shared_count ? cpool__calloc(gp->shared_count, 1) : NULL;
+    if (gp->shared_count && !held) return 0; /* an estimate only: none */
+    for (const cpool__arena *ar = gp->arenas; ar; ar = ar->next) {
+        if (idle(ar)) {
+            bytes += ar->plain_bytes;
+            for (size_t s = 0; s < ar->span_count; s++)
+                for (size_t i = 0; i < ar->spans[s].pages; i++)
+                    if (ar->spans[s].mapped[i] && ar->spans[s].own[i] && !ar->spans[s].lender[i])
+                        bytes += CPOOL__PAGE;
+            continue;
+        }
+        for (size_t d = 0; d < ar->taken_cap && d < gp->shared_count; d++)
+            if (ar->taken[d] == TAKEN) held[d] = 1;
+    }
+    for (size_t k = 0; k < gp->shared_count; k++)
+        if (gp->shared[k].page && gp->shared[k].maps && !held[k]) bytes += CPOOL__PAGE;
+    free(held);
+    return bytes;
+}
+
+uint64_t cpool__graph_pages_give_back_idle(cpool__graph_pages *gp, bool keep_newest, uint64_t *waiting_out) {
+    uint64_t before = gp->shared_bytes + gp->own_bytes;
+    give_back_quiet_arenas(gp, keep_newest);
+    if (waiting_out) *waiting_out = idle_only_bytes(gp);
+    return before - gp->shared_bytes - gp->own_bytes;
+}
+
+uint64_t cpool__graph_pages_predict(const cpool__graph_pages *gp, uint64_t scratch_bytes, uint64_t output_bytes) {
+    uint64_t own_new = (output_bytes + CPOOL__PAGE - 1) / CPOOL__PAGE;
+    uint64_t shared_new = (output_bytes + scratch_bytes + CPOOL__PAGE - 1) / CPOOL__PAGE - own_new;
+    uint64_t shared_now = gp->shared_bytes / CPOOL__PAGE;
+    uint64_t shared = shared_now > shared_new ? shared_now : shared_new;
+    return gp->own_bytes + (shared + own_new) * CPOOL__PAGE;
+}
+
 cpool_status cpool__graph_pages_open(cpool__graph_pages *gp, cpool__stream_key packed_key, cpool__arena **out) {
-    give_back_quiet_arenas(gp);
+    give_back_quiet_arenas(gp, true);
     /* A suspended pool's idle arenas map nothing now: a seal must find
      * nothing to move, so only a new arena will do. */
     cpool__arena *ar = gp->suspended ? NULL : gp->arenas;
@@ -1039,7 +1078,7 @@ static void settle_graphs(cpool__graph_pages *gp) {
 }
 
 void cpool__graph_pages_settle(cpool__graph_pages *gp) {
-    give_back_quiet_arenas(gp);
+    give_back_quiet_arenas(gp, true);
     if (gp->unsettled) settle_graphs(gp);
 }
 

@@ -212,6 +212,24 @@ void cpool__graph_pages_settle(cpool__graph_pages *gp);
  * region's free pages; returns the physical bytes given back. */
 uint64_t cpool__graph_pages_trim(cpool__graph_pages *gp, uint64_t released_by, bool no_holder);
 
+/* Gives back the idle arenas whose marked work is over (queried, never
+ * waited for), the newest too unless `keep_newest` (captures and settles
+ * keep it for the next capture: a graph cache that evicts wants its memory
+ * back now); returns the physical bytes given back. *waiting_out (may be
+ * NULL) gets the physical bytes that the idle arenas left (their work still
+ * runs) hold and no other arena maps: what a later call gives back once
+ * that work is over. Nothing on a thread that runs stream work. */
+uint64_t cpool__graph_pages_give_back_idle(cpool__graph_pages *gp, bool keep_newest, uint64_t *waiting_out);
+/* The physical bytes of graph memory (shared set and own pages) the pool
+ * would hold after one more capture whose graph keeps `output_bytes` of
+ * outputs, allocated first, and frees `scratch_bytes` of scratch allocated
+ * after them: the shared set grows to the pages its scratch alone covers
+ * (the pages past its outputs' last), if it has fewer, and the outputs'
+ * pages become the graph's own. Exact where the capture takes no idle
+ * arena with pages of its own and its outputs are not packed; a last page
+ * lent to a tail (graph_pages.c, "tails") makes it a page high. */
+uint64_t cpool__graph_pages_predict(const cpool__graph_pages *gp, uint64_t scratch_bytes, uint64_t output_bytes);
+
 /* What an arena holds: the bytes it maps, the part on shared pages, and
  * its live blocks. */
 typedef struct cpool__arena_stats {

@@ -435,6 +435,15 @@ cpool_status cpool__pool_seal_arena(cpool_pool *pool, struct cpool__arena **aren
  * arena takes the graph's hold of the pool with it (returns true), so that
  * the pool counts graphs and holders in one step. */
 bool cpool__pool_release_arena(cpool_pool *pool, struct cpool__arena *arena);
+/* Gives back the pool's idle graph memory whose work is over, never
+ * waiting (cpool__graph_pages_give_back_idle, the newest idle arena too:
+ * for a graph cache that just evicted), under the pool's lock; then the
+ * pool's graph_reserved_bytes, and the bytes of it that idle arenas whose
+ * work still runs hold alone (they come back at a later call). */
+void cpool__pool_give_back_graph_memory(cpool_pool *pool, uint64_t *graph_reserved_out, uint64_t *waiting_out);
+/* The pool's graph_reserved_bytes after one more capture of that scratch
+ * and those outputs (cpool__graph_pages_predict), under the pool's lock. */
+uint64_t cpool__pool_predict_graph_bytes(cpool_pool *pool, uint64_t scratch_bytes, uint64_t output_bytes);
 /* The pool's internal invariants (allocator and records); aborts with a
  * message on the first broken one. For tests and the fuzzer, which link the
  * static library and include this header. */

@@ -1209,6 +1209,26 @@ cpool_status cpool_pool_get_stats(const cpool_pool *handle, cpool_pool_stats *ou
     return CPOOL_OK;
 }
 
+void cpool__pool_give_back_graph_memory(cpool_pool *pool, uint64_t *graph_reserved_out, uint64_t *waiting_out) {
+    uint64_t waiting = 0;
+    cpool_pool_stats s = {.struct_size = sizeof s};
+    cpool__mutex_lock(&pool->mu);
+    cpool__graph_pages_give_back_idle(&pool->pages, false, &waiting);
+    cpool__front_counts front = cpool__front_counters(&pool->front);
+    fill_stats(pool, &front, &s);
+    bool suspended = pool->residency.suspended;
+    cpool__mutex_unlock(&pool->mu);
+    *graph_reserved_out = s.graph_reserved_bytes;
+    *waiting_out = suspended ? 0 : waiting; /* suspended, it holds none */
+}
+
+uint64_t cpool__pool_predict_graph_bytes(cpool_pool *pool, uint64_t scratch_bytes, uint64_t output_bytes) {
+    cpool__mutex_lock(&pool->mu);
+    uint64_t bytes = pool->alloc.graph_reserved + cpool__graph_pages_predict(&pool->pages, scratch_bytes, output_bytes);
+    cpool__mutex_unlock(&pool->mu);
+    return bytes;
+}
+
 cpool_status cpool__pool_inspect(const cpool_pool *pool, cpool_status (*fn)(void *ctx, const cpool__pool_view *v),
                               void *ctx) {
     cpool_pool *p = (cpool_pool *)pool; /* locking, and settling graph pages, are no logical change */

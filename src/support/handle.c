@@ -19,6 +19,7 @@ static const char *type_name(uint32_t type) {
     case CPOOL__HANDLE_POOL: return "a pool";
     case CPOOL__HANDLE_GRAPH: return "a graph";
     case CPOOL__HANDLE_PARAM: return "a parameter block";
+    case CPOOL__HANDLE_GRAPH_CACHE: return "a graph cache";
     default: return NULL;
     }
 }

@@ -1,6 +1,6 @@
 /*
  * Checked handles: what the public API hands out for devices, streams,
- * events, pools, graphs and parameter blocks.
+ * events, pools, graphs, parameter blocks and graph caches.
  *
  * A handle is the object's address with a 16-bit generation in its top 16
  * bits (user-space addresses fit in 48 bits). Every object of these types
@@ -43,6 +43,7 @@ typedef enum cpool__handle_type {
     CPOOL__HANDLE_POOL,
     CPOOL__HANDLE_GRAPH,
     CPOOL__HANDLE_PARAM,
+    CPOOL__HANDLE_GRAPH_CACHE,
 } cpool__handle_type;
 
 /* A header's word: the generation of the live handle in bits 0-15 (1 to

@@ -34,6 +34,8 @@ typedef enum cpool__rank {
     CPOOL__RANK_HOST_CAPTURE, /* host/streams.c: a capture's graph of work, shared by its streams */
     CPOOL__RANK_HOST_EVENT,   /* host/streams.c: one event's last record */
     CPOOL__RANK_DEFERRED,     /* deferred.c: the library thread's queue */
+    CPOOL__RANK_GRAPH_CACHE,  /* graph_cache.c: one cache's keys and counters (nothing else is taken
+                                 under it: captures, launches, evictions and on_evict run without it) */
     CPOOL__RANK_SLAB,         /* handle.c: recycled handle memory */
     CPOOL__RANK_COUNT
 } cpool__rank;

@@ -187,6 +187,61 @@ impl cpool_graph_stats {
     };
 }
 
+// ---- 9. Graph cache ------------------------------------------------------------
+
+/// Opaque: `cpool_graph_cache_create` / `cpool_graph_cache_destroy`.
+#[repr(C)]
+pub struct cpool_graph_cache {
+    _opaque: [u8; 0],
+}
+
+/// Called as a graph leaves a cache.
+pub type cpool_graph_cache_evict_fn = Option<unsafe extern "C" fn(key: u64, graph: *mut cpool_graph, user: *mut c_void)>;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct cpool_graph_cache_options {
+    pub struct_size: usize,
+    pub max_bytes: u64,
+    pub max_graphs: u32,
+    pub on_evict: cpool_graph_cache_evict_fn,
+    pub user: *mut c_void,
+}
+
+impl cpool_graph_cache_options {
+    /// `CPOOL_GRAPH_CACHE_OPTIONS_INIT`.
+    pub const INIT: cpool_graph_cache_options = cpool_graph_cache_options {
+        struct_size: core::mem::size_of::<cpool_graph_cache_options>(),
+        max_bytes: 0,
+        max_graphs: 0,
+        on_evict: None,
+        user: core::ptr::null_mut(),
+    };
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct cpool_graph_cache_stats {
+    pub struct_size: usize,
+    pub graphs: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub evictions: u64,
+    pub graph_bytes: u64,
+}
+
+impl cpool_graph_cache_stats {
+    /// `CPOOL_GRAPH_CACHE_STATS_INIT`.
+    pub const INIT: cpool_graph_cache_stats = cpool_graph_cache_stats {
+        struct_size: core::mem::size_of::<cpool_graph_cache_stats>(),
+        graphs: 0,
+        hits: 0,
+        misses: 0,
+        evictions: 0,
+        graph_bytes: 0,
+    };
+}
+
 // ---- 7. Parameter blocks -----------------------------------------------------
 
 /// Opaque: `cpool_param_create`; it ends with its pool.
@@ -303,4 +358,32 @@ extern "C" {
 
     // 8. Snapshots
     pub fn cpool_pool_write_snapshot(pool: *const cpool_pool, path: *const c_char) -> cpool_status;
+
+    // 9. Graph cache
+    pub fn cpool_graph_cache_create(
+        pool: *mut cpool_pool,
+        opts: *const cpool_graph_cache_options,
+        out: *mut *mut cpool_graph_cache,
+    ) -> cpool_status;
+    pub fn cpool_graph_cache_destroy(cache: *mut cpool_graph_cache);
+    pub fn cpool_graph_cache_launch(
+        cache: *mut cpool_graph_cache,
+        key: u64,
+        s: *mut cpool_stream,
+        mode: cpool_capture_mode,
+        body: cpool_capture_fn,
+        ctx: *mut c_void,
+        hit_out: *mut bool,
+    ) -> cpool_status;
+    pub fn cpool_graph_cache_get(cache: *mut cpool_graph_cache, key: u64, graph_out: *mut *mut cpool_graph)
+        -> cpool_status;
+    pub fn cpool_graph_cache_evict(cache: *mut cpool_graph_cache, key: u64) -> cpool_status;
+    pub fn cpool_graph_cache_get_stats(cache: *const cpool_graph_cache, out: *mut cpool_graph_cache_stats)
+        -> cpool_status;
+    pub fn cpool_graph_cache_predict_bytes(
+        cache: *mut cpool_graph_cache,
+        scratch_bytes: u64,
+        output_bytes: u64,
+        bytes_out: *mut u64,
+    ) -> cpool_status;
 }
