@@ -1214,6 +1214,21 @@ void cpool__pool_give_back_graph_memory(cpool_pool *pool, uint64_t *graph_reserv
     cpool_pool_stats s = {.struct_size = sizeof s};
     cpool__mutex_lock(&pool->mu);
     cpool__graph_pages_give_back_idle(&pool->pages, false, &waiting);
+    /* Where the device's work is over by now (queried, never waited for),
+     * what a trim gives back after its wait goes too: the scratch pages of
+     * released graphs whose outputs live on, the pages no arena maps, the
+     * packed pages no graph keeps. The clocks are read before the query:
+     * what they cover is over once it says so. */
+    if (!pool->residency.suspended && !cpool__on_stream_thread()) {
+        uint64_t upto = cpool__free_clock_tick(), released_by = pool->pages.release_clock;
+        uint64_t holders = atomic_load(&pool->holders);
+        if (device_work_over(pool)) {
+            bool no_holder = holder_count(holders) == 0 && atomic_load(&pool->holders) == holders;
+            cpool__graph_pages_unfence_all(&pool->pages, upto);
+            cpool__graph_pages_trim(&pool->pages, released_by, no_holder);
+            cpool__graph_pages_give_back_idle(&pool->pages, false, &waiting);
+        }
+    }
     cpool__front_counts front = cpool__front_counters(&pool->front);
     fill_stats(pool, &front, &s);
     bool suspended = pool->residency.suspended;
