@@ -276,6 +276,11 @@ cpool_status cpool_graph_dump_dot(const cpool_graph *handle, const char *path) {
     return st == CPOOL_OK ? st : cpool__fail_in("cpool_graph_dump_dot", st);
 }
 
+cpool_graph *cpool__graph_hold(cpool_graph *g) {
+    atomic_fetch_add_explicit(&g->refs, 1, memory_order_relaxed);
+    return g;
+}
+
 cpool_graph *cpool_graph_retain(cpool_graph *handle) {
     cpool_graph *g = graph_or_null(handle, "cpool_graph_retain");
     if (!g) return NULL;
@@ -306,6 +311,8 @@ static void graph_release(cpool_graph *g) {
         graph_teardown(g);
     }
 }
+
+void cpool__graph_unhold(cpool_graph *g) { graph_release(g); }
 
 void cpool_graph_release(cpool_graph *handle) {
     cpool_graph *g;

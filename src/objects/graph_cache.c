@@ -215,17 +215,25 @@ cpool_status cpool_graph_cache_launch(cpool_graph_cache *handle, uint64_t key, c
     CPOOL__RESOLVE(s, s_handle, CPOOL__HANDLE_STREAM, fn, "stream");
     if (hit_out) *hit_out = false;
 
-    /* A hit: the tick and a reference of the launch's, under the lock. */
+    /* A hit: the tick and a reference of the launch's own, in one turn of
+     * the lock; an eviction meanwhile drops only the cache's reference. */
     cpool__mutex_lock(&c->mu);
     entry *e = find(c, key);
-    cpool_graph *graph = e ? cpool_graph_retain(e->graph) : NULL;
+    cpool_graph *held = e ? cpool__graph_hold(cpool__handle_object(e->graph, CPOOL__HANDLE_GRAPH)) : NULL;
+    cpool_graph *graph = e ? e->graph : NULL;
     bool recheck = c->waiting;
     if (e) {
         e->tick = ++c->tick;
-        e->launching++;
         c->hits++;
     }
     cpool__mutex_unlock(&c->mu);
+    if (held) {
+        if (hit_out) *hit_out = true;
+        if (recheck) evict_to_bounds(c, key, true);
+        cpool_status st = cpool_graph_launch(graph, s_handle);
+        cpool__graph_unhold(held);
+        return st == CPOOL_OK ? st : cpool__fail_in(fn, st);
+    }
 
     if (!graph) {
         if (!body) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: body is NULL on a miss", fn);
@@ -257,8 +265,6 @@ cpool_status cpool_graph_cache_launch(cpool_graph_cache *handle, uint64_t key, c
             if (!e) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "%s: out of host memory for the cache's keys", fn);
         }
         recheck = true;
-    } else if (hit_out) {
-        *hit_out = true;
     }
     /* Before the launch: its own work must not hold back what the
      * evictions give back. */

@@ -356,6 +356,11 @@ cpool_status cpool__capture_run(const char *fn, cpool_stream *s, cpool_pool *poo
 /* Wraps an ended capture; on success the graph owns the capture's pool
  * references (the caller then forgets them). */
 cpool_status cpool__graph_wrap(cpool_device *dev, cpool__bgraph *impl, const cpool__capture *cap, cpool_graph **out);
+/* A reference of the library's own (no caller's), for a graph it keeps a
+ * handle to, cheaply: the graph cache's launches. cpool__graph_unhold
+ * drops it, as a release does. */
+cpool_graph *cpool__graph_hold(cpool_graph *g);
+void cpool__graph_unhold(cpool_graph *g);
 
 /* A graph id never used before (ids name graphs in messages). */
 uint64_t cpool__graph_new_id(void);
