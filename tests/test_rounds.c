@@ -254,6 +254,39 @@ static void every_style_stays_bounded(cpool_device *dev) {
     }
 }
 
+/* A loop that keeps the last graph a round longer: each round captures,
+ * launches, frees its output while its graph lives, and releases the
+ * previous round's graph. The freed outputs are the live graph's until its
+ * release, then anyone's: a free block kept for the live graph must not
+ * swallow its freed neighbours (204 MiB after 200 rounds of a 1 MiB output
+ * once, a packed page more every round). */
+static void previous_graph_released_late(cpool_device *dev) {
+    static stream_pool fx;
+    REQUIRE(fixture_open(dev, NULL, &fx));
+    scratch_to_out a = {fx.pool, 3 * MiB, 0x42, NULL, NULL};
+    cpool_graph *prev = NULL;
+    uint64_t first = 0, most = 0;
+    for (int r = 0; r < 200; r++) {
+        a.n = 3 * MiB;
+        cpool_graph *g = NULL;
+        CHECK_OK(cpool_capture(fx.s, fx.pool, CPOOL_CAPTURE_GLOBAL, scratch_to_out_fn, &a, &g));
+        if (!g) break;
+        CHECK_OK(cpool_graph_launch(g, fx.s));
+        CHECK_OK(cpool_stream_synchronize(fx.s));
+        CHECK_OK(cpool_free(fx.pool, a.out, fx.s));
+        cpool_graph_release(prev);
+        prev = g;
+        uint64_t now = graph_bytes(fx.pool);
+        if (r < 20 && now > first) first = now;
+        if (now > most) most = now;
+    }
+    cpool_graph_release(prev);
+    CHECK_LE(most, first);
+    /* The bound: 3 MiB of scratch and a 3 MiB output (its pages, which may
+     * straddle three), and a page for the stream. */
+    CHECK_LE(most, 12 * MiB);
+}
+
 static void serve_rounds(cpool_device *dev, int warmup, int branch, int output_call, int busy) {
     static stream_pool fx;
     REQUIRE(fixture_open(dev, NULL, &fx));
@@ -313,6 +346,7 @@ static const check_case cases[] = {
     CHECK_CASE(branch_output_rounds_with_queued_work),
     CHECK_CASE(branch_graphed_call_rounds),
     CHECK_CASE(every_style_stays_bounded),
+    CHECK_CASE(previous_graph_released_late),
 };
 
 CHECK_MAIN(cases, CHECK_ON_ALL)

@@ -280,22 +280,27 @@ static cpool__heap *heap_for(cpool__allocator *a, const cpool__block *b) {
     return &a->heaps[heap_index(set_of(b->graph), b->seg->large)];
 }
 
-/* Whether a free block waits for a fence of a stream's work: graph memory
- * under such a tag is no capture's until the fence is seen over. */
-static bool fenced_graph_block(const cpool__block *b) {
-    return b->graph && b->stream && !(b->stream & CPOOL__KEY_BRANCH_BIT);
+/* Whether a free block of graph memory is kept from captures by its tag:
+ * a stream's (no capture's until a fence of that stream's work is seen
+ * over) or one graph's (a packed block its graph keeps until its
+ * release). A branch's tag inside a capture is neither. */
+static bool kept_graph_block(const cpool__block *b) {
+    return b->graph && b->stream &&
+           (!(b->stream & CPOOL__KEY_BRANCH_BIT) || (b->stream & CPOOL__KEY_GRAPH_BIT));
 }
 
 /* Free neighbours merge when they are of the same set and their stream tags
  * agree, or one is free for any stream: the merged block then keeps the
  * other's tag, which only narrows who may reuse the free part. Graph
- * memory waiting for a fence merges only with a block freed at the same
- * point: a capture can take nothing fenced, and a merged block waits for
- * the newest of its frees, so a free every round would keep the whole run
- * (and what it took in) fenced for ever, a fence behind. */
+ * memory kept from captures by its tag merges only with a block of the
+ * same tag (a stream's: freed at the same point): a merged block is kept
+ * as long as the latest of its frees, so a free every round (a fence
+ * behind, or the live graph's output) would keep the whole run, and what
+ * it took in, from every capture for ever. */
 static bool mergeable(const cpool__block *x, const cpool__block *y) {
     if (!x || !y || x->live || y->live || x->hole || y->hole || x->graph != y->graph) return false;
-    if ((fenced_graph_block(x) || fenced_graph_block(y)) && (x->stream != y->stream || x->free_seq != y->free_seq))
+    if ((kept_graph_block(x) || kept_graph_block(y)) &&
+        (x->stream != y->stream || (!(x->stream & CPOOL__KEY_GRAPH_BIT) && x->free_seq != y->free_seq)))
         return false;
     return (x->stream == y->stream || !x->stream || !y->stream) &&
            (x->pending_branch == y->pending_branch || !x->pending_branch || !y->pending_branch);
