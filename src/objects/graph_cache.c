@@ -33,7 +33,7 @@ typedef struct entry {
     uint64_t key;
     cpool_graph *graph; /* the cache's reference (a handle); NULL: the slot is empty */
     uint64_t tick;      /* the cache's launch count at its last launch */
-    int launching;        /* launches of the cache between its lookup and its enqueue: not evicted then */
+    int launching;        /* launches after a miss's capture, before their enqueue: not evicted then */
 } entry;
 
 struct cpool_graph_cache {
