@@ -297,14 +297,6 @@ cpool_status cpool__order_join_capture(cpool__order *o, cpool__order_stream *s, 
  * or not. The record is written again only by a begin that saw NULL. */
 void cpool__order_end_capture(cpool__order_stream *s) { atomic_store_explicit(&s->capture, NULL, memory_order_release); }
 
-cpool__shared_event *cpool__order_capture_fence(cpool__order *o, cpool__order_stream *s) {
-    cpool__mutex_lock(&o->mu);
-    cpool__shared_event *f = cpool__order_capture(s) ? s->capture_fence : NULL;
-    if (f) atomic_fetch_add(&f->refs, 1);
-    cpool__mutex_unlock(&o->mu);
-    return f;
-}
-
 /* ---- a pool's fences ----------------------------------------------------- */
 
 /* Blocks freed on `stream` up to `upto` wait for `event`: one of the pool's

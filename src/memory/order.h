@@ -122,8 +122,6 @@ void cpool__order_end_capture(cpool__order_stream *s);
 static inline void *cpool__order_capture(const cpool__order_stream *s) {
     return atomic_load_explicit(&((cpool__order_stream *)s)->capture, memory_order_acquire);
 }
-/* A reference to the fence of the capture running on s, or NULL. */
-cpool__shared_event *cpool__order_capture_fence(cpool__order *o, cpool__order_stream *s);
 
 /* ---- a pool's fences (under the pool's lock) ----------------------------- */
 

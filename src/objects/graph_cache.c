@@ -235,46 +235,46 @@ cpool_status cpool_graph_cache_launch(cpool_graph_cache *handle, uint64_t key, c
         return st == CPOOL_OK ? st : cpool__fail_in(fn, st);
     }
 
-    if (!graph) {
-        if (!body) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: body is NULL on a miss", fn);
-        if (s->dev != cpool__pool_device(c->pool))
-            return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: the stream is on another device than the pool", fn);
-        if (cpool__stream_captures(s)) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: the stream is capturing", fn);
-        cpool_graph *made = NULL;
-        cpool_status st = cpool__capture_run(fn, s, c->pool, mode, body, ctx, NULL, true, &made);
-        if (st != CPOOL_OK) return st;
-        made = cpool__handle_of(made);
-        cpool__mutex_lock(&c->mu);
+    /* A miss: captured without the lock, then kept (or another thread's
+     * capture of the key, which came first, is launched instead) and not
+     * evicted until its launch is enqueued. */
+    if (!body) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: body is NULL on a miss", fn);
+    if (s->dev != cpool__pool_device(c->pool))
+        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: the stream is on another device than the pool", fn);
+    if (cpool__stream_captures(s)) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: the stream is capturing", fn);
+    cpool_graph *made = NULL;
+    cpool_status st = cpool__capture_run(fn, s, c->pool, mode, body, ctx, NULL, true, &made);
+    if (st != CPOOL_OK) return st;
+    made = cpool__handle_of(made);
+    cpool__mutex_lock(&c->mu);
+    e = find(c, key);
+    bool kept = !e && grow(c);
+    if (kept) {
+        insert(c, key, made);
         e = find(c, key);
-        bool kept = !e && grow(c);
-        if (kept) {
-            insert(c, key, made);
-            e = find(c, key);
-            graph = cpool_graph_retain(made);
-        } else if (e) {
-            graph = cpool_graph_retain(e->graph); /* another thread's capture of the key came first */
-            e->tick = ++c->tick;
-        }
-        if (e) {
-            e->launching++;
-        }
-        if (kept || e) c->misses++;
-        cpool__mutex_unlock(&c->mu);
-        if (!kept) {
-            leave(c, key, made);
-            if (!e) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "%s: out of host memory for the cache's keys", fn);
-        }
-        recheck = true;
+    } else if (e) {
+        e->tick = ++c->tick;
+    }
+    if (e) {
+        graph = e->graph;
+        held = cpool__graph_hold(cpool__handle_object(graph, CPOOL__HANDLE_GRAPH));
+        e->launching++;
+        c->misses++;
+    }
+    cpool__mutex_unlock(&c->mu);
+    if (!kept) {
+        leave(c, key, made);
+        if (!e) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "%s: out of host memory for the cache's keys", fn);
     }
     /* Before the launch: its own work must not hold back what the
      * evictions give back. */
-    if (recheck) evict_to_bounds(c, key, true);
-    cpool_status st = cpool_graph_launch(graph, s_handle);
+    evict_to_bounds(c, key, true);
+    st = cpool_graph_launch(graph, s_handle);
     cpool__mutex_lock(&c->mu);
     e = find(c, key);
     if (e && e->graph == graph) e->launching--; /* else evicted by cpool_graph_cache_evict meanwhile */
     cpool__mutex_unlock(&c->mu);
-    cpool_graph_release(graph);
+    cpool__graph_unhold(held);
     return st == CPOOL_OK ? st : cpool__fail_in(fn, st);
 }
 

@@ -235,12 +235,6 @@ static void page_unmap(void *ctx, void *addr, void *page) {
     pool->dev->be->mem_unmap(pool->dev->impl, addr, page);
 }
 
-/* Under mu: holds the pool's launches back if none is under way and the
- * device's work so far is over (queried, never waited for; known without
- * a look where the graphs in question never ran), so that graph pages can
- * change under its graphs. A launch checks the flag after it counts itself
- * in `launching`, and this looks at the count after raising the flag: one
- * of the two sees the other. */
 /* Whether every stream's work enqueued so far is over (a capturing
  * stream's: its work from before the capture). Queried, never waited for. */
 static bool device_work_over(const cpool_pool *pool) {
@@ -250,6 +244,12 @@ static bool device_work_over(const cpool_pool *pool) {
     return over;
 }
 
+/* Under mu: holds the pool's launches back if none is under way and the
+ * device's work so far is over (queried, never waited for; known without
+ * a look where the graphs in question never ran), so that graph pages can
+ * change under its graphs. A launch checks the flag after it counts itself
+ * in `launching`, and this looks at the count after raising the flag: one
+ * of the two sees the other. */
 static bool hold_launches(void *ctx, bool idle_known) {
     cpool_pool *pool = ctx;
     atomic_store(&pool->launches_held, true);
@@ -1209,11 +1209,24 @@ cpool_status cpool_pool_get_stats(const cpool_pool *handle, cpool_pool_stats *ou
     return CPOOL_OK;
 }
 
+/* Whether no graph or capture held the pool from `holders` (read before
+ * the device's work was seen over) until now. */
+static bool no_holder_since(const cpool_pool *pool, uint64_t holders) {
+    return holder_count(holders) == 0 && atomic_load(&pool->holders) == holders;
+}
+
+/* Under mu, once the device's work enqueued before `upto` and
+ * `released_by` were read is over: the graph memory a trim gives back
+ * (arenas let go of before then can have no work left either). */
+static void trim_graph_memory(cpool_pool *pool, uint64_t upto, uint64_t released_by, bool no_holder) {
+    cpool__graph_pages_unfence_all(&pool->pages, upto);
+    cpool__graph_pages_trim(&pool->pages, released_by, no_holder);
+}
+
 void cpool__pool_give_back_graph_memory(cpool_pool *pool, uint64_t *graph_reserved_out, uint64_t *waiting_out) {
     uint64_t waiting = 0;
     cpool_pool_stats s = {.struct_size = sizeof s};
     cpool__mutex_lock(&pool->mu);
-    cpool__graph_pages_give_back_idle(&pool->pages, false, &waiting);
     /* Where the device's work is over by now (queried, never waited for),
      * what a trim gives back after its wait goes too: the scratch pages of
      * released graphs whose outputs live on, the pages no arena maps, the
@@ -1222,13 +1235,9 @@ void cpool__pool_give_back_graph_memory(cpool_pool *pool, uint64_t *graph_reserv
     if (!pool->residency.suspended && !cpool__on_stream_thread()) {
         uint64_t upto = cpool__free_clock_tick(), released_by = pool->pages.release_clock;
         uint64_t holders = atomic_load(&pool->holders);
-        if (device_work_over(pool)) {
-            bool no_holder = holder_count(holders) == 0 && atomic_load(&pool->holders) == holders;
-            cpool__graph_pages_unfence_all(&pool->pages, upto);
-            cpool__graph_pages_trim(&pool->pages, released_by, no_holder);
-            cpool__graph_pages_give_back_idle(&pool->pages, false, &waiting);
-        }
+        if (device_work_over(pool)) trim_graph_memory(pool, upto, released_by, no_holder_since(pool, holders));
     }
+    cpool__graph_pages_give_back_idle(&pool->pages, false, &waiting);
     cpool__front_counts front = cpool__front_counters(&pool->front);
     fill_stats(pool, &front, &s);
     bool suspended = pool->residency.suspended;
@@ -1270,14 +1279,12 @@ cpool_status cpool__pool_inspect(const cpool_pool *pool, cpool_status (*fn)(void
  * read before the wait. Gives back free pages, idle arenas and, where no
  * holder came meanwhile, what only holders could still use. */
 static void trim_after_quiesce(cpool_pool *pool, uint64_t upto, uint64_t holders, uint64_t released_by) {
-    bool no_holder = holder_count(holders) == 0 && atomic_load(&pool->holders) == holders;
+    bool no_holder = no_holder_since(pool, holders);
     poll_fences(pool);
     cpool__allocator_unfence_all(&pool->alloc, upto);
     if (no_holder) cpool__allocator_reclaim_graph(&pool->alloc);
     cpool__allocator_trim(&pool->alloc);
-    /* Arenas let go of before the quiesce can have no work left either. */
-    cpool__graph_pages_unfence_all(&pool->pages, upto);
-    cpool__graph_pages_trim(&pool->pages, released_by, no_holder);
+    trim_graph_memory(pool, upto, released_by, no_holder);
     CHECK_ALLOCATOR_FULL(pool);
 }
 
