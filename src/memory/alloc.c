@@ -1024,6 +1024,17 @@ bool cpool__allocator_growth_passes_peak(const cpool__allocator *a, size_t bytes
     return a->reserved + (plan.hole ? plan.bytes : round_up(rounded, CPOOL__PAGE)) > a->reserved_peak;
 }
 
+uint64_t cpool__allocator_growth_for(const cpool__allocator *a, size_t bytes, cpool__stream_key key,
+                                     cpool__use use) {
+    cpool__allocator *m = (cpool__allocator *)a; /* the searches adopt no span: none is by branch */
+    size_t rounded = cpool__block_size(bytes);
+    cpool__heap *from;
+    if (heap_take(m, rounded, key.word, NULL, use, &from)) return 0;
+    if (!a->growable) return rounded;
+    grow_plan plan = plan_growth(m, rounded, key.word, use);
+    return plan.hole ? plan.bytes : round_up(rounded, CPOOL__PAGE);
+}
+
 /* The pool's reserve as mapped pages at the start of a new large span. */
 static cpool_status reserve_in_place(cpool__allocator *a, size_t bytes) {
     cpool__block *hole, *b;

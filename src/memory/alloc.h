@@ -167,6 +167,13 @@ cpool_status cpool__allocator_alloc_grow(cpool__allocator *a, size_t bytes, cpoo
 bool cpool__allocator_growth_passes_peak(const cpool__allocator *a, size_t bytes, cpool__stream_key key,
                                          cpool__use use);
 
+/* The bytes of new memory a request would take: 0 where a cached free
+ * block serves it (cpool__allocator_alloc_cached without deps), else what
+ * cpool__allocator_alloc_grow would map. Changes nothing in an allocator
+ * whose spans are not by branch (the packed region: alloc.h's
+ * spans_by_branch). */
+uint64_t cpool__allocator_growth_for(const cpool__allocator *a, size_t bytes, cpool__stream_key key, cpool__use use);
+
 /* Adds at least `bytes` of free general memory (pool reserve), for
  * requests larger than CPOOL__SMALL_MAX: a segment, or mapped pages of a
  * growable one. */

@@ -669,14 +669,20 @@ static cpool_status arena_new(cpool__graph_pages *gp, cpool__arena **out) {
  * waits; nothing on a thread that runs stream work, where the platform may
  * not be called; nothing while suspended, whose resume maps back what its
  * suspend gave (a trim after the resume gives the rest). */
+/* Idle, and the work marked at its release over (queried, never waited
+ * for), or none to wait for. */
+static bool quiet(const cpool__arena *ar) {
+    return idle(ar) && !ar->work_unknown && (!ar->work || cpool__order_mark_done(ar->work));
+}
+
 static void give_back_quiet_arenas(cpool__graph_pages *gp, bool keep_newest) {
     if (gp->suspended || cpool__on_stream_thread()) return;
     bool kept = !keep_newest;
     for (cpool__arena **at = &gp->arenas; *at;) {
         cpool__arena *ar = *at;
-        bool quiet = idle(ar) && !ar->work_unknown && (!ar->work || cpool__order_mark_done(ar->work));
-        if (!quiet || !kept) {
-            kept = kept || quiet;
+        bool is_quiet = quiet(ar);
+        if (!is_quiet || !kept) {
+            kept = kept || is_quiet;
             at = &ar->next;
             continue;
         }
@@ -686,26 +692,31 @@ static void give_back_quiet_arenas(cpool__graph_pages *gp, bool keep_newest) {
     }
 }
 
-/* The physical bytes that idle arenas hold and no other arena maps: their
- * pages of their own, and the shared pages only they map. */
-static uint64_t idle_only_bytes(const cpool__graph_pages *gp) {
-    uint64_t bytes = 0;
+/* The physical bytes that idle arenas (only the quiet ones, with
+ * quiet_only) hold and no other arena maps: their pages of their own, and
+ * the shared pages only they map. */
+typedef struct idle_bytes {
+    uint64_t own, shared;
+} idle_bytes;
+
+static idle_bytes idle_only_bytes(const cpool__graph_pages *gp, bool quiet_only) {
+    idle_bytes bytes = {0};
     uint8_t *held = gp->shared_count ? cpool__calloc(gp->shared_count, 1) : NULL;
-    if (gp->shared_count && !held) return 0; /* an estimate only: none */
+    if (gp->shared_count && !held) return bytes; /* an estimate only: none */
     for (const cpool__arena *ar = gp->arenas; ar; ar = ar->next) {
-        if (idle(ar)) {
-            bytes += ar->plain_bytes;
+        if (quiet_only ? quiet(ar) : idle(ar)) {
+            bytes.own += ar->plain_bytes;
             for (size_t s = 0; s < ar->span_count; s++)
                 for (size_t i = 0; i < ar->spans[s].pages; i++)
                     if (ar->spans[s].mapped[i] && ar->spans[s].own[i] && !ar->spans[s].lender[i])
-                        bytes += CPOOL__PAGE;
+                        bytes.own += CPOOL__PAGE;
             continue;
         }
         for (size_t d = 0; d < ar->taken_cap && d < gp->shared_count; d++)
             if (ar->taken[d] == TAKEN) held[d] = 1;
     }
     for (size_t k = 0; k < gp->shared_count; k++)
-        if (gp->shared[k].page && gp->shared[k].maps && !held[k]) bytes += CPOOL__PAGE;
+        if (gp->shared[k].page && gp->shared[k].maps && !held[k]) bytes.shared += CPOOL__PAGE;
     free(held);
     return bytes;
 }
@@ -713,16 +724,23 @@ static uint64_t idle_only_bytes(const cpool__graph_pages *gp) {
 uint64_t cpool__graph_pages_give_back_idle(cpool__graph_pages *gp, bool keep_newest, uint64_t *waiting_out) {
     uint64_t before = gp->shared_bytes + gp->own_bytes;
     give_back_quiet_arenas(gp, keep_newest);
-    if (waiting_out) *waiting_out = idle_only_bytes(gp);
+    if (waiting_out) {
+        idle_bytes waiting = idle_only_bytes(gp, false);
+        *waiting_out = waiting.own + waiting.shared;
+    }
     return before - gp->shared_bytes - gp->own_bytes;
 }
 
 uint64_t cpool__graph_pages_predict(const cpool__graph_pages *gp, uint64_t scratch_bytes, uint64_t output_bytes) {
+    /* The capture's open gives back the quiet idle arenas but one, which it
+     * takes, and whose pages no live block is on go back at its seal: as
+     * if all of them went, and a new arena took their place. */
+    idle_bytes going = gp->suspended ? (idle_bytes){0} : idle_only_bytes(gp, true);
     uint64_t own_new = (output_bytes + CPOOL__PAGE - 1) / CPOOL__PAGE;
     uint64_t shared_new = (output_bytes + scratch_bytes + CPOOL__PAGE - 1) / CPOOL__PAGE - own_new;
-    uint64_t shared_now = gp->shared_bytes / CPOOL__PAGE;
+    uint64_t shared_now = (gp->shared_bytes - going.shared) / CPOOL__PAGE;
     uint64_t shared = shared_now > shared_new ? shared_now : shared_new;
-    return gp->own_bytes + (shared + own_new) * CPOOL__PAGE;
+    return gp->own_bytes - going.own + (shared + own_new) * CPOOL__PAGE;
 }
 
 cpool_status cpool__graph_pages_open(cpool__graph_pages *gp, cpool__stream_key packed_key, cpool__arena **out) {

@@ -225,9 +225,11 @@ uint64_t cpool__graph_pages_give_back_idle(cpool__graph_pages *gp, bool keep_new
  * outputs, allocated first, and frees `scratch_bytes` of scratch allocated
  * after them: the shared set grows to the pages its scratch alone covers
  * (the pages past its outputs' last), if it has fewer, and the outputs'
- * pages become the graph's own. Exact where the capture takes no idle
- * arena with pages of its own and its outputs are not packed; a last page
- * lent to a tail (graph_pages.c, "tails") makes it a page high. */
+ * pages become the graph's own, after the capture's open gave back the
+ * quiet idle arenas (the one it takes counted as new: its pages no block
+ * is on go back at its seal). Outputs that the packed region serves are
+ * the caller's to count (output_bytes 0 here); a last page lent to a tail
+ * (graph_pages.c, "tails") makes it a page high. */
 uint64_t cpool__graph_pages_predict(const cpool__graph_pages *gp, uint64_t scratch_bytes, uint64_t output_bytes);
 
 /* What an arena holds: the bytes it maps, the part on shared pages, and

@@ -254,15 +254,20 @@ bool cpool__capture_next_is_output(const cpool__capture *cap, uint64_t stream_id
     if (i == cap->plan_bits) return false; /* the eager run did not allocate it: scratch */
     *entry = i;
     if (!(cap->plan[i / 64] >> (i % 64) & 1)) return false;
-    /* A guess packs only requests near the size that output had: up to 16
-     * times it, and above CPOOL__GUESS_NEAR_MIN within a factor of 2;
-     * others only once a capture of the pool showed them outputs. */
     if (!cap->predicted) return true;
-    size_t had = cap->plan_sizes[i];
-    if (bytes > CPOOL__PREDICTED_MAX) return false;
-    if (bytes / 16 <= had && (bytes <= CPOOL__GUESS_NEAR_MIN || (bytes / 2 <= had && had / 2 <= bytes))) return true;
-    *far = true;
-    return cap->far_guesses;
+    cpool__guess_size fit = cpool__guess_fits(cap->plan_sizes[i], bytes);
+    *far = fit == CPOOL__GUESS_FAR;
+    return fit == CPOOL__GUESS_NEAR || (*far && cap->far_guesses);
+}
+
+/* A guess packs only requests near the size that output had: up to 16
+ * times it, and above CPOOL__GUESS_NEAR_MIN within a factor of 2; others
+ * only once a capture of the pool showed them outputs. */
+cpool__guess_size cpool__guess_fits(size_t had, size_t bytes) {
+    if (bytes > CPOOL__PREDICTED_MAX) return CPOOL__GUESS_NEVER;
+    if (bytes / 16 <= had && (bytes <= CPOOL__GUESS_NEAR_MIN || (bytes / 2 <= had && had / 2 <= bytes)))
+        return CPOOL__GUESS_NEAR;
+    return CPOOL__GUESS_FAR;
 }
 
 void cpool__capture_plan_taken(cpool__capture *cap, uint64_t stream_id, size_t entry) {

@@ -314,6 +314,11 @@ void cpool__capture_predict(cpool__capture *cap, uint64_t *bits, uint64_t *strea
  * only with far_guesses). */
 bool cpool__capture_next_is_output(const cpool__capture *cap, uint64_t stream_id, size_t bytes, size_t *entry,
                                    bool *far);
+/* How a guessed output that had `had` bytes in the last capture applies to
+ * a request of `bytes` now: near enough to pack it, far (packed only with
+ * far_guesses), or never (above CPOOL__PREDICTED_MAX). */
+typedef enum cpool__guess_size { CPOOL__GUESS_NEAR, CPOOL__GUESS_FAR, CPOOL__GUESS_NEVER } cpool__guess_size;
+cpool__guess_size cpool__guess_fits(size_t had, size_t bytes);
 void cpool__capture_plan_taken(cpool__capture *cap, uint64_t stream_id, size_t entry);
 /* Notes the capture's allocations and frees, for the plan its bound pool
  * keeps for the next capture; `guessed`: its predicted plan took (or,

@@ -1246,9 +1246,33 @@ void cpool__pool_give_back_graph_memory(cpool_pool *pool, uint64_t *graph_reserv
     *waiting_out = suspended ? 0 : waiting; /* suspended, it holds none */
 }
 
+/* Whether the next capture's first request, of `bytes`, would be packed
+ * as a guessed output (capture_alloc): the last capture's first
+ * allocation was an output, near enough in size, and guesses are on. */
+static bool first_request_packs(const cpool_pool *pool, size_t bytes) {
+    if (!pool->predicted_bits || !(pool->predicted[0] & 1) || pool->guesses_muted) return false;
+    cpool__guess_size fit = cpool__guess_fits(pool->predicted_sizes[0], bytes);
+    return fit == CPOOL__GUESS_NEAR || (fit == CPOOL__GUESS_FAR && pool->far_guesses);
+}
+
 uint64_t cpool__pool_predict_graph_bytes(cpool_pool *pool, uint64_t scratch_bytes, uint64_t output_bytes) {
     cpool__mutex_lock(&pool->mu);
-    uint64_t bytes = pool->alloc.graph_reserved + cpool__graph_pages_predict(&pool->pages, scratch_bytes, output_bytes);
+    /* A packed output takes the packed region's free memory first (freed
+     * outputs whose work is seen over, as capture_alloc sees them), else
+     * grows it; the arena then holds the scratch alone. */
+    uint64_t packed_growth = 0;
+    bool packs = output_bytes && output_bytes <= SIZE_MAX && first_request_packs(pool, (size_t)output_bytes);
+    cpool__allocator *packed = NULL;
+    if (packs && pool->pages.packed && cpool__graph_pages_packed(&pool->pages, &packed) == CPOOL_OK) {
+        add_fences(pool);
+        poll_fences(pool);
+        cpool__stream_key fresh = cpool__key_graph(0); /* a new capture's: ids start at 1 */
+        packed_growth = cpool__allocator_growth_for(packed, (size_t)output_bytes, fresh, CPOOL__USE_GRAPH);
+    } else if (packs) {
+        packed_growth = (output_bytes + CPOOL__PAGE - 1) / CPOOL__PAGE * CPOOL__PAGE;
+    }
+    uint64_t bytes = pool->alloc.graph_reserved + packed_growth +
+                     cpool__graph_pages_predict(&pool->pages, scratch_bytes, packs ? 0 : output_bytes);
     cpool__mutex_unlock(&pool->mu);
     return bytes;
 }
