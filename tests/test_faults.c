@@ -489,6 +489,106 @@ static void scenario_growable_split(world *w) {
     cpool_stream_destroy(s);
 }
 
+/* Every page a live block is on stays backed, holding its bytes, whatever
+ * acquisition fails: graphs with outputs of every placement (packed, a
+ * tail page, pages of their own, past a page), read back after each
+ * launch, after a graph's arena is taken by a new capture (its pages
+ * renumbered, its borrowed tail given back), after a trim, and after a
+ * suspension that keeps contents. */
+enum { LIVE_GRAPHS = 4 };
+static const size_t live_out[LIVE_GRAPHS] = {4096, 1u << 20, (3u << 20) + 4096, 64u << 10};
+static const size_t live_scratch[LIVE_GRAPHS] = {1u << 20, 3u << 20, 5u << 20, (2u << 20) + 8192};
+
+typedef struct live_ctx {
+    cpool_pool *pool;
+    size_t out_bytes, scratch_bytes;
+    unsigned char value;
+    void *out;
+} live_ctx;
+
+static cpool_status body_live(cpool_stream *s, void *arg) {
+    live_ctx *c = (live_ctx *)arg;
+    void *scratch = NULL;
+    cpool_status st = cpool_alloc(c->pool, c->out_bytes, s, &c->out);
+    if (st == CPOOL_OK) st = cpool_alloc(c->pool, c->scratch_bytes, s, &scratch);
+    if (st == CPOOL_OK) st = cpool_memset_async(s, scratch, (int)(c->value ^ 0xFF), c->scratch_bytes);
+    if (st == CPOOL_OK) st = cpool_memset_async(s, c->out, c->value, c->out_bytes);
+    if (scratch && st == CPOOL_OK) st = cpool_free(c->pool, scratch, s);
+    return st;
+}
+
+/* Each output a launch wrote reads back whole (a page left unbacked would
+ * fault here, or read zeros). */
+static void check_live(world *w, cpool_stream *s, const live_ctx *c, const int *written, unsigned char *host) {
+    for (int i = 0; i < LIVE_GRAPHS; i++) {
+        if (!written[i] || !c[i].out) continue;
+        if (!TRY(w, cpool_memcpy_async(s, host, c[i].out, c[i].out_bytes))) continue;
+        if (!TRY(w, cpool_stream_synchronize(s))) continue;
+        size_t bad = 0;
+        while (bad < c[i].out_bytes && host[bad] == c[i].value) bad++;
+        if (bad < c[i].out_bytes)
+            check_report_(__FILE__, __LINE__, "output %d (%zu bytes) reads %u at byte %zu, not %u", i, c[i].out_bytes,
+                          host[bad], bad, c[i].value);
+    }
+}
+
+static void capture_live(world *w, cpool_stream *s, live_ctx *c, cpool_graph **g, int *written) {
+    *written = 0;
+    if (!TRY(w, cpool_capture(s, c->pool, CPOOL_CAPTURE_GLOBAL, body_live, c, g))) {
+        if (c->out) TRY(w, cpool_free(c->pool, c->out, s)); /* a failed capture's blocks are the caller's */
+        c->out = NULL;
+        return;
+    }
+    *written = TRY(w, cpool_graph_launch(*g, s)) && TRY(w, cpool_stream_synchronize(s));
+}
+
+static void scenario_live_bytes(world *w) {
+    cpool_stream *s = NULL;
+    cpool_pool *pool = NULL;
+    cpool_graph *g[LIVE_GRAPHS] = {NULL};
+    live_ctx c[LIVE_GRAPHS];
+    int written[LIVE_GRAPHS] = {0};
+    unsigned char *host = malloc((4u << 20) + 8192);
+    if (!host || !TRY(w, cpool_stream_create(w->dev, &s))) {
+        free(host);
+        return;
+    }
+    if (TRY(w, cpool_pool_create(w->dev, NULL, &pool))) {
+        record_objects(w, pool);
+        for (int i = 0; i < LIVE_GRAPHS; i++) {
+            c[i] = (live_ctx){pool, live_out[i], live_scratch[i], (unsigned char)(0x31 + 17 * i), NULL};
+            capture_live(w, s, &c[i], &g[i], &written[i]);
+            check_live(w, s, c, written, host);
+        }
+        /* Graph 1 goes; its arena, quiet, is taken by the next capture. */
+        cpool_graph_release(g[1]);
+        g[1] = NULL;
+        if (c[1].out) TRY(w, cpool_free(pool, c[1].out, s));
+        c[1].out = NULL;
+        TRY(w, cpool_stream_synchronize(s));
+        c[1].out_bytes = 8192;
+        capture_live(w, s, &c[1], &g[1], &written[1]);
+        check_live(w, s, c, written, host);
+        TRY(w, cpool_pool_trim(pool));
+        check_live(w, s, c, written, host);
+        /* A failed resume leaves the pool suspended: the next one serves. */
+        if (TRY(w, cpool_pool_suspend(pool, CPOOL_SUSPEND_KEEP_CONTENTS)) && !TRY(w, cpool_pool_resume(pool)))
+            TRY(w, cpool_pool_resume(pool));
+        check_live(w, s, c, written, host);
+        TRY(w, cpool_stream_synchronize(s));
+        cpool__pool_check(pool);
+        for (int i = 0; i < LIVE_GRAPHS; i++) {
+            cpool_graph_release(g[i]);
+            if (c[i].out) TRY(w, cpool_free(pool, c[i].out, s));
+        }
+        TRY(w, cpool_pool_trim(pool));
+        cpool__pool_check(pool);
+        cpool_pool_release(pool);
+    }
+    cpool_stream_destroy(s);
+    free(host);
+}
+
 typedef void (*scenario_fn)(world *);
 
 static void run_once(cpool_device *dev, scenario_fn fn, uint64_t nth, world *w) {
@@ -541,6 +641,9 @@ static void sweep_tails(cpool_device *dev) {
 }
 static void sweep_runs_in_use(cpool_device *dev) {
     sweep(dev, scenario_runs_in_use, "graph pages: a run in use left whole, then settled onto by a trim");
+}
+static void sweep_live_bytes(cpool_device *dev) {
+    sweep(dev, scenario_live_bytes, "live blocks keep their bytes: capture, arena taken again, trim, suspend");
 }
 static void sweep_growable(cpool_device *dev) { sweep(dev, scenario_growable, "growable segments: grow, trim inside, regrow"); }
 static void sweep_growable_split(cpool_device *dev) {
@@ -760,6 +863,7 @@ static const check_case cases[] = {
     CHECK_CASE(sweep_tails),
     CHECK_CASE(sweep_attach),
     CHECK_CASE(sweep_runs_in_use),
+    CHECK_CASE(sweep_live_bytes),
     CHECK_CASE(update_failure_keeps_outputs),
     CHECK_CASE(suspend_resume_failures_change_nothing),
     CHECK_CASE(report_total),
