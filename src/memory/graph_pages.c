@@ -184,6 +184,24 @@ static void unmapped_shared(cpool__graph_pages *gp, size_t k) {
     if (--gp->shared[k].maps == 0) release_unmapped(gp, k, k + 1);
 }
 
+/* Puts `to` behind the page at addr in place of `from`, all or nothing:
+ * where `to` cannot be mapped, `from` is mapped there again and the
+ * status returned. Only where that fails too (memory mapped there a
+ * moment ago) is the page left with nothing behind it: *lost, for the
+ * caller to mark (its blocks are unbacked; a trim takes the arena). */
+static cpool_status swap_page(cpool__graph_pages *gp, void *addr, void *from, void *to, bool *lost) {
+    *lost = false;
+    gp->source.unmap(gp->source.ctx, addr, from);
+    cpool_status st = gp->source.map(gp->source.ctx, addr, to);
+    if (st != CPOOL_OK) {
+        cpool__error_mark why;
+        cpool__error_save(&why);
+        *lost = gp->source.map(gp->source.ctx, addr, from) != CPOOL_OK;
+        cpool__error_restore(&why); /* the swap's failure, not the restore's */
+    }
+    return st;
+}
+
 /* ---- an arena's address ranges ------------------------------------------ */
 
 static arena_span *span_of(const cpool__arena *ar, uintptr_t addr) {
@@ -881,6 +899,23 @@ cpool_status cpool__arena_seal(cpool__graph_pages *gp, cpool__arena *ar, uint64_
     return st;
 }
 
+static void end_borrow(cpool__graph_pages *gp, arena_span *sp, size_t i);
+
+/* A swap failed both ways (swap_page's *lost): page i of span sp has
+ * nothing behind it. The allocator still counts it, its blocks unbacked;
+ * an idle arena is then taken by no capture (its work unknown), and a
+ * trim gives it back. */
+static void lose_page(cpool__graph_pages *gp, cpool__arena *ar, arena_span *sp, size_t i) {
+    sp->mapped[i] = 0;
+    if (sp->lender[i]) {
+        end_borrow(gp, sp, i);
+    } else {
+        untake(ar, sp->number[i]);
+        unmapped_shared(gp, sp->number[i]);
+    }
+    ar->work_unknown = true;
+}
+
 /* Moves the arena's shared pages, in address order, to the lowest numbers
  * it does not use: its outputs' pages, mapped first and now its own, left
  * their numbers free, and other graphs start their scratch at the lowest.
@@ -898,13 +933,10 @@ static void compact_numbers(cpool__graph_pages *gp, cpool__arena *ar) {
                 continue;
             void *addr = (void *)(sp->base + i * CPOOL__PAGE), *page;
             if (shared_page(gp, d, &page) != CPOOL_OK) return;
-            gp->source.unmap(gp->source.ctx, addr, gp->shared[old].page);
-            if (gp->source.map(gp->source.ctx, addr, page) != CPOOL_OK) {
+            bool lost;
+            if (swap_page(gp, addr, gp->shared[old].page, page, &lost) != CPOOL_OK) {
                 release_unmapped(gp, d, d + 1);
-                if (gp->source.map(gp->source.ctx, addr, gp->shared[old].page) == CPOOL_OK) return;
-                sp->mapped[i] = 0; /* a page the allocator still counts: its block is unbacked */
-                untake(ar, old);
-                unmapped_shared(gp, old);
+                if (lost) lose_page(gp, ar, sp, i);
                 return;
             }
             gp->shared[d].maps++;
@@ -1151,24 +1183,41 @@ static void end_borrow(cpool__graph_pages *gp, arena_span *sp, size_t i) {
     sp->lender[i] = 0;
 }
 
-/* Whether a page of ar borrows the packed page at addr (two pages of one
- * arena never share memory). */
-static bool borrows(const cpool__arena *ar, uintptr_t addr) {
-    for (size_t s = 0; s < ar->span_count; s++)
-        for (size_t i = 0; i < ar->spans[s].pages; i++)
-            if (ar->spans[s].lender[i] == addr) return true;
+/* The packed pages an arena's pages borrow: two pages of one arena never
+ * share memory. Listed once at its seal (a handful), not searched for
+ * every packed page. */
+typedef struct lender_list {
+    uintptr_t *addr;
+    size_t count, cap;
+} lender_list;
+
+static bool listed(const lender_list *l, uintptr_t addr) {
+    for (size_t k = 0; k < l->count; k++)
+        if (l->addr[k] == addr) return true;
     return false;
+}
+
+static bool list_lender(lender_list *l, uintptr_t addr) {
+    if (l->count == l->cap) {
+        size_t more = l->cap ? 2 * l->cap : 8;
+        uintptr_t *grown = cpool__realloc(l->addr, more * sizeof *grown);
+        if (!grown) return false;
+        l->addr = grown;
+        l->cap = more;
+    }
+    l->addr[l->count++] = addr;
+    return true;
 }
 
 /* A packed page that lends ar at least its first `bytes` (lent now if they
  * were free): its span, and its index in *j; NULL if none can. */
-static arena_span *find_lender(cpool__graph_pages *gp, const cpool__arena *ar, size_t bytes, size_t *j) {
+static arena_span *find_lender(cpool__graph_pages *gp, const lender_list *taken, size_t bytes, size_t *j) {
     const cpool__arena *packed = gp->packed;
     for (size_t s = 0; s < packed->span_count; s++) {
         arena_span *lsp = &packed->spans[s];
         for (*j = 0; *j < lsp->pages; (*j)++) {
             uintptr_t addr = lsp->base + *j * CPOOL__PAGE;
-            if (!lsp->mapped[*j] || borrows(ar, addr)) continue;
+            if (!lsp->mapped[*j] || listed(taken, addr)) continue;
             if (lsp->lent[*j] >= bytes) return lsp;
             /* More bytes: the next ones, lent as a block of their own. */
             if (!cpool__allocator_lend(&gp->packed->alloc, addr + lsp->lent[*j], bytes - lsp->lent[*j])) continue;
@@ -1181,47 +1230,51 @@ static arena_span *find_lender(cpool__graph_pages *gp, const cpool__arena *ar, s
     return NULL;
 }
 
+/* The arena's tails (one a segment), as many as it has. */
 typedef struct tail_list {
-    uintptr_t page[8];
-    size_t extent[8];
-    size_t count;
+    uintptr_t *page;
+    size_t *extent;
+    size_t count, cap;
 } tail_list;
 
 static void note_tail(void *ctx, uintptr_t page, size_t extent) {
     tail_list *l = ctx;
-    if (l->count < sizeof l->page / sizeof l->page[0]) {
-        l->page[l->count] = page;
-        l->extent[l->count++] = extent;
+    if (l->count == l->cap) {
+        size_t more = l->cap ? 2 * l->cap : 8;
+        uintptr_t *pages = cpool__realloc(l->page, more * sizeof *pages);
+        if (pages) l->page = pages;
+        size_t *extents = pages ? cpool__realloc(l->extent, more * sizeof *extents) : NULL;
+        if (extents) l->extent = extents;
+        if (!extents) return; /* out of host memory: this tail keeps its shared page */
+        l->cap = more;
     }
+    l->page[l->count] = page;
+    l->extent[l->count++] = extent;
 }
 
 /* The arena's tail page at addr, its blocks below `extent`, borrows a
  * packed page if it maps a shared page that no other arena maps (which
  * then goes back). Its capture just ended: its graph has not run. A tail
  * left as it was is no failure. */
-static void lend_tail(cpool__graph_pages *gp, cpool__arena *ar, uintptr_t addr, size_t extent) {
+static void lend_tail(cpool__graph_pages *gp, cpool__arena *ar, lender_list *taken, uintptr_t addr, size_t extent) {
     arena_span *sp = span_of(ar, addr);
     size_t i = sp ? (addr - sp->base) / CPOOL__PAGE : 0, j;
     if (!sp || !sp->mapped[i] || sp->own[i] || extent >= CPOOL__PAGE || gp->shared[sp->number[i]].maps != 1) return;
-    arena_span *lsp = find_lender(gp, ar, extent, &j);
+    arena_span *lsp = find_lender(gp, taken, extent, &j);
     if (!lsp) return;
     cpool__page_run *run = gp->shared[sp->number[i]].run;
     size_t d = sp->number[i];
     void *page = (void *)addr, *mem = lsp->own[j];
-    bool alone = !run || split_run_quiet(gp, run, ar, d - run->first, 1), swapped = false;
-    if (alone) {
-        gp->source.unmap(gp->source.ctx, page, gp->shared[d].page);
-        swapped = gp->source.map(gp->source.ctx, page, mem) == CPOOL_OK;
-    }
-    if (swapped) {
-        sp->own[i] = mem;
-        sp->lender[i] = lsp->base + j * CPOOL__PAGE;
-        lsp->borrowers[j]++;
-    } else {
+    bool alone = !run || split_run_quiet(gp, run, ar, d - run->first, 1), lost = false;
+    if (!alone || swap_page(gp, page, gp->shared[d].page, mem, &lost) != CPOOL_OK) {
         if (!lsp->borrowers[j]) end_loans(gp, lsp, j); /* lent for nothing */
-        if (!alone || gp->source.map(gp->source.ctx, page, gp->shared[d].page) == CPOOL_OK) return;
-        sp->mapped[i] = 0; /* a page the allocator still counts: its blocks are unbacked */
+        if (lost) lose_page(gp, ar, sp, i);
+        return;
     }
+    sp->own[i] = mem;
+    sp->lender[i] = lsp->base + j * CPOOL__PAGE;
+    lsp->borrowers[j]++;
+    list_lender(taken, sp->lender[i]);
     untake(ar, d);
     unmapped_shared(gp, d);
 }
@@ -1231,10 +1284,18 @@ static void lend_tails(cpool__graph_pages *gp, cpool__arena *ar) {
     if (!gp->packed || ar->own_pages || gp->suspended || !ar->span_count) return;
     tail_list tails = {0};
     cpool__allocator_tails(&ar->alloc, note_tail, &tails);
+    lender_list taken = {0};
+    bool listed_all = true;
+    for (size_t s = 0; s < ar->span_count; s++)
+        for (size_t i = 0; i < ar->spans[s].pages; i++)
+            if (ar->spans[s].lender[i]) listed_all = listed_all && list_lender(&taken, ar->spans[s].lender[i]);
     cpool__error_mark before;
     cpool__error_save(&before);
-    for (size_t k = 0; k < tails.count; k++) lend_tail(gp, ar, tails.page[k], tails.extent[k]);
+    for (size_t k = 0; listed_all && k < tails.count; k++) lend_tail(gp, ar, &taken, tails.page[k], tails.extent[k]);
     cpool__error_restore(&before);
+    free(taken.addr);
+    free(tails.page);
+    free(tails.extent);
 }
 
 /* The arena's borrowed pages go back: each maps a shared page instead. No
@@ -1250,14 +1311,10 @@ static cpool_status return_borrowed(cpool__graph_pages *gp, cpool__arena *ar) {
             cpool_status st = CPOOL_OK;
             if (!next_number(ar, 1, &d, &st)) return st;
             if ((st = shared_page(gp, d, &page)) != CPOOL_OK) return st;
-            gp->source.unmap(gp->source.ctx, addr, sp->own[i]);
-            if ((st = gp->source.map(gp->source.ctx, addr, page)) != CPOOL_OK) {
+            bool lost;
+            if ((st = swap_page(gp, addr, sp->own[i], page, &lost)) != CPOOL_OK) {
                 release_unmapped(gp, d, d + 1);
-                if (gp->source.map(gp->source.ctx, addr, sp->own[i]) != CPOOL_OK) {
-                    sp->mapped[i] = 0; /* unbacked: no capture may take the arena, a trim will */
-                    end_borrow(gp, sp, i);
-                    ar->work_unknown = true;
-                }
+                if (lost) lose_page(gp, ar, sp, i);
                 return st;
             }
             gp->shared[d].maps++;
@@ -1310,16 +1367,11 @@ static cpool_status seal_pages(cpool__graph_pages *gp, cpool__arena *ar) {
         arena_span *sp = span_of(ar, l.addr[k]);
         size_t i = (l.addr[k] - sp->base) / CPOOL__PAGE;
         size_t d = sp->number[i];
-        gp->source.unmap(gp->source.ctx, (void *)l.addr[k], gp->shared[d].page);
-        st = gp->source.map(gp->source.ctx, (void *)l.addr[k], fresh[k]);
-        if (st != CPOOL_OK) {
-            /* The shared page goes back where it was; the pages swapped
-             * so far stay the arena's own. */
-            if (gp->source.map(gp->source.ctx, (void *)l.addr[k], gp->shared[d].page) != CPOOL_OK) {
-                sp->mapped[i] = 0;
-                untake(ar, d);
-                unmapped_shared(gp, d);
-            }
+        bool lost;
+        /* On failure the shared page is back where it was; the pages
+         * swapped so far stay the arena's own. */
+        if ((st = swap_page(gp, (void *)l.addr[k], gp->shared[d].page, fresh[k], &lost)) != CPOOL_OK) {
+            if (lost) lose_page(gp, ar, sp, i);
             break;
         }
         sp->own[i] = fresh[k];
