@@ -1327,22 +1327,49 @@ static cpool_status return_borrowed(cpool__graph_pages *gp, cpool__arena *ar) {
 }
 
 /* The pages of live blocks that still map shared memory get their own. */
+/* The pages at addrs[0..n) of ar, each mapping a shared page that other
+ * arenas map too, get memory of their own, all made first (a failure to
+ * make one changes nothing). Swapped: the graph has not run, so the new
+ * page needs no copy. On a failed swap the pages swapped so far stay the
+ * arena's own. */
+static cpool_status own_pages(cpool__graph_pages *gp, cpool__arena *ar, const uintptr_t *addrs, size_t n) {
+    cpool_status st = CPOOL_OK;
+    void **fresh = n ? cpool__calloc(n, sizeof *fresh) : NULL;
+    if (n && !fresh) st = cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory sealing a graph's pages");
+    if (st == CPOOL_OK && !bound_allows(gp, (uint64_t)n * CPOOL__PAGE)) st = over_bound(gp, (uint64_t)n * CPOOL__PAGE);
+    size_t made = 0;
+    for (; st == CPOOL_OK && made < n; made++) st = gp->source.create(gp->source.ctx, 1, &fresh[made]);
+    for (size_t k = 0; st == CPOOL_OK && k < n; k++) {
+        arena_span *sp = span_of(ar, addrs[k]);
+        size_t i = (addrs[k] - sp->base) / CPOOL__PAGE, d = sp->number[i];
+        bool lost;
+        if ((st = swap_page(gp, (void *)addrs[k], gp->shared[d].page, fresh[k], &lost)) != CPOOL_OK) {
+            if (lost) lose_page(gp, ar, sp, i);
+            break;
+        }
+        sp->own[i] = fresh[k];
+        untake(ar, d);
+        unmapped_shared(gp, d);
+        fresh[k] = NULL;
+        gp->own_bytes += CPOOL__PAGE;
+    }
+    for (size_t k = 0; k < made; k++)
+        if (fresh[k]) gp->source.release(gp->source.ctx, fresh[k]);
+    free(fresh);
+    return st;
+}
+
 static cpool_status seal_pages(cpool__graph_pages *gp, cpool__arena *ar) {
     if (!ar->span_count) return CPOOL_OK; /* plain segments: nothing shared */
     page_list l = {0};
     cpool__allocator_walk(&ar->alloc, &(cpool__walker){.ctx = &l, .segment = no_segment, .block = live_pages_block});
     cpool_status st = l.failed ? cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory sealing a graph's pages")
                                : split_live_runs(gp, ar, &l);
-    if (st != CPOOL_OK) {
-        free(l.addr);
-        return st;
-    }
     /* A shared page that no other arena maps simply becomes this one's
      * (its number gets a new page when another arena needs it); the
-     * others get memory of their own, made first: a failure then changes
-     * nothing. */
+     * others get memory of their own. */
     size_t n = 0;
-    for (size_t k = 0; k < l.count; k++) {
+    for (size_t k = 0; st == CPOOL_OK && k < l.count; k++) {
         arena_span *sp = span_of(ar, l.addr[k]);
         size_t i = (l.addr[k] - sp->base) / CPOOL__PAGE;
         if (sp->own[i]) continue;
@@ -1357,32 +1384,7 @@ static cpool_status seal_pages(cpool__graph_pages *gp, cpool__arena *ar) {
         }
         l.addr[n++] = l.addr[k];
     }
-    void **fresh = n ? cpool__calloc(n, sizeof *fresh) : NULL;
-    if (n && !fresh) st = cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory sealing a graph's pages");
-    if (st == CPOOL_OK && !bound_allows(gp, (uint64_t)n * CPOOL__PAGE)) st = over_bound(gp, (uint64_t)n * CPOOL__PAGE);
-    size_t made = 0;
-    for (; st == CPOOL_OK && made < n; made++) st = gp->source.create(gp->source.ctx, 1, &fresh[made]);
-    /* Swap: the graph has not run, so the new page needs no copy. */
-    for (size_t k = 0; st == CPOOL_OK && k < n; k++) {
-        arena_span *sp = span_of(ar, l.addr[k]);
-        size_t i = (l.addr[k] - sp->base) / CPOOL__PAGE;
-        size_t d = sp->number[i];
-        bool lost;
-        /* On failure the shared page is back where it was; the pages
-         * swapped so far stay the arena's own. */
-        if ((st = swap_page(gp, (void *)l.addr[k], gp->shared[d].page, fresh[k], &lost)) != CPOOL_OK) {
-            if (lost) lose_page(gp, ar, sp, i);
-            break;
-        }
-        sp->own[i] = fresh[k];
-        untake(ar, d);
-        unmapped_shared(gp, d);
-        fresh[k] = NULL;
-        gp->own_bytes += CPOOL__PAGE;
-    }
-    for (size_t k = 0; k < made; k++)
-        if (fresh[k]) gp->source.release(gp->source.ctx, fresh[k]);
-    free(fresh);
+    if (st == CPOOL_OK) st = own_pages(gp, ar, l.addr, n);
     free(l.addr);
     if (st == CPOOL_OK) {
         settle(gp, ar);
