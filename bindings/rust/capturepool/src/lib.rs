@@ -41,6 +41,7 @@ mod device;
 mod error;
 mod ffi_safety;
 mod graph;
+mod graph_cache;
 mod pool;
 mod stream;
 
@@ -52,6 +53,7 @@ pub use graph::{
     begin_capture_with_pool, capture, end_capture_with_pool, graphed_call, CaptureMode, CaptureState, CapturedGraph,
     GraphCaptureGuard, GraphStats,
 };
+pub use graph_cache::{GraphCache, GraphCacheOptions, GraphCacheStats};
 pub use pool::{CapturePool, PoolOptions, PoolStats, SuspendMode};
 pub use stream::Stream;
 
