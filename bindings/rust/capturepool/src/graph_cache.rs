@@ -44,6 +44,33 @@ pub type GraphCacheStats = sys::cpool_graph_cache_stats;
 /// C call returned, with the cache's state and counters those of a
 /// completed call. In `drop` it is resumed too, unless the thread is
 /// already panicking (then it is reported on stderr).
+///
+/// ```no_run
+/// use std::collections::HashMap;
+/// use std::sync::{Arc, Mutex};
+/// use capturepool::*;
+///
+/// # fn main() -> capturepool::Result<()> {
+/// let device = Device::open(Backend::Auto, 0)?;
+/// let stream = &Stream::new(&device)?;
+/// let pool = Arc::new(CapturePool::on(&device)?);
+/// let outputs: Arc<Mutex<HashMap<u64, DeviceBuffer<f32>>>> = Arc::default();
+/// let kept = Arc::clone(&outputs);
+/// let options = GraphCacheOptions { max_bytes: 512 << 20, max_graphs: 0 };
+/// let cache = GraphCache::with_on_evict(&pool, options, move |batch, _graph| {
+///     kept.lock().unwrap().remove(&batch); // frees the evicted graph's output
+/// })?;
+/// let batch = 8;
+/// let hit = cache.launch(batch, stream, |s| {
+///     let out = pool.alloc::<f32>(batch as usize * 1024, s)?; // kept by the graph
+///     out.memset(0, s)?;
+///     outputs.lock().unwrap().insert(batch, out);
+///     Ok(())
+/// })?;
+/// assert!(!hit);
+/// # Ok(())
+/// # }
+/// ```
 pub struct GraphCache {
     raw: RawGraphCache,
     pool: Arc<CapturePool>,

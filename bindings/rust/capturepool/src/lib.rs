@@ -32,6 +32,10 @@
 //! # }
 //! ```
 //!
+//! A [`GraphCache`] keeps graphs of a pool by the caller's key (a batch
+//! size) under a byte budget, capturing on a miss and evicting the least
+//! recently launched.
+//!
 //! Every failing call returns [`Error`] (`status`, `message`); nothing
 //! panics across the C library (callbacks catch panics). The C header,
 //! include/capturepool.h, states each call's promises; docs/GUIDE.md
