@@ -15,6 +15,9 @@
  *   cpool::Graph g = cap.end();                   // cpool_capture_end
  *   g.launch(s);
  *
+ *   cpool::GraphCache cache(pool, {512ull << 20, 0, free_outputs}); // cpool_graph_cache_create / destroy
+ *   bool hit = cache.launch(batch, s, [&](const cpool::Stream &st) { ... }); // captures on a miss
+ *
  * Thread-safety is the C library's (docs/GUIDE.md, "Thread safety").
  */
 #ifndef CAPTUREPOOL_HPP
@@ -23,6 +26,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <functional>
+#include <memory>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -473,6 +478,200 @@ Graph graphed_call(const Stream &s, const Pool &pool, int warmup_runs, F &&body,
     b.finish(st);
     return Graph::adopt(g);
 }
+
+/* A graph cache's bounds and eviction hook (GraphCache; the fields of
+ * cpool_graph_cache_options). */
+struct GraphCacheOptions {
+    /* Bound on the pool's graph_reserved_bytes after each launch, in bytes
+     * (physical, see cpool_pool_stats); 0: none. */
+    uint64_t max_bytes = 0;
+    /* Bound on the graphs kept; 0: none. */
+    uint32_t max_graphs = 0;
+    /* Called as a graph leaves the cache (evicted, or the cache destroyed),
+     * before the cache's reference goes, with a Graph holding a reference of
+     * its own: where the caller frees that graph's outputs. Empty: no hook. */
+    std::function<void(uint64_t key, Graph &graph)> on_evict;
+};
+
+namespace detail {
+/* One call of a GraphCache that may run on_evict (launch, evict, the
+ * cache's end), on this thread. The C library runs on_evict inside that
+ * call, on its thread: an exception out of on_evict is kept in the
+ * innermost frame of its cache (the first one, where several graphs leave
+ * in one call) and thrown once the C call returned. Frames nest where
+ * on_evict calls another cache. */
+struct EvictFrame {
+    explicit EvictFrame(const void *owner_) noexcept : owner(owner_), outer(top()) { top() = this; }
+    EvictFrame(const EvictFrame &) = delete;
+    EvictFrame &operator=(const EvictFrame &) = delete;
+    ~EvictFrame() { top() = outer; }
+
+    void rethrow()
+    {
+        if (error)
+            std::rethrow_exception(std::exchange(error, nullptr));
+    }
+    static EvictFrame *&top() noexcept
+    {
+        static thread_local EvictFrame *frame = nullptr;
+        return frame;
+    }
+
+    const void *owner; /* the cache's hook */
+    EvictFrame *outer;
+    std::exception_ptr error;
+};
+} // namespace detail
+
+/* Graphs of one pool kept by the caller's key, under a byte budget
+ * (cpool_graph_cache_create / cpool_graph_cache_destroy). launch(key, s,
+ * body) launches the key's graph, capturing body first on a miss, then
+ * evicts the least recently launched other graphs until max_bytes and
+ * max_graphs hold (capturepool.h states the promises; docs/GUIDE.md,
+ * "Graph cache").
+ *
+ * Move-only (a cache is not shared by copy); the destructor ends it, which
+ * runs on_evict for every graph kept. Safe to call from several threads
+ * (the methods are const): on_evict then runs on whichever thread's call
+ * evicts, possibly on two at once.
+ *
+ * Exceptions: one thrown by body discards the capture (nothing is kept,
+ * evicted or counted) and is rethrown by launch. One thrown by on_evict
+ * never crosses the C library either: the eviction goes on as if on_evict
+ * had returned (the graph leaves, the next ones are evicted, the launch
+ * runs), and the first such exception is rethrown once the C call
+ * returned, before any failing status is thrown, so the cache's state and
+ * counters are those of a completed call. The destructor (noexcept) calls
+ * std::terminate where on_evict throws in it: reset() ends the cache and
+ * rethrows instead. */
+class GraphCache {
+public:
+    explicit GraphCache(const Pool &pool, GraphCacheOptions opts = GraphCacheOptions())
+    {
+        cpool_graph_cache_options o = CPOOL_GRAPH_CACHE_OPTIONS_INIT;
+        o.max_bytes = opts.max_bytes;
+        o.max_graphs = opts.max_graphs;
+        if (opts.on_evict) {
+            hook_.reset(new Hook(std::move(opts.on_evict)));
+            o.on_evict = &GraphCache::evict_hook;
+            o.user = hook_.get();
+        }
+        check(cpool_graph_cache_create(pool.get(), &o, &c_));
+    }
+    GraphCache(GraphCache &&o) noexcept : c_(std::exchange(o.c_, nullptr)), hook_(std::move(o.hook_)) {}
+    GraphCache &operator=(GraphCache &&o) noexcept
+    {
+        if (this != &o) {
+            end_or_terminate();
+            c_ = std::exchange(o.c_, nullptr);
+            hook_ = std::move(o.hook_);
+        }
+        return *this;
+    }
+    GraphCache(const GraphCache &) = delete;
+    GraphCache &operator=(const GraphCache &) = delete;
+    ~GraphCache() { end_or_terminate(); }
+
+    /* Ends the cache now (on_evict for every graph kept, then its
+     * references go); it is then empty, and calls on it throw
+     * CPOOL_ERR_INVALID_ARGUMENT. Rethrows the first exception of on_evict,
+     * after every graph left. */
+    void reset()
+    {
+        detail::EvictFrame frame(hook_.get());
+        cpool_graph_cache_destroy(std::exchange(c_, nullptr));
+        hook_.reset();
+        frame.rethrow();
+    }
+
+    /* Launches the graph kept under key on s; on a miss, first captures
+     * body(s) (any callable taking const cpool::Stream &, as capture()) and
+     * keeps it. Returns whether it was a hit. */
+    template <typename F>
+    bool launch(uint64_t key, const Stream &s, F &&body, cpool_capture_mode mode = CPOOL_CAPTURE_GLOBAL) const
+    {
+        detail::Body<F> b{s, body, nullptr};
+        detail::EvictFrame frame(hook_.get());
+        bool hit = false;
+        cpool_status st = cpool_graph_cache_launch(c_, key, s.get(), mode, &detail::Body<F>::call, &b, &hit);
+        if (!b.error)
+            frame.rethrow(); /* a failed body evicted nothing: its exception goes first */
+        b.finish(st);
+        return hit;
+    }
+
+    /* The graph kept under key, with a reference of its own; an empty Graph
+     * (false) if none. Not a launch: the order of eviction and the counters
+     * stay. */
+    Graph get(uint64_t key) const
+    {
+        cpool_graph *g = nullptr;
+        check(cpool_graph_cache_get(c_, key, &g));
+        return Graph::adopt(g);
+    }
+
+    /* Evicts the graph kept under key (on_evict first); nothing where none. */
+    void evict(uint64_t key) const
+    {
+        detail::EvictFrame frame(hook_.get());
+        cpool_status st = cpool_graph_cache_evict(c_, key);
+        frame.rethrow();
+        check(st);
+    }
+
+    cpool_graph_cache_stats stats() const
+    {
+        cpool_graph_cache_stats st = CPOOL_GRAPH_CACHE_STATS_INIT;
+        check(cpool_graph_cache_get_stats(c_, &st));
+        return st;
+    }
+
+    /* The pool's graph_reserved_bytes with one more graph that allocates
+     * output_bytes of outputs and then scratch_bytes of scratch
+     * (cpool_graph_cache_predict_bytes). */
+    uint64_t predict_bytes(uint64_t scratch_bytes, uint64_t output_bytes) const
+    {
+        uint64_t bytes = 0;
+        check(cpool_graph_cache_predict_bytes(c_, scratch_bytes, output_bytes, &bytes));
+        return bytes;
+    }
+
+    explicit operator bool() const noexcept { return c_ != nullptr; }
+    /* The C handle (as the other classes' get()); get(key) looks a graph up. */
+    cpool_graph_cache *get() const noexcept { return c_; }
+
+private:
+    using Hook = std::function<void(uint64_t, Graph &)>;
+
+    static void evict_hook(uint64_t key, cpool_graph *graph, void *user) noexcept
+    {
+        try {
+            Graph g = Graph::adopt(cpool_graph_retain(graph));
+            (*static_cast<Hook *>(user))(key, g);
+        } catch (...) {
+            for (detail::EvictFrame *f = detail::EvictFrame::top(); f != nullptr; f = f->outer) {
+                if (f->owner == user) {
+                    if (!f->error)
+                        f->error = std::current_exception();
+                    return;
+                }
+            }
+            std::terminate(); /* no call of this cache on this thread to hand it to */
+        }
+    }
+
+    void end_or_terminate() noexcept
+    {
+        detail::EvictFrame frame(hook_.get());
+        cpool_graph_cache_destroy(std::exchange(c_, nullptr));
+        hook_.reset();
+        if (frame.error)
+            std::terminate(); /* an exception out of on_evict in a destructor */
+    }
+
+    cpool_graph_cache *c_ = nullptr;
+    std::unique_ptr<Hook> hook_; /* on_evict's user: its address stays across moves */
+};
 
 } // namespace cpool
 

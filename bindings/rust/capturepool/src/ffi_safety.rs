@@ -25,14 +25,15 @@
 //!   (a captured copy would read the host memory again at every replay).
 //! - (P) Panics. Callbacks catch every panic (`catch_unwind`) before
 //!   returning to C: a panic never unwinds through a C frame.
-use std::cell::Cell;
+use std::any::Any;
+use std::cell::{Cell, RefCell};
 use std::ffi::{c_void, CStr, CString};
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 use std::panic::{self, AssertUnwindSafe};
 use std::path::Path;
 use std::ptr::{self, NonNull};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use capturepool_sys as sys;
 
@@ -567,6 +568,13 @@ impl RawGraph {
         RawGraph(NonNull::new(out).expect("a capture returned OK and no graph"))
     }
 
+    /// One more reference of a graph the library hands a callback.
+    fn retain(graph: *mut sys::cpool_graph) -> Option<RawGraph> {
+        // SAFETY: (C) a graph handed to on_evict is live for the call (the
+        // cache's reference goes after it); a dead one would be NULL here.
+        NonNull::new(unsafe { sys::cpool_graph_retain(graph) }).map(RawGraph)
+    }
+
     pub(crate) fn launch(&self, stream: &RawStream) -> Result<()> {
         // SAFETY: (H) live graph and stream.
         check(unsafe { sys::cpool_graph_launch(self.0.as_ptr(), stream.ptr()) })
@@ -721,6 +729,248 @@ pub(crate) fn graphed_call<F: FnMut(&Stream) -> Result<()>>(
     };
     ctx.finish(status)?;
     Ok(RawGraph::from_out(out))
+}
+
+// ---- graph caches -----------------------------------------------------------------
+
+/// What a cache calls as a graph leaves it: the key and a reference of the
+/// graph's own.
+pub(crate) type EvictFn = Box<dyn FnMut(u64, RawGraph) + Send>;
+
+/// on_evict's `user`: boxed, so its address stays while the cache lives.
+/// The Mutex gives the FnMut to one eviction at a time (two threads' calls
+/// may evict at once).
+struct EvictHook(Mutex<EvictFn>);
+
+/// A panic out of on_evict, kept for the call of its cache that runs on
+/// this thread, innermost last.
+type Payload = Box<dyn Any + Send>;
+
+thread_local! {
+    /// The calls of caches with a hook that run on this thread (launch,
+    /// evict, the end): the hook, and the first panic of its on_evict in
+    /// that call. The library runs on_evict inside the call that evicts,
+    /// on its thread; nested where on_evict calls another cache.
+    static EVICT_FRAMES: RefCell<Vec<(usize, Option<Payload>)>> = const { RefCell::new(Vec::new()) };
+    /// The hooks whose closure runs on this thread now.
+    static EVICT_RUNNING: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A call of a cache on this thread (EVICT_FRAMES), left in Drop also
+/// where the call unwinds.
+struct EvictFrame {
+    hook: usize,
+    depth: usize,
+}
+
+impl EvictFrame {
+    fn enter(hook: usize) -> EvictFrame {
+        let depth = EVICT_FRAMES.with(|f| {
+            let mut f = f.borrow_mut();
+            f.push((hook, None));
+            f.len()
+        });
+        EvictFrame { hook, depth }
+    }
+
+    /// Leaves the call: the first panic of on_evict in it, if any.
+    fn leave(self) -> Option<Payload> {
+        let payload = EVICT_FRAMES.with(|f| {
+            let mut f = f.borrow_mut();
+            debug_assert!(f.len() == self.depth && f[self.depth - 1].0 == self.hook, "cache calls nest");
+            f.truncate(self.depth);
+            f.pop().and_then(|(_, p)| p)
+        });
+        std::mem::forget(self);
+        payload
+    }
+}
+
+impl Drop for EvictFrame {
+    fn drop(&mut self) {
+        EVICT_FRAMES.with(|f| f.borrow_mut().truncate(self.depth - 1));
+    }
+}
+
+type EvictHookFn = unsafe extern "C" fn(u64, *mut sys::cpool_graph, *mut c_void);
+
+/// The on_evict of every cache with a closure.
+unsafe extern "C" fn evict_hook(key: u64, graph: *mut sys::cpool_graph, user: *mut c_void) {
+    // SAFETY: `user` is the EvictHook boxed by RawGraphCache::create, freed
+    // only after cpool_graph_cache_destroy returned (field order of
+    // RawGraphCache), and the library calls on_evict only inside calls of a
+    // live cache. (P) a panic is caught here.
+    let hook = unsafe { &*user.cast::<EvictHook>() };
+    let id = user as usize;
+    EVICT_RUNNING.with(|r| r.borrow_mut().push(id));
+    let result = panic::catch_unwind(AssertUnwindSafe(|| {
+        if let Some(graph) = RawGraph::retain(graph) {
+            let mut f = hook.0.lock().unwrap_or_else(PoisonError::into_inner);
+            (*f)(key, graph)
+        }
+    }));
+    EVICT_RUNNING.with(|r| r.borrow_mut().pop());
+    let Err(payload) = result else { return };
+    // The innermost call of this cache keeps the first panic, to resume it
+    // once the C call returned.
+    let unkept = EVICT_FRAMES.with(|f| {
+        let mut f = f.borrow_mut();
+        match f.iter_mut().rev().find(|(h, _)| *h == id) {
+            Some((_, slot @ None)) => {
+                *slot = Some(payload);
+                None
+            }
+            Some((_, Some(_))) => None, // a later panic of the same call: the first one is resumed
+            None => Some(payload),
+        }
+    });
+    if unkept.is_some() {
+        eprintln!("capturepool: a GraphCache's on_evict panicked outside a call of the cache; the panic was stopped");
+    }
+}
+
+/// A `cpool_graph_cache`, destroyed in Drop; then its hook goes.
+pub(crate) struct RawGraphCache {
+    ptr: NonNull<sys::cpool_graph_cache>,
+    // Declared after ptr, dropped after Drop::drop destroyed the cache.
+    hook: Option<Box<EvictHook>>,
+}
+
+// SAFETY: (T) the C cache is safe to call from several threads; the destroy
+// is in Drop. The hook is a Mutex of a Send closure, so calling it from
+// whichever thread evicts is sound.
+unsafe impl Send for RawGraphCache {}
+unsafe impl Sync for RawGraphCache {}
+
+impl RawGraphCache {
+    pub(crate) fn create(
+        pool: &RawPool,
+        max_bytes: u64,
+        max_graphs: u32,
+        on_evict: Option<EvictFn>,
+    ) -> Result<RawGraphCache> {
+        let hook = on_evict.map(|f| Box::new(EvictHook(Mutex::new(f))));
+        let opts = sys::cpool_graph_cache_options {
+            max_bytes,
+            max_graphs,
+            on_evict: hook.as_ref().map(|_| evict_hook as EvictHookFn),
+            user: hook.as_ref().map_or(ptr::null_mut(), |h| (&**h as *const EvictHook).cast_mut().cast()),
+            ..sys::cpool_graph_cache_options::INIT
+        };
+        let mut out = ptr::null_mut();
+        // SAFETY: (H) live pool; opts a full, initialised struct whose user
+        // outlives the cache (the box is dropped after the destroy).
+        check(unsafe { sys::cpool_graph_cache_create(pool.ptr(), &opts, &mut out) })?;
+        Ok(RawGraphCache { ptr: NonNull::new(out).expect("cpool_graph_cache_create returned OK and NULL"), hook })
+    }
+
+    fn ptr(&self) -> *mut sys::cpool_graph_cache {
+        self.ptr.as_ptr()
+    }
+
+    fn hook_id(&self) -> Option<usize> {
+        self.hook.as_ref().map(|h| &**h as *const EvictHook as usize)
+    }
+
+    /// Refuses a call that may evict from inside this cache's own on_evict
+    /// on this thread: the closure is borrowed there.
+    fn refuse_in_hook(&self, what: &str) -> Result<()> {
+        let Some(id) = self.hook_id() else { return Ok(()) };
+        if EVICT_RUNNING.with(|r| r.borrow().contains(&id)) {
+            return Err(Error::refused(
+                Status::InvalidArgument,
+                format!("{what}: called from the cache's own on_evict, which may not evict again"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Runs a C call that may evict; a panic of on_evict in it is returned.
+    fn evicting<R>(&self, call: impl FnOnce() -> R) -> (R, Option<Payload>) {
+        match self.hook_id() {
+            Some(id) => {
+                let frame = EvictFrame::enter(id);
+                let r = call();
+                (r, frame.leave())
+            }
+            None => (call(), None),
+        }
+    }
+
+    pub(crate) fn launch<F: FnMut(&Stream) -> Result<()>>(
+        &self,
+        key: u64,
+        stream: &Stream,
+        mode: sys::cpool_capture_mode,
+        body: F,
+    ) -> Result<bool> {
+        self.refuse_in_hook("GraphCache::launch")?;
+        let mut ctx = Body::new(stream, body);
+        let mut hit = false;
+        // SAFETY: (H) live cache and stream; ctx outlives the call, which
+        // calls the body (if at all) on this thread before it returns.
+        let (status, evict_panic) = self.evicting(|| unsafe {
+            let body: sys::cpool_capture_fn = Some(Body::<F>::call);
+            sys::cpool_graph_cache_launch(self.ptr(), key, stream.raw.ptr(), mode, body, ctx.as_arg(), &mut hit)
+        });
+        // A failed body kept, evicted nothing: its panic or error goes first.
+        if let (Some(payload), None) = (evict_panic, &ctx.panic) {
+            panic::resume_unwind(payload);
+        }
+        ctx.finish(status)?;
+        Ok(hit)
+    }
+
+    pub(crate) fn get(&self, key: u64) -> Result<Option<RawGraph>> {
+        let mut out = ptr::null_mut();
+        // SAFETY: (H) live cache; valid out-pointer; the reference handed
+        // out is the caller's, owned by the RawGraph.
+        check(unsafe { sys::cpool_graph_cache_get(self.ptr(), key, &mut out) })?;
+        Ok(NonNull::new(out).map(RawGraph))
+    }
+
+    pub(crate) fn evict(&self, key: u64) -> Result<()> {
+        self.refuse_in_hook("GraphCache::evict")?;
+        // SAFETY: (H) live cache.
+        let (status, evict_panic) = self.evicting(|| unsafe { sys::cpool_graph_cache_evict(self.ptr(), key) });
+        if let Some(payload) = evict_panic {
+            panic::resume_unwind(payload);
+        }
+        check(status)
+    }
+
+    pub(crate) fn stats(&self) -> Result<sys::cpool_graph_cache_stats> {
+        let mut st = sys::cpool_graph_cache_stats::INIT;
+        // SAFETY: (H) live cache; struct_size set to the full struct.
+        check(unsafe { sys::cpool_graph_cache_get_stats(self.ptr(), &mut st) })?;
+        Ok(st)
+    }
+
+    pub(crate) fn predict_bytes(&self, scratch_bytes: u64, output_bytes: u64) -> Result<u64> {
+        let mut bytes = 0u64;
+        // SAFETY: (H) live cache; valid out-pointer.
+        check(unsafe { sys::cpool_graph_cache_predict_bytes(self.ptr(), scratch_bytes, output_bytes, &mut bytes) })?;
+        Ok(bytes)
+    }
+}
+
+impl Drop for RawGraphCache {
+    fn drop(&mut self) {
+        // SAFETY: (H)(T) the handle this value owns, destroyed once; no other
+        // call of it can run (Drop has it by value). on_evict runs for every
+        // graph kept, on this thread, before the destroy returns.
+        let ((), evict_panic) = self.evicting(|| unsafe { sys::cpool_graph_cache_destroy(self.ptr()) });
+        if let Some(payload) = evict_panic {
+            if std::thread::panicking() {
+                eprintln!(
+                    "capturepool: a GraphCache's on_evict panicked while the cache was dropped in a panic; \
+                     the panic was stopped"
+                );
+            } else {
+                panic::resume_unwind(payload);
+            }
+        }
+    }
 }
 
 /// A marker that makes a type `!Sync` (and keeps it `Send`).

@@ -97,19 +97,32 @@ where
 /// It remembers the stream it was captured on without keeping it alive:
 /// `launch` and `upload` use that stream while it exists and return
 /// `InvalidArgument` once it was dropped; `launch_on` takes any stream.
+/// A graph handed out by a [`GraphCache`](crate::GraphCache) knows no such
+/// stream (`launch` and `upload` return `InvalidArgument`): use `launch_on`.
 pub struct CapturedGraph {
     raw: RawGraph,
-    stream: Weak<RawStream>,
+    stream: Option<Weak<RawStream>>,
     pool: Option<Arc<CapturePool>>,
 }
 
 impl CapturedGraph {
     fn new(raw: RawGraph, stream: &Stream, pool: Option<Arc<CapturePool>>) -> CapturedGraph {
-        CapturedGraph { raw, stream: Arc::downgrade(&stream.raw), pool }
+        CapturedGraph { raw, stream: Some(Arc::downgrade(&stream.raw)), pool }
+    }
+
+    /// A graph of a cache's, captured into `pool` on a stream it does not know.
+    pub(crate) fn kept(raw: RawGraph, pool: Arc<CapturePool>) -> CapturedGraph {
+        CapturedGraph { raw, stream: None, pool: Some(pool) }
     }
 
     fn capture_stream(&self, what: &str) -> Result<Arc<RawStream>> {
-        self.stream.upgrade().ok_or_else(|| {
+        let Some(stream) = &self.stream else {
+            return Err(Error::refused(
+                Status::InvalidArgument,
+                format!("CapturedGraph::{what}: a graph of a GraphCache knows no stream of its own: use {what}_on"),
+            ));
+        };
+        stream.upgrade().ok_or_else(|| {
             Error::refused(Status::InvalidArgument, format!("CapturedGraph::{what}: the stream it was captured on is destroyed"))
         })
     }

@@ -32,6 +32,10 @@
 //! # }
 //! ```
 //!
+//! A [`GraphCache`] keeps graphs of a pool by the caller's key (a batch
+//! size) under a byte budget, capturing on a miss and evicting the least
+//! recently launched.
+//!
 //! Every failing call returns [`Error`] (`status`, `message`); nothing
 //! panics across the C library (callbacks catch panics). The C header,
 //! include/capturepool.h, states each call's promises; docs/GUIDE.md
@@ -41,6 +45,7 @@ mod device;
 mod error;
 mod ffi_safety;
 mod graph;
+mod graph_cache;
 mod pool;
 mod stream;
 
@@ -52,6 +57,7 @@ pub use graph::{
     begin_capture_with_pool, capture, end_capture_with_pool, graphed_call, CaptureMode, CaptureState, CapturedGraph,
     GraphCaptureGuard, GraphStats,
 };
+pub use graph_cache::{GraphCache, GraphCacheOptions, GraphCacheStats};
 pub use pool::{CapturePool, PoolOptions, PoolStats, SuspendMode};
 pub use stream::Stream;
 
