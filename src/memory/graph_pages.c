@@ -1749,6 +1749,40 @@ void cpool__graph_pages_suspend(cpool__graph_pages *gp) {
     gp->suspended = true;
 }
 
+/* A failed resume: the first `mapped` mappings come down, and the
+ * memory made for it goes back; the records stay as they were. */
+static void resume_undo(cpool__graph_pages *gp, size_t mapped, size_t made, void **fresh_own, void **fresh_shared) {
+    size_t o = 0;
+    page_visit u = {0};
+    for (size_t n = 0; n < mapped && next_page(gp, &u);) {
+        if (!maps_here(gp, &u)) continue;
+        gp->source.unmap(gp->source.ctx, page_addr(&u), resumed_memory(gp, &u, fresh_own, fresh_shared, &o));
+        n++;
+    }
+    for (size_t k = 0; k < made; k++) gp->source.release(gp->source.ctx, fresh_own[k]);
+    for (size_t k = 0; fresh_shared && k < gp->shared_count; k++)
+        if (fresh_shared[k] && allocation_at(gp, k)) gp->source.release(gp->source.ctx, fresh_shared[k]);
+}
+
+/* A resume that mapped everything: the records take the new memory. */
+static void resume_commit(cpool__graph_pages *gp, void **fresh_own, void **fresh_shared) {
+    size_t o = 0;
+    for (page_visit u = {0}; next_page(gp, &u);) {
+        arena_span *sp = &u.ar->spans[u.span];
+        size_t j; /* the packed region's pages come first: a lender's is new already */
+        if (sp->lender[u.page])
+            sp->own[u.page] = packed_page(gp, sp->lender[u.page], &j)->own[j];
+        else if (sp->own[u.page])
+            sp->own[u.page] = fresh_own[o++];
+    }
+    for (size_t k = 0; k < gp->shared_count; k++) {
+        if (!gp->shared[k].page) continue;
+        gp->shared[k].page = fresh_shared[k];
+        if (gp->shared[k].run && gp->shared[k].run->first == k) gp->shared[k].run->mem = fresh_shared[k];
+    }
+    gp->suspended = false;
+}
+
 cpool_status cpool__graph_pages_resume(cpool__graph_pages *gp) {
     if (!gp->suspended) return CPOOL_OK;
     /* New memory for every page first, then every mapping; a failure gives
@@ -1778,34 +1812,10 @@ cpool_status cpool__graph_pages_resume(cpool__graph_pages *gp) {
         st = gp->source.map(gp->source.ctx, page_addr(&v), resumed_memory(gp, &v, fresh_own, fresh_shared, &o));
         if (st == CPOOL_OK) mapped++;
     }
-    if (st != CPOOL_OK) {
-        o = 0;
-        page_visit u = {0};
-        for (size_t n = 0; n < mapped && next_page(gp, &u);) {
-            if (!maps_here(gp, &u)) continue;
-            gp->source.unmap(gp->source.ctx, page_addr(&u), resumed_memory(gp, &u, fresh_own, fresh_shared, &o));
-            n++;
-        }
-        for (size_t k = 0; k < made; k++) gp->source.release(gp->source.ctx, fresh_own[k]);
-        for (size_t k = 0; fresh_shared && k < gp->shared_count; k++)
-            if (fresh_shared[k] && allocation_at(gp, k)) gp->source.release(gp->source.ctx, fresh_shared[k]);
-    } else {
-        o = 0;
-        for (page_visit u = {0}; next_page(gp, &u);) {
-            arena_span *sp = &u.ar->spans[u.span];
-            size_t j; /* the packed region's pages come first: a lender's is new already */
-            if (sp->lender[u.page])
-                sp->own[u.page] = packed_page(gp, sp->lender[u.page], &j)->own[j];
-            else if (sp->own[u.page])
-                sp->own[u.page] = fresh_own[o++];
-        }
-        for (size_t k = 0; k < gp->shared_count; k++) {
-            if (!gp->shared[k].page) continue;
-            gp->shared[k].page = fresh_shared[k];
-            if (gp->shared[k].run && gp->shared[k].run->first == k) gp->shared[k].run->mem = fresh_shared[k];
-        }
-        gp->suspended = false;
-    }
+    if (st != CPOOL_OK)
+        resume_undo(gp, mapped, made, fresh_own, fresh_shared);
+    else
+        resume_commit(gp, fresh_own, fresh_shared);
     free(fresh_shared);
     free(fresh_own);
     return st;
