@@ -57,7 +57,11 @@ export CAPTUREPOOL_LIB_DIR CARGO_TARGET_DIR CARGO_BUILD_JOBS
 
 cd "$CPOOL_SOURCE_DIR/bindings/rust"
 set -x
-"$cargo" test --offline --workspace
+# One test at a time: on the CUDA backend a capture in global mode (the
+# tests' default) makes CUDA refuse unsafe calls on every other thread
+# (cudaErrorStreamCaptureUnsupported), so tests running side by side in one
+# process would break each other's calls. Tests that use threads start them.
+"$cargo" test --offline --workspace -- --test-threads=1
 "$cargo" run --offline --example seed_usage
 "$cargo" run --offline -p capturepool-demo -- --steps 5
 "$cargo" run --offline -p capturepool-bench -- --smoke
