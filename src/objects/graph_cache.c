@@ -206,17 +206,10 @@ void cpool_graph_cache_destroy(cpool_graph_cache *handle) {
     cpool__pool_release_without_waiting(pool);
 }
 
-cpool_status cpool_graph_cache_launch(cpool_graph_cache *handle, uint64_t key, cpool_stream *s_handle,
-                                      cpool_capture_mode mode, cpool_capture_fn body, void *ctx, bool *hit_out) {
-    static const char fn[] = "cpool_graph_cache_launch";
-    cpool_graph_cache *c;
-    cpool_stream *s;
-    CPOOL__RESOLVE(c, handle, CPOOL__HANDLE_GRAPH_CACHE, fn, "cache");
-    CPOOL__RESOLVE(s, s_handle, CPOOL__HANDLE_STREAM, fn, "stream");
-    if (hit_out) *hit_out = false;
-
-    /* A hit: the tick and a reference of the launch's own, in one turn of
-     * the lock; an eviction meanwhile drops only the cache's reference. */
+/* A hit: the tick and a reference of the launch's own, in one turn of the
+ * lock (an eviction meanwhile drops only the cache's reference), then the
+ * launch. false: no graph is kept under key. */
+static bool launch_hit(cpool_graph_cache *c, uint64_t key, cpool_stream *s_handle, cpool_status *st) {
     cpool__mutex_lock(&c->mu);
     entry *e = find(c, key);
     cpool_graph *held = e ? cpool__graph_hold(cpool__handle_object(e->graph, CPOOL__HANDLE_GRAPH)) : NULL;
@@ -227,27 +220,24 @@ cpool_status cpool_graph_cache_launch(cpool_graph_cache *handle, uint64_t key, c
         c->hits++;
     }
     cpool__mutex_unlock(&c->mu);
-    if (held) {
-        if (hit_out) *hit_out = true;
-        if (recheck) evict_to_bounds(c, key, true);
-        cpool_status st = cpool_graph_launch(graph, s_handle);
-        cpool__graph_unhold(held);
-        return st == CPOOL_OK ? st : cpool__fail_in(fn, st);
-    }
+    if (!held) return false;
+    if (recheck) evict_to_bounds(c, key, true);
+    *st = cpool_graph_launch(graph, s_handle);
+    cpool__graph_unhold(held);
+    return true;
+}
 
-    /* A miss: captured without the lock, then kept (or another thread's
-     * capture of the key, which came first, is launched instead) and not
-     * evicted until its launch is enqueued. */
-    if (!body) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: body is NULL on a miss", fn);
-    if (s->dev != cpool__pool_device(c->pool))
-        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: the stream is on another device than the pool", fn);
-    if (cpool__stream_captures(s)) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: the stream is capturing", fn);
+/* A miss: captured without the lock, then kept (or another thread's
+ * capture of the key, which came first, is launched instead) and not
+ * evicted until its launch is enqueued. */
+static cpool_status launch_miss(cpool_graph_cache *c, uint64_t key, cpool_stream *s, cpool_stream *s_handle,
+                                cpool_capture_mode mode, cpool_capture_fn body, void *ctx, const char *fn) {
     cpool_graph *made = NULL;
     cpool_status st = cpool__capture_run(fn, s, c->pool, mode, body, ctx, NULL, true, &made);
     if (st != CPOOL_OK) return st;
     made = cpool__handle_of(made);
     cpool__mutex_lock(&c->mu);
-    e = find(c, key);
+    entry *e = find(c, key);
     bool kept = !e && grow(c);
     if (kept) {
         insert(c, key, made);
@@ -255,8 +245,8 @@ cpool_status cpool_graph_cache_launch(cpool_graph_cache *handle, uint64_t key, c
     } else if (e) {
         e->tick = ++c->tick;
     }
+    cpool_graph *graph = e ? e->graph : NULL, *held = NULL;
     if (e) {
-        graph = e->graph;
         held = cpool__graph_hold(cpool__handle_object(graph, CPOOL__HANDLE_GRAPH));
         e->launching++;
         c->misses++;
@@ -276,6 +266,26 @@ cpool_status cpool_graph_cache_launch(cpool_graph_cache *handle, uint64_t key, c
     cpool__mutex_unlock(&c->mu);
     cpool__graph_unhold(held);
     return st == CPOOL_OK ? st : cpool__fail_in(fn, st);
+}
+
+cpool_status cpool_graph_cache_launch(cpool_graph_cache *handle, uint64_t key, cpool_stream *s_handle,
+                                      cpool_capture_mode mode, cpool_capture_fn body, void *ctx, bool *hit_out) {
+    static const char fn[] = "cpool_graph_cache_launch";
+    cpool_graph_cache *c;
+    cpool_stream *s;
+    CPOOL__RESOLVE(c, handle, CPOOL__HANDLE_GRAPH_CACHE, fn, "cache");
+    CPOOL__RESOLVE(s, s_handle, CPOOL__HANDLE_STREAM, fn, "stream");
+    if (hit_out) *hit_out = false;
+    cpool_status st = CPOOL_OK;
+    if (launch_hit(c, key, s_handle, &st)) {
+        if (hit_out) *hit_out = true;
+        return st == CPOOL_OK ? st : cpool__fail_in(fn, st);
+    }
+    if (!body) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: body is NULL on a miss", fn);
+    if (s->dev != cpool__pool_device(c->pool))
+        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: the stream is on another device than the pool", fn);
+    if (cpool__stream_captures(s)) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: the stream is capturing", fn);
+    return launch_miss(c, key, s, s_handle, mode, body, ctx, fn);
 }
 
 cpool_status cpool_graph_cache_get(cpool_graph_cache *handle, uint64_t key, cpool_graph **graph_out) {
