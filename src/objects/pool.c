@@ -732,6 +732,35 @@ static cpool_status open_arena(cpool_pool *pool, cpool__capture *cap, cpool__hel
  * the pool (made at its first allocation there). The graph will need a
  * reference to this pool: room for it is made first, and it is taken only
  * once the allocation succeeded. */
+/* A block of graph memory from `a` (an arena's allocator or the packed
+ * region), under the pool's lock: cached first, else grown; where the
+ * device or the pool's bound is full, eager memory with no work left on it
+ * goes back first, as for any allocation (alloc_miss; a capturing stream
+ * is fenced by its capture). A success after a retry leaves the last
+ * error as it was. */
+static cpool_status graph_block_locked(cpool_pool *pool, cpool__allocator *a, size_t bytes, cpool__stream_key tag,
+                                       bool packed, void **out) {
+    cpool__error_mark before;
+    cpool__error_save(&before);
+    /* Packed outputs freed since, whose streams' work is seen over, come
+     * first: the region would otherwise grow from its free end while they
+     * wait, a page at a time. */
+    if (packed) {
+        add_fences(pool);
+        poll_fences(pool);
+    }
+    if (cpool__allocator_alloc_cached(a, bytes, tag, NULL, CPOOL__USE_GRAPH, out)) return CPOOL_OK;
+    cpool_status st = cpool__allocator_alloc_grow(a, bytes, tag, CPOOL__USE_GRAPH, out);
+    if (st == CPOOL_ERR_OUT_OF_MEMORY) {
+        cpool__front_flush(&pool->front, &pool->alloc);
+        add_fences(pool);
+        poll_fences(pool);
+        if (cpool__allocator_trim(&pool->alloc)) st = cpool__allocator_alloc_grow(a, bytes, tag, CPOOL__USE_GRAPH, out);
+    }
+    if (st == CPOOL_OK) cpool__error_restore(&before);
+    return st;
+}
+
 static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *s, cpool__capture *cap,
                                   void **ptr_out, bool output, const char *fn) {
     cpool_status st = cpool__capture_holds(cap, pool) ? CPOOL_OK : cpool__capture_reserve(cap);
@@ -762,30 +791,7 @@ static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *
     if (st == CPOOL_OK && packed) st = cpool__graph_pages_packed(&pool->pages, &a);
     if (st == CPOOL_OK) {
         if (!packed) a = cpool__arena_allocator(held->arena);
-        cpool__error_mark before; /* a success after a retry leaves the last error as it was */
-        cpool__error_save(&before);
-        /* Packed outputs freed since, whose streams' work is seen over,
-         * come first: the region would otherwise grow from its free end
-         * while they wait, a page at a time. */
-        if (packed) {
-            add_fences(pool);
-            poll_fences(pool);
-        }
-        bool cached = cpool__allocator_alloc_cached(a, bytes, tag, NULL, CPOOL__USE_GRAPH, &p);
-        if (!cached) {
-            st = cpool__allocator_alloc_grow(a, bytes, tag, CPOOL__USE_GRAPH, &p);
-            /* The device or the pool's bound is full: eager memory with
-             * no work left on it goes back first, as for any allocation
-             * (alloc_miss; a capturing stream is fenced by its capture). */
-            if (st == CPOOL_ERR_OUT_OF_MEMORY) {
-                cpool__front_flush(&pool->front, &pool->alloc);
-                add_fences(pool);
-                poll_fences(pool);
-                if (cpool__allocator_trim(&pool->alloc))
-                    st = cpool__allocator_alloc_grow(a, bytes, tag, CPOOL__USE_GRAPH, &p);
-            }
-        }
-        if (st == CPOOL_OK) cpool__error_restore(&before);
+        st = graph_block_locked(pool, a, bytes, tag, packed, &p);
         if (st == CPOOL_OK && packed && (st = cpool__arena_note_packed(held->arena, p)) != CPOOL_OK)
             cpool__allocator_free(a, p, cpool__key_stream(cpool__stream_id(s)), CPOOL__USE_GRAPH, tag, NULL);
         if (st == CPOOL_OK && cpool__key_is_graph(tag)) cpool__allocator_note_user(a, p, cpool__stream_id(s));
