@@ -516,6 +516,15 @@ class Pool(_Handle):
 _MODES = {"global": 0, "thread_local": 1, "relaxed": 2}
 
 
+def _mode(mode):
+    """A capture mode's C value."""
+    if not isinstance(mode, str):
+        raise TypeError(f"mode must be a str, not {type(mode).__name__}")
+    if mode not in _MODES:
+        raise ValueError(f"mode must be one of 'global', 'thread_local', 'relaxed', not {mode!r}")
+    return _MODES[mode]
+
+
 class Graph(_Handle):
     """A launchable graph (from cp.capture); holds its pools."""
 
@@ -609,10 +618,7 @@ class Capture:
         _expect("stream", stream, Stream)
         if pool is not None:
             _expect("pool", pool, Pool)
-        if not isinstance(mode, str):
-            raise TypeError(f"mode must be a str, not {type(mode).__name__}")
-        if mode not in _MODES:
-            raise ValueError(f"mode must be one of 'global', 'thread_local', 'relaxed', not {mode!r}")
+        _mode(mode)
         self.stream, self.pool, self.mode = stream, pool, mode
         self.graph = None
         self._keeper = None
