@@ -464,10 +464,83 @@ def test_cache_keeps_the_pool(dev, stream):
     cp.wait_deferred()
 
 
+class OwnedWorld(World):
+    """World for launches that overlap in several threads, each on a stream
+    of its own. There the key does not tell which output on_evict(key,
+    graph) is to free: the cache takes a graph out before it calls
+    on_evict, without a lock, so the key may be captured again first. And
+    the output must not be freed while a launch of the graph may still
+    run: an eviction may come between a hit's lookup and its launch, and a
+    released graph's freed output is taken by the next capture at once,
+    even where the free was ordered after that launch on its stream. So
+    each key is launched from one thread (its owner), which after each
+    launch, once its stream is synchronized, maps the graph kept under the
+    key to the output (by graph id), or frees the output of a graph already
+    gone; on_evict hands the output of the graph it gets to the owner,
+    which frees it then (tests/test_graph_cache.c frees on the owner's side
+    too)."""
+
+    def __init__(self, pool):
+        super().__init__(pool)
+        self.fresh = {}  # key -> (address, stream): the last capture's output, until mapped
+        self.by_graph = {}  # graph id -> (key, address, stream)
+        self.pending = {}  # stream -> outputs of graphs gone, for its owner to free
+
+    def body(self, key):
+        def body(s):
+            out_bytes, scratch_bytes = self.size(key)
+            out = self.pool.alloc(out_bytes, s)
+            scratch = self.pool.alloc(scratch_bytes, s)
+            cp.memset_async(s, scratch, 0xEE, scratch_bytes)
+            cp.memset_async(s, out, pattern(key), out_bytes)
+            self.pool.free(scratch, s)
+            with self.lock:
+                self.fresh[key] = (out, s)
+                self.captures[key] = self.captures.get(key, 0) + 1
+        return body
+
+    def launched(self, cache, key, s, hit):
+        """The owner's part after each launch of key on s, s synchronized."""
+        with self.lock:
+            if not hit:
+                out, _ = self.fresh.pop(key)
+                g = cache.get(key)  # this launch's graph: no other thread captures key
+                if g is not None:
+                    self.by_graph[g.id] = (key, out, s)
+                    self.outs[key] = (out, s)
+                    g.release()
+                else:  # evicted already: its on_evict found nothing to hand over
+                    self.pool.free(out, s)
+            for out in self.pending.pop(s, []):
+                self.pool.free(out, s)
+
+    def on_evict(self, key, graph):
+        assert isinstance(graph, cp.Graph) and not graph.closed
+        with self.lock:
+            self.evicted[key] = self.evicted.get(key, 0) + 1
+            found = self.by_graph.pop(graph.id, None)
+            if found is not None:
+                assert found[0] == key
+                _, out, s = found
+                if self.outs.get(key) == (out, s):
+                    del self.outs[key]
+                self.pending.setdefault(s, []).append(out)
+
+    def free_pending(self, s):
+        """Every owner's pending outputs, on s, once all streams are idle."""
+        with self.lock:
+            for outs in self.pending.values():
+                for out in outs:
+                    self.pool.free(out, s)
+            self.pending.clear()
+
+
 def test_threads_on_their_own_streams(dev, stream, pool):
+    """Four threads, each with a stream and keys of its own, launching at
+    once; between rounds, with every stream idle, the bounds hold."""
     nthreads, rounds, per_round = 4, 3, 15
     max_bytes, max_graphs = 10 * MiB, 6
-    w = World(pool)
+    w = OwnedWorld(pool)
     rng = random.Random(7)
     for k in range(64):
         w.sizes[k] = (rng.randrange(1, 5) * MiB // 4, rng.randrange(1, 7) * MiB // 2)
@@ -477,6 +550,11 @@ def test_threads_on_their_own_streams(dev, stream, pool):
     streams = [cp.Stream(dev) for _ in range(nthreads)]
     launches = [0] * nthreads
 
+    def launch(key, s):
+        hit = cache.launch(key, s, w.body(key), mode="thread_local")
+        s.synchronize()
+        w.launched(cache, key, s, hit)
+
     def work(i):
         s = streams[i]
         r = random.Random(100 + i)
@@ -484,13 +562,13 @@ def test_threads_on_their_own_streams(dev, stream, pool):
         try:
             for _ in range(rounds):
                 for _ in range(per_round):
-                    key = r.choice(mine)
-                    cache.launch(key, s, w.body(key), mode="thread_local")
+                    launch(r.choice(mine), s)
                     launches[i] += 1
-                    s.synchronize()
                     w.check_outputs(mine)
                 barrier.wait()
                 barrier.wait()  # the main thread checks the bounds meanwhile
+        except threading.BrokenBarrierError:
+            pass  # another thread failed
         except BaseException as e:
             errors.append(e)
             barrier.abort()
@@ -498,26 +576,36 @@ def test_threads_on_their_own_streams(dev, stream, pool):
     for t in threads:
         t.start()
     try:
-        for _ in range(rounds):
-            barrier.wait()
-            # Every stream is idle: a launch gives back what waited on their work.
-            cache.launch(1000, stream, w.body(1000))
-            stream.synchronize()
-            st = cache.stats()
-            assert st.graphs <= max_graphs
-            assert st.graphs == 1 or st.graph_bytes <= max_bytes, st
-            w.check_outputs()
-            barrier.wait()
-    finally:
+        try:
+            for _ in range(rounds):
+                barrier.wait()
+                # Every stream is idle: a launch gives back what waited on
+                # their work, and the outputs of graphs gone are freed.
+                launch(1000, stream)
+                w.free_pending(stream)
+                st = cache.stats()
+                assert st.graphs <= max_graphs
+                assert st.graphs == 1 or st.graph_bytes <= max_bytes, st
+                w.check_outputs()
+                barrier.wait()
+        except BaseException:
+            barrier.abort()
+            for t in threads:
+                t.join()
+            assert errors == []  # a thread's error first, where one failed
+            raise
         for t in threads:
             t.join()
-    assert errors == []
-    st = cache.stats()
-    assert st.hits + st.misses == sum(launches) + rounds
-    assert st.evictions == sum(w.evicted.values()) > 0
-    cache.close()
-    for s in streams:
-        s.synchronize()
+        assert errors == []
+        st = cache.stats()
+        assert st.hits + st.misses == sum(launches) + rounds
+        assert st.evictions == sum(w.evicted.values()) > 0
+    finally:
+        cache.close()
+        for s in streams:
+            s.synchronize()
+        w.free_pending(stream)
+        stream.synchronize()
     # Every graph captured left through on_evict once.
     assert w.outs == {} and w.captures == w.evicted
     for s in streams:
