@@ -31,6 +31,7 @@ from . import _lib
 from ._lib import lib as _c
 
 __all__ = ["Error", "Status", "Device", "Stream", "Pool", "PoolStats", "Graph", "GraphStats", "Capture", "capture",
+           "GraphCache", "GraphCacheStats",
            "capture_attach", "capture_detach",
            "memcpy_async", "memset_async", "launch_host", "wait_deferred", "library_path", "__version__"]
 
@@ -516,6 +517,15 @@ class Pool(_Handle):
 _MODES = {"global": 0, "thread_local": 1, "relaxed": 2}
 
 
+def _mode(mode):
+    """A capture mode's C value."""
+    if not isinstance(mode, str):
+        raise TypeError(f"mode must be a str, not {type(mode).__name__}")
+    if mode not in _MODES:
+        raise ValueError(f"mode must be one of 'global', 'thread_local', 'relaxed', not {mode!r}")
+    return _MODES[mode]
+
+
 class Graph(_Handle):
     """A launchable graph (from cp.capture); holds its pools."""
 
@@ -609,10 +619,7 @@ class Capture:
         _expect("stream", stream, Stream)
         if pool is not None:
             _expect("pool", pool, Pool)
-        if not isinstance(mode, str):
-            raise TypeError(f"mode must be a str, not {type(mode).__name__}")
-        if mode not in _MODES:
-            raise ValueError(f"mode must be one of 'global', 'thread_local', 'relaxed', not {mode!r}")
+        _mode(mode)
         self.stream, self.pool, self.mode = stream, pool, mode
         self.graph = None
         self._keeper = None
@@ -675,6 +682,219 @@ def capture(stream, pool=None, mode="global"):
     graph (bound to `pool`, which may be None); the graph is .graph of the
     object it returns. mode: "global", "thread_local" or "relaxed"."""
     return Capture(stream, pool, mode)
+
+
+# ---- graph cache ------------------------------------------------------------
+# cpool_graph_cache_launch calls a C body on a miss and cpool_graph_cache's
+# on_evict as graphs leave; both are trampolines made once and never freed,
+# whose context argument is an integer key: a launch's key finds its body
+# (for the length of the call), a cache's key finds its on_evict (until the
+# C cache is destroyed, the last call that can run it).
+class _CacheCall:
+    """One GraphCache.launch: the body, the stream it captures on, what
+    cp.launch_host under the capture keeps, and the body's exception."""
+    __slots__ = ("body", "stream", "capture", "exc")
+
+    def __init__(self, body, stream):
+        self.body, self.stream = body, stream
+        self.capture = _CacheCapture(stream)
+        self.exc = None
+
+
+class _CacheCapture:
+    """What cp.launch_host finds on the stream (Stream._capture) while a
+    GraphCache body captures: host functions are kept as long as the graph,
+    as under cp.capture."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self._keeper = None
+
+    _keep = Capture._keep
+
+
+class _CacheState:
+    """What a C cache's on_evict needs: the callable and the device of the
+    graphs it is handed."""
+    __slots__ = ("on_evict", "device")
+
+    def __init__(self, on_evict, device):
+        self.on_evict, self.device = on_evict, device
+
+
+_cache_calls = {}  # key -> _CacheCall, during GraphCache.launch
+_caches = {}       # key -> _CacheState, until the C cache is destroyed
+
+
+def _body_trampoline(s, ctx):
+    call = _cache_calls.get(ctx)
+    if call is None:
+        return int(Status.ERR_INVALID_ARGUMENT)
+    stream = call.stream
+    prev, stream._capture = stream._capture, call.capture
+    try:
+        call.body(stream)
+    except BaseException as e:
+        # Any failing status discards the capture (nothing is kept or
+        # counted); launch raises the exception itself.
+        call.exc = e
+        st = e.status if isinstance(e, Error) else 0
+        return int(st) if st else int(Status.ERR_CAPTURE_INVALIDATED)
+    finally:
+        stream._capture = prev
+    return 0
+
+
+def _evict_trampoline(key, graph, user):
+    state = _caches.get(user)
+    if state is None or _state.finalizing:
+        return
+    fn = state.on_evict
+    g = None
+    try:
+        h = _c.cpool_graph_retain(graph)
+        if not h:
+            raise Error(Status.ERR_INVALID_ARGUMENT, _last_error())
+        g = Graph(h, state.device)
+        fn(key, g)
+    except BaseException:
+        _report_unraisable(fn, "Exception ignored in a capturepool.GraphCache on_evict function")
+    finally:
+        del g, fn  # the graph's reference goes here unless on_evict kept it
+
+
+_BODY = _lib.CAPTURE_FN(_body_trampoline)
+_EVICT = _lib.EVICT_FN(_evict_trampoline)
+ctypes.pythonapi.Py_IncRef(ctypes.py_object(_BODY))
+ctypes.pythonapi.Py_IncRef(ctypes.py_object(_EVICT))
+
+
+class GraphCacheStats(PoolStats):
+    """A graph cache's counters: the fields of cpool_graph_cache_stats
+    (graphs kept, hits, misses, evictions, and graph_bytes: the pool's
+    graph_reserved_bytes now)."""
+    __slots__ = _lib.GRAPH_CACHE_STATS_FIELDS
+
+    def __repr__(self):
+        return "GraphCacheStats(" + ", ".join(f"{k}={v}" for k, v in self.as_dict().items()) + ")"
+
+
+class GraphCache(_Handle):
+    """Graphs of one pool kept by key (cpool_graph_cache_*): launch(key, ...)
+    launches the key's graph, or captures body(stream) into the pool on a
+    miss and keeps it; then the least recently launched other graphs are
+    evicted until the pool's graph_reserved_bytes is at most max_bytes and
+    at most max_graphs graphs are kept (0: no bound). A graph that alone
+    needs more than max_bytes is kept alone.
+
+    on_evict(key, graph) is called as a graph leaves the cache (evicted, or
+    the cache closed), on the thread of the call that evicts, with a
+    cp.Graph holding a reference of its own: the place to free the graph's
+    outputs. An exception it raises goes to sys.unraisablehook.
+
+    The cache holds a reference to the C pool until closed (close() calls
+    on_evict for every graph kept); a context manager."""
+
+    def __init__(self, pool, *, max_bytes=0, max_graphs=0, on_evict=None):
+        super().__init__()
+        self._user = None
+        _expect("pool", pool, Pool)
+        max_bytes = _size("max_bytes", max_bytes)
+        if isinstance(max_graphs, bool) or not isinstance(max_graphs, int):
+            raise TypeError(f"max_graphs must be an int, not {type(max_graphs).__name__}")
+        if not 0 <= max_graphs < 1 << 32:
+            raise ValueError(f"max_graphs must be in [0, 2**32), got {max_graphs}")
+        if on_evict is not None and not callable(on_evict):
+            raise TypeError(f"on_evict must be callable or None, not {type(on_evict).__name__}")
+        h = pool._handle("GraphCache")
+        user = next(_keys)
+        opts = _lib.GraphCacheOptions(ctypes.sizeof(_lib.GraphCacheOptions), max_bytes, max_graphs,
+                                      _EVICT if on_evict is not None else _lib.EVICT_FN(), user)
+        _caches[user] = _CacheState(on_evict, pool.device)
+        out = ctypes.c_void_p()
+        st = _c.cpool_graph_cache_create(h, ctypes.byref(opts), ctypes.byref(out))
+        if st != 0:
+            _caches.pop(user, None)
+            _check(st)
+        self._h, self._user = out.value, user
+        self.pool, self.device = pool, pool.device
+        self.max_bytes, self.max_graphs = max_bytes, max_graphs
+
+    def launch(self, key, stream, body, mode="global"):
+        """Launches the graph kept under key (an int in [0, 2**64)) on
+        stream; on a miss, first captures body(stream) on it (mode as
+        cp.capture) and keeps it. Returns True for a hit, False for a miss.
+        An exception raised by body discards the capture (nothing is kept,
+        evicted or counted) and propagates; memory it allocated in the
+        capture and did not free is the caller's, as after cp.capture."""
+        key = _size("key", key)
+        _expect("stream", stream, Stream)
+        if not callable(body):
+            raise TypeError(f"body must be callable, not {type(body).__name__}")
+        m = _mode(mode)
+        h = self._handle("launch")
+        sh = stream._handle("launch")
+        call = _CacheCall(body, stream)
+        ctx = next(_keys)
+        _cache_calls[ctx] = call
+        hit = ctypes.c_bool(False)
+        try:
+            st = _c.cpool_graph_cache_launch(h, key, sh, m, _BODY, ctx, ctypes.byref(hit))
+        finally:
+            _cache_calls.pop(ctx, None)
+            keeper = call.capture._keeper
+            if keeper is not None:
+                keeper.release()  # the graph holds it, if one was made
+        exc, call.exc = call.exc, None
+        if exc is not None:
+            try:
+                raise exc
+            finally:
+                del exc
+        _check(st)
+        return hit.value
+
+    def get(self, key):
+        """The graph kept under key as a cp.Graph with a reference of its own,
+        or None. Not a launch: the order of eviction and the counters stay."""
+        key = _size("key", key)
+        out = ctypes.c_void_p()
+        _check(_c.cpool_graph_cache_get(self._handle("get"), key, ctypes.byref(out)))
+        return Graph(out.value, self.device) if out.value else None
+
+    def evict(self, key):
+        """Evicts the graph kept under key (on_evict, then the cache's
+        reference goes); nothing where none is kept."""
+        key = _size("key", key)
+        _check(_c.cpool_graph_cache_evict(self._handle("evict"), key))
+
+    def stats(self):
+        """The cache's counters now (cp.GraphCacheStats)."""
+        c = _lib.GraphCacheStatsC(ctypes.sizeof(_lib.GraphCacheStatsC))
+        _check(_c.cpool_graph_cache_get_stats(self._handle("stats"), ctypes.byref(c)))
+        return GraphCacheStats(c)
+
+    def predict_bytes(self, scratch_bytes, output_bytes):
+        """The pool's graph_reserved_bytes with one more graph that allocates
+        output_bytes of outputs, then scratch_bytes of scratch it frees
+        before its capture ends (cpool_graph_cache_predict_bytes)."""
+        scratch_bytes = _size("scratch_bytes", scratch_bytes)
+        output_bytes = _size("output_bytes", output_bytes)
+        out = ctypes.c_uint64()
+        _check(_c.cpool_graph_cache_predict_bytes(self._handle("predict_bytes"), scratch_bytes, output_bytes,
+                                                  ctypes.byref(out)))
+        return out.value
+
+    def close(self):
+        """Ends the cache: on_evict for every graph kept, then the cache's
+        references (graphs, pool) go. A second call does nothing."""
+        self._drop()
+
+    def _end(self, h):
+        try:
+            _c.cpool_graph_cache_destroy(h)
+        finally:
+            _caches.pop(self._user, None)
 
 
 # ---- stream work ------------------------------------------------------------

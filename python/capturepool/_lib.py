@@ -42,6 +42,8 @@ status_t = ctypes.c_int
 
 DROP_FN = ctypes.CFUNCTYPE(None, c_void_p)
 HOST_FN = ctypes.CFUNCTYPE(None, c_void_p)
+CAPTURE_FN = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p)           # cpool_capture_fn
+EVICT_FN = ctypes.CFUNCTYPE(None, c_uint64, c_void_p, c_void_p)    # cpool_graph_cache_evict_fn
 
 
 class PoolOptions(ctypes.Structure):
@@ -64,6 +66,18 @@ GRAPH_STATS_FIELDS = ("write_bytes", "shared_write_bytes", "live_output_bytes", 
 
 class GraphStatsC(ctypes.Structure):
     _fields_ = [("struct_size", c_size_t)] + [(n, c_uint64) for n in GRAPH_STATS_FIELDS]
+
+
+class GraphCacheOptions(ctypes.Structure):
+    _fields_ = [("struct_size", c_size_t), ("max_bytes", c_uint64), ("max_graphs", ctypes.c_uint32),
+                ("on_evict", EVICT_FN), ("user", c_void_p)]
+
+
+GRAPH_CACHE_STATS_FIELDS = ("graphs", "hits", "misses", "evictions", "graph_bytes")
+
+
+class GraphCacheStatsC(ctypes.Structure):
+    _fields_ = [("struct_size", c_size_t)] + [(n, c_uint64) for n in GRAPH_CACHE_STATS_FIELDS]
 
 
 def _proto(name, restype, *argtypes):
@@ -120,4 +134,12 @@ _proto("cpool_graph_replays", c_uint64, P)
 _proto("cpool_graph_get_stats", status_t, P, ctypes.POINTER(GraphStatsC))
 _proto("cpool_graph_pool", P, P)
 _proto("cpool_graph_native", P, P)
+_proto("cpool_graph_retain", P, P)
 _proto("cpool_graph_release", None, P)
+_proto("cpool_graph_cache_create", status_t, P, ctypes.POINTER(GraphCacheOptions), ctypes.POINTER(P))
+_proto("cpool_graph_cache_destroy", None, P)
+_proto("cpool_graph_cache_launch", status_t, P, c_uint64, P, c_int, CAPTURE_FN, P, ctypes.POINTER(c_bool))
+_proto("cpool_graph_cache_get", status_t, P, c_uint64, ctypes.POINTER(P))
+_proto("cpool_graph_cache_evict", status_t, P, c_uint64)
+_proto("cpool_graph_cache_get_stats", status_t, P, ctypes.POINTER(GraphCacheStatsC))
+_proto("cpool_graph_cache_predict_bytes", status_t, P, c_uint64, c_uint64, ctypes.POINTER(c_uint64))
