@@ -93,6 +93,68 @@ static void released_running_graph_keeps_its_pages(cpool_device *dev) {
     }
 }
 
+/* Output first (packed once the pool guesses it: the graphs before it
+ * kept theirs), then scratch, the output filled with value last. */
+typedef struct packed_out {
+    cpool_pool *pool;
+    size_t out_bytes;
+    unsigned char value;
+    void *out;
+} packed_out;
+
+static cpool_status packed_out_fn(cpool_stream *s, void *ctx) {
+    packed_out *a = ctx;
+    void *scratch;
+    cpool_status st = cpool_alloc(a->pool, a->out_bytes, s, &a->out);
+    if (st != CPOOL_OK) return st;
+    if ((st = cpool_alloc(a->pool, MiB, s, &scratch)) != CPOOL_OK) return st;
+    if ((st = cpool_memset_async(s, scratch, 1, MiB)) != CPOOL_OK) return st;
+    if ((st = cpool_free(a->pool, scratch, s)) != CPOOL_OK) return st;
+    return cpool_memset_async(s, a->out, a->value, a->out_bytes);
+}
+
+/* A graph's launch waits on another stream; its output is freed there,
+ * after the launch, and the graph released. The next capture must not be
+ * given that output's memory before the launch ran: the launch would
+ * write the new graph's output. Outputs of 64 KiB (packed) and 4 MiB. */
+static void output_freed_behind_a_running_launch(cpool_device *dev) {
+    static stream_pool fixtures[2];
+    static gate before[2];
+    const size_t sizes[2] = {64 * KiB, 4 * MiB};
+    for (int k = 0; k < 2; k++) {
+        REQUIRE(fixture_open(dev, NULL, &fixtures[k]));
+        stream_pool fx = fixtures[k];
+        cpool_stream *other;
+        REQUIRE_OK(cpool_stream_create(dev, &other));
+        packed_out first = {fx.pool, sizes[k], 0x10, NULL}, a = {fx.pool, sizes[k], 0xAA, NULL};
+        packed_out b = {fx.pool, sizes[k], 0xBB, NULL};
+        cpool_graph *g0 = NULL, *ga = NULL, *gb = NULL;
+        REQUIRE_OK(cpool_capture(fx.s, fx.pool, CPOOL_CAPTURE_GLOBAL, packed_out_fn, &first, &g0));
+        REQUIRE_OK(cpool_capture(fx.s, fx.pool, CPOOL_CAPTURE_GLOBAL, packed_out_fn, &a, &ga));
+        REQUIRE_OK(cpool_launch_host(other, cb_gate, &before[k]));
+        CHECK_OK(cpool_graph_launch(ga, other));
+        CHECK_OK(cpool_free(fx.pool, a.out, other)); /* after the launch, on its stream */
+        cpool_graph_release(ga);
+        CHECK(wait_for_int(&before[k].entered, 1, WAIT_TIMEOUT_MS));
+        CHECK_OK(cpool_capture(fx.s, fx.pool, CPOOL_CAPTURE_GLOBAL, packed_out_fn, &b, &gb));
+        if (gb) {
+            CHECK_OK(cpool_graph_launch(gb, fx.s));
+            CHECK_OK(cpool_stream_synchronize(fx.s));
+        }
+        astore(&before[k].open, 1); /* A's launch runs now */
+        CHECK_OK(cpool_stream_synchronize(other));
+        if (gb) {
+            CHECK_BYTES(fx.s, b.out, b.out_bytes, 0xBB);
+            cpool_graph_release(gb);
+            CHECK_OK(cpool_free(fx.pool, b.out, fx.s));
+        }
+        cpool_graph_release(g0);
+        CHECK_OK(cpool_free(fx.pool, first.out, fx.s));
+        CHECK_OK(cpool_stream_synchronize(fx.s));
+        cpool_stream_destroy(other);
+    }
+}
+
 /* ---- graphs released while running ----------------------------------------- */
 
 typedef struct scratch_only {
@@ -338,6 +400,7 @@ static void branch_output_rounds_with_queued_work(cpool_device *dev) { serve_rou
 static void branch_graphed_call_rounds(cpool_device *dev) { serve_rounds(dev, 1, 1, 0, 1); }
 
 static const check_case cases[] = {
+    CHECK_CASE(output_freed_behind_a_running_launch),
     CHECK_CASE(released_running_graph_keeps_its_pages),
     CHECK_CASE(released_running_graphs_share_again),
     CHECK_CASE(graphed_call_rounds),

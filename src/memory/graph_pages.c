@@ -76,6 +76,10 @@ struct cpool__arena {
     uintptr_t *packed;
     size_t packed_count, packed_cap;
     cpool__stream_key packed_key;
+    /* Released: the packed blocks freed under packed_key (its capture's
+     * scratch, outputs freed since on a stream) stay its graph's until the
+     * device's work marked at the release is over (release_packed). */
+    bool packed_held;
     /* Blocks of other graphs and captures that its capture freed: they and
      * this graph's replays may write them still, so the free is made at
      * its release (cpool__arena_take_deferred). */
@@ -628,7 +632,30 @@ static cpool_status return_borrowed(cpool__graph_pages *gp, cpool__arena *ar);
 static bool idle(const cpool__arena *ar) { return !ar->in_use && !ar->alloc.map_count && !ar->packed_count; }
 
 /* Memory that work may use: mapped runs, or plain segments. */
-static bool holds_memory(const cpool__arena *ar) { return ar->alloc.segment_count != 0; }
+static bool holds_memory(const cpool__arena *ar) { return ar->alloc.segment_count != 0 || ar->packed_held; }
+
+/* The work marked at the arena's release (or when it became idle) is over,
+ * queried, never waited for. */
+static bool work_over(const cpool__arena *ar) {
+    return !ar->work_unknown && (!ar->work || cpool__order_mark_done(ar->work));
+}
+
+/* A released arena's packed blocks (freed under its key) are free for any
+ * capture once the work marked at its release is over: a launch of its
+ * graph still running, or work on the stream an output was freed on,
+ * may write them until then. */
+static void packed_free_for_all(cpool__graph_pages *gp, cpool__arena *ar) {
+    ar->packed_held = false;
+    if (gp->packed) cpool__allocator_retag_branch(&gp->packed->alloc, ar->packed_key, UINT64_MAX, CPOOL__KEY_ANY);
+}
+
+static void release_packed(cpool__graph_pages *gp, cpool__arena *ar) {
+    if (ar->packed_held && !ar->in_use && work_over(ar)) packed_free_for_all(gp, ar);
+}
+
+static void release_packed_all(cpool__graph_pages *gp) {
+    for (cpool__arena *ar = gp->arenas; ar; ar = ar->next) release_packed(gp, ar);
+}
 
 /* The arena was let go of, or just became idle: work enqueued while it
  * was held (its graph's launches, eager work on its outputs before their
@@ -647,7 +674,8 @@ static void mark_work(cpool__graph_pages *gp, cpool__arena *ar) {
  * over too, they are free for any stream. */
 static bool reusable(cpool__graph_pages *gp, cpool__arena *ar) {
     if (!idle(ar)) return false;
-    if (holds_memory(ar) && (ar->work_unknown || (ar->work && !cpool__order_mark_done(ar->work)))) return false;
+    if (holds_memory(ar) && !work_over(ar)) return false;
+    release_packed(gp, ar);
     if (return_borrowed(gp, ar) != CPOOL_OK) return false;
     if (ar->work) cpool__allocator_unfence_all(&ar->alloc, ar->work_frees);
     cpool__order_mark_release(ar->work);
@@ -689,9 +717,7 @@ static cpool_status arena_new(cpool__graph_pages *gp, cpool__arena **out) {
  * suspend gave (a trim after the resume gives the rest). */
 /* Idle, and the work marked at its release over (queried, never waited
  * for), or none to wait for. */
-static bool quiet(const cpool__arena *ar) {
-    return idle(ar) && !ar->work_unknown && (!ar->work || cpool__order_mark_done(ar->work));
-}
+static bool quiet(const cpool__arena *ar) { return idle(ar) && work_over(ar); }
 
 static void give_back_quiet_arenas(cpool__graph_pages *gp, bool keep_newest) {
     if (gp->suspended || cpool__on_stream_thread()) return;
@@ -706,6 +732,7 @@ static void give_back_quiet_arenas(cpool__graph_pages *gp, bool keep_newest) {
         }
         *at = ar->next;
         gp->arena_count--;
+        release_packed(gp, ar);
         arena_destroy(ar);
     }
 }
@@ -762,6 +789,7 @@ uint64_t cpool__graph_pages_predict(const cpool__graph_pages *gp, uint64_t scrat
 }
 
 cpool_status cpool__graph_pages_open(cpool__graph_pages *gp, cpool__stream_key packed_key, cpool__arena **out) {
+    release_packed_all(gp);
     give_back_quiet_arenas(gp, true);
     /* A suspended pool's idle arenas map nothing now: a seal must find
      * nothing to move, so only a new arena will do. */
@@ -1396,6 +1424,7 @@ static cpool_status seal_pages(cpool__graph_pages *gp, cpool__arena *ar) {
 
 void cpool__arena_release(cpool__graph_pages *gp, cpool__arena *ar) {
     ar->in_use = false;
+    ar->packed_held = gp->packed != NULL;
     atomic_store(&ar->launched, false); /* its next holder's launches count anew */
     ar->released = ++gp->release_clock;
     ar->graph = 0;
@@ -1459,6 +1488,9 @@ uint64_t cpool__graph_pages_trim(cpool__graph_pages *gp, uint64_t released_by, b
     settle_graphs(gp);
     for (cpool__arena **at = &gp->arenas; *at;) {
         cpool__arena *ar = *at;
+        /* Released before the device was quiesced: its packed blocks
+         * are free for any capture. */
+        if (!ar->in_use && ar->packed_held && ar->released <= released_by) packed_free_for_all(gp, ar);
         if (!ar->in_use && !idle(ar) && ar->released <= released_by) {
             /* A released graph's outputs live on: the pages of its scratch
              * (no work uses them now) go, those of its outputs stay. */

@@ -1052,10 +1052,8 @@ bool cpool__pool_release_arena(cpool_pool *pool, cpool__arena *arena) {
         atomic_fetch_sub(&pool->holders, 1);
     }
     free_deferred(pool, arena);
-    /* The packed blocks its capture freed are free for any capture now. */
-    cpool__allocator *packed;
-    if (pool->pages.packed && cpool__graph_pages_packed(&pool->pages, &packed) == CPOOL_OK)
-        cpool__allocator_retag_branch(packed, cpool__arena_packed_key(arena), UINT64_MAX, CPOOL__KEY_ANY);
+    /* The packed blocks its capture freed stay its graph's until the work
+     * marked now is over (graph_pages.c, release_packed). */
     cpool__arena_release(&pool->pages, arena);
     cpool__mutex_unlock(&pool->mu);
     return graph;
