@@ -28,6 +28,7 @@ struct cpool_graph {
     cpool__handle_header handle;
     atomic_int refs;      /* the callers' and a launch's that holds the graph */
     atomic_int user_refs; /* the callers': a release beyond them is refused */
+    atomic_int holds;     /* cpool__graph_hold's: launches not yet enqueued */
     uint64_t id;
     cpool_device *dev;
     cpool__bgraph *impl;
@@ -278,8 +279,11 @@ cpool_status cpool_graph_dump_dot(const cpool_graph *handle, const char *path) {
 
 cpool_graph *cpool__graph_hold(cpool_graph *g) {
     atomic_fetch_add_explicit(&g->refs, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&g->holds, 1, memory_order_relaxed);
     return g;
 }
+
+bool cpool__graph_held(const cpool_graph *g) { return atomic_load_explicit(&g->holds, memory_order_relaxed) != 0; }
 
 cpool_graph *cpool_graph_retain(cpool_graph *handle) {
     cpool_graph *g = graph_or_null(handle, "cpool_graph_retain");
@@ -312,7 +316,10 @@ static void graph_release(cpool_graph *g) {
     }
 }
 
-void cpool__graph_unhold(cpool_graph *g) { graph_release(g); }
+void cpool__graph_unhold(cpool_graph *g) {
+    atomic_fetch_sub_explicit(&g->holds, 1, memory_order_relaxed);
+    graph_release(g);
+}
 
 void cpool_graph_release(cpool_graph *handle) {
     cpool_graph *g;

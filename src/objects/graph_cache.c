@@ -120,7 +120,11 @@ static entry *least_recent(cpool_graph_cache *c, uint64_t keep, bool keep_any) {
     entry *best = NULL;
     for (size_t i = 0; i < c->cap; i++) {
         entry *e = &c->table[i];
-        if (!e->graph || e->launching || (keep_any && e->key == keep)) continue;
+        /* A launch under way (a hit's, or a miss's after its capture) is
+         * enqueued first: on_evict's frees are then ordered after it. */
+        if (!e->graph || e->launching || (keep_any && e->key == keep) ||
+            cpool__graph_held(cpool__handle_object(e->graph, CPOOL__HANDLE_GRAPH)))
+            continue;
         if (!best || e->tick < best->tick) best = e;
     }
     return best;

@@ -366,6 +366,8 @@ cpool_status cpool__graph_wrap(cpool_device *dev, cpool__bgraph *impl, const cpo
  * drops it, as a release does. */
 cpool_graph *cpool__graph_hold(cpool_graph *g);
 void cpool__graph_unhold(cpool_graph *g);
+/* Whether a cpool__graph_hold is under way (a launch not yet enqueued). */
+bool cpool__graph_held(const cpool_graph *g);
 
 /* A graph id never used before (ids name graphs in messages). */
 uint64_t cpool__graph_new_id(void);
