@@ -1203,9 +1203,9 @@ void cpool_graph_cache_destroy(cpool_graph_cache *cache);
  * of the cache (one that captures, or any launch while such bytes wait).
  * A graph that alone needs more than max_bytes is launched and kept while
  * every other graph is evicted; no status says so (the stats show it). A
- * graph that another thread's call has just captured and is launching is
- * not evicted before that launch is enqueued; where that leaves a bound
- * unmet, the next launch checks again. A hit holds a reference of its own
+ * graph that another thread's call is launching (a hit, or a miss that
+ * has just captured it) is not evicted before that launch is enqueued;
+ * where that leaves a bound unmet, the next launch checks again. A hit holds a reference of its own
  * while it launches: an eviction meanwhile drops only the cache's, and the
  * graph's memory comes back once its launch is over. on_evict may run for a graph whose
  * launch another thread enqueued on its own stream, still running: free
