@@ -1218,7 +1218,8 @@ void cpool_graph_cache_destroy(cpool_graph_cache *cache);
  * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL or dead cache or
  * stream, NULL body on a miss, a stream of another device or one that is
  * capturing), the statuses of cpool_capture (body's included; then nothing
- * is kept, evicted or counted, and *hit_out is false), or of
+ * is kept, evicted or counted, *hit_out is false, and the discarded
+ * capture's memory comes back as an evicted graph's does), or of
  * cpool_graph_launch (the graph stays kept). */
 cpool_status cpool_graph_cache_launch(cpool_graph_cache *cache, uint64_t key, cpool_stream *s,
                                       cpool_capture_mode mode, cpool_capture_fn body, void *ctx, bool *hit_out);

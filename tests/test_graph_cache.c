@@ -211,6 +211,33 @@ static void counts_and_lru(cpool_device *dev) {
     for (int k = 1; k <= 5; k++) CHECK_EQ(w.keys[k].evicted, 1);
 }
 
+/* A body that takes 16 MiB of scratch, then fails. */
+static cpool_status body_fails_late(cpool_stream *s, void *ctx) {
+    cpool_pool *pool = ctx;
+    void *scratch = NULL;
+    cpool_status st = cpool_alloc(pool, 16 * MiB, s, &scratch);
+    if (st == CPOOL_OK) st = cpool_memset_async(s, scratch, 1, 16 * MiB);
+    if (scratch) cpool_free(pool, scratch, s);
+    return st == CPOOL_OK ? CPOOL_ERR_BACKEND : st;
+}
+
+/* The memory of a capture that failed on a miss goes back with the call
+ * (the device idle): the budget holds after it too. */
+static void failed_capture_gives_its_memory_back(cpool_device *dev) {
+    static stream_pool f;
+    static world w;
+    if (!fixture_open(dev, NULL, &f)) return;
+    world_init(&w, f.pool, f.s);
+    cpool_graph_cache *c = cache_make(&w, 8 * MiB, 0);
+    CHECK_OK(launch(c, &w, 1, f.s, NULL));
+    CHECK_OK(cpool_stream_synchronize(f.s));
+    CHECK_STATUS(cpool_graph_cache_launch(c, 2, f.s, CPOOL_CAPTURE_GLOBAL, body_fails_late, f.pool, NULL),
+                 CPOOL_ERR_BACKEND);
+    CHECK_LE(cache_stats(c).graph_bytes, 8 * MiB);
+    CHECK(kept(c, 1) && !kept(c, 2));
+    end_world(c, &w);
+}
+
 static void failed_capture_keeps_nothing(cpool_device *dev) {
     static stream_pool f;
     static world w;
@@ -485,6 +512,7 @@ static const check_case cases[] = {
     CHECK_CASE(counts_and_lru),         CHECK_CASE(failed_capture_keeps_nothing),
     CHECK_CASE(evict_and_destroy),      CHECK_CASE(byte_bound_one_stream),
     CHECK_CASE(too_large_kept_alone),   CHECK_CASE(prediction_within_a_page),
+    CHECK_CASE(failed_capture_gives_its_memory_back),
     CHECK_CASE(prediction_within_a_page_while_evicting),
     CHECK_CASE(threads_on_own_streams),
 };

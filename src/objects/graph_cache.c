@@ -238,7 +238,23 @@ static cpool_status launch_miss(cpool_graph_cache *c, uint64_t key, cpool_stream
                                 cpool_capture_mode mode, cpool_capture_fn body, void *ctx, const char *fn) {
     cpool_graph *made = NULL;
     cpool_status st = cpool__capture_run(fn, s, c->pool, mode, body, ctx, NULL, true, &made);
-    if (st != CPOOL_OK) return st;
+    if (st != CPOOL_OK) {
+        /* The discarded capture's memory goes back where no work can use
+         * it, as an eviction's does; nothing else changes. */
+        if (c->opts.max_bytes) {
+            uint64_t reserved, waiting;
+            cpool__error_mark why;
+            cpool__error_save(&why);
+            cpool__pool_give_back_graph_memory(c->pool, &reserved, &waiting);
+            cpool__error_restore(&why);
+            if (waiting) { /* the next launch looks again */
+                cpool__mutex_lock(&c->mu);
+                c->waiting = true;
+                cpool__mutex_unlock(&c->mu);
+            }
+        }
+        return st;
+    }
     made = cpool__handle_of(made);
     cpool__mutex_lock(&c->mu);
     entry *e = find(c, key);
