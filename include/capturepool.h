@@ -893,6 +893,25 @@ cpool_status cpool_capture_end(cpool_stream *s, cpool_graph **graph_out);
  * CPOOL_ERR_SUSPENDED, CPOOL_ERR_BACKEND. On failure nothing changed. */
 cpool_status cpool_capture_attach(cpool_stream *s, cpool_pool *pool);
 
+/* Says that [offset, offset + bytes) of `block` (allocated from `pool` in
+ * the capture that `s` takes part in, begun or attached, and still
+ * allocated) is scratch: bytes that the graph's replays use and no one
+ * reads after them. At the capture's end (or detach) the whole pages in
+ * that range stay shared with the pool's other graphs instead of becoming
+ * the graph's own as the pages of a live block do; the rest of the block
+ * is an output as before. For an allocator above the pool that keeps
+ * outputs and scratch in one block (PyTorch's caching allocator keeps
+ * whole segments: capturepool.torch notes their inactive blocks). The
+ * block stays allocated; its free later frees all of it. A block that
+ * lies in pages of its own already (small, or packed as a guessed output)
+ * is left as it is. Notes of a block end with it.
+ * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL or dead handle, NULL
+ * block, a block not allocated from pool in this capture, a range past
+ * its end), CPOOL_ERR_NOT_CAPTURING (s takes part in no capture of the
+ * library), CPOOL_ERR_OUT_OF_MEMORY. On failure nothing changed. */
+cpool_status cpool_capture_note_scratch(cpool_stream *s, cpool_pool *pool, void *block, size_t offset,
+                                        size_t bytes);
+
 /* Ends the attachment of cpool_capture_attach, before the owner ends its
  * capture: the capture's arenas are sealed (the pages of blocks still
  * allocated become its own), the stream stays capturing for its owner,

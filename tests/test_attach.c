@@ -244,6 +244,55 @@ static void attached_graphs_share_pages(cpool_device *dev) {
     cpool__pool_check(fx.pool);
 }
 
+/* As PyTorch's caching allocator does: one segment (one block of the
+ * pool) holds a graph's output (its first MiB) and scratch (the rest,
+ * freed inside torch, not to the pool). Noted as scratch, the segment's
+ * whole pages past the output stay shared: a second graph's scratch maps
+ * them, and the output keeps its bytes through both graphs' replays. */
+static void segment_scratch_stays_shared(cpool_device *dev) {
+    static stream_pool fx;
+    REQUIRE(fixture_open(dev, NULL, &fx));
+    foreign f[2];
+    void *seg = NULL, *out2 = NULL;
+    cpool_graph *hold[2] = {NULL, NULL};
+    /* Graph 0: an 8 MiB segment, output in its first MiB. */
+    REQUIRE_OK(foreign_begin(&f[0], fx.s));
+    REQUIRE_OK(cpool_capture_attach(fx.s, fx.pool));
+    REQUIRE_OK(cpool_alloc(fx.pool, 8 * MiB, fx.s, &seg));
+    CHECK_OK(cpool_memset_async(fx.s, (char *)seg + MiB, 0x11, 7 * MiB)); /* scratch */
+    CHECK_OK(cpool_memcpy_async(fx.s, seg, (char *)seg + MiB, MiB));     /* the output, from it */
+    CHECK_STATUS(cpool_capture_note_scratch(fx.s, fx.pool, seg, MiB, 8 * MiB), CPOOL_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(cpool_capture_note_scratch(fx.s, fx.pool, (char *)seg + MiB, 0, MiB), CPOOL_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(cpool_capture_note_scratch(fx.s, fx.pool, NULL, 0, MiB), CPOOL_ERR_INVALID_ARGUMENT);
+    CHECK_OK(cpool_capture_note_scratch(fx.s, fx.pool, seg, MiB, 7 * MiB));
+    CHECK_OK(cpool_capture_detach(fx.s, &hold[0]));
+    CHECK_OK(foreign_end(&f[0]));
+    CHECK_STATUS(cpool_capture_note_scratch(fx.s, fx.pool, seg, MiB, 7 * MiB), CPOOL_ERR_NOT_CAPTURING);
+    cpool_graph_stats gs = {.struct_size = sizeof gs};
+    REQUIRE_OK(cpool_graph_get_stats(hold[0], &gs));
+    CHECK_EQ(gs.own_bytes, (uint64_t)PAGE_BYTES); /* the output's page alone */
+    /* Graph 1: 6 MiB of scratch of its own, a 64 KiB output. */
+    REQUIRE(capture_attached(dev, fx.s, fx.pool, 6 * MiB, 64 * KiB, 0, 0x22, &f[1], &out2, &hold[1]));
+    cpool_pool_stats st = stats_of(fx.pool);
+    printf("  graph_reserved_bytes %.0f MiB for an 8 MiB segment and 6 MiB of scratch\n",
+           (double)st.graph_reserved_bytes / MiB);
+    CHECK_LE(st.graph_reserved_bytes, 10 * MiB); /* 3 shared pages, 2 own (else 8 + 6 + 2 MiB) */
+    for (int round = 0; round < 3; round++) {
+        CHECK_OK(foreign_launch(&f[round % 2], fx.s));
+        CHECK_OK(foreign_launch(&f[(round + 1) % 2], fx.s));
+        CHECK_OK(cpool_stream_synchronize(fx.s));
+        CHECK_BYTES(fx.s, seg, MiB, 0x11);
+        CHECK_BYTES(fx.s, out2, 64 * KiB, 0x22);
+    }
+    for (int k = 0; k < 2; k++) {
+        foreign_destroy(&f[k], dev);
+        cpool_graph_release(hold[k]);
+    }
+    CHECK_OK(cpool_free(fx.pool, seg, fx.s));
+    CHECK_OK(cpool_free(fx.pool, out2, fx.s));
+    cpool__pool_check(fx.pool);
+}
+
 /* A stream forked into the attached capture by an event allocates there
  * too; it is joined back before the owner ends it. */
 static void forked_stream_allocates_in_the_capture(cpool_device *dev) {
@@ -366,6 +415,7 @@ static void stream_destroyed_while_attached(cpool_device *dev) {
 static const check_case cases[] = {
     CHECK_CASE(attach_serves_scratch_and_outputs),
     CHECK_CASE(attached_graphs_share_pages),
+    CHECK_CASE(segment_scratch_stays_shared),
     CHECK_CASE(forked_stream_allocates_in_the_capture),
     CHECK_CASE(attach_misuse),
     CHECK_CASE(stream_destroyed_while_attached),

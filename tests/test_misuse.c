@@ -760,6 +760,18 @@ ROW_FN(capture_detach_library_capture) {
     CHECK_STATUS(cpool_capture_detach(f->s_cap, &g), INV);
     CHECK(g == NULL);
 }
+ROW_FN(capture_note_scratch_null_args) {
+    CHECK_STATUS(cpool_capture_note_scratch(NULL, f->pool, (void *)SENTINEL, 0, 1), INV);
+    CHECK_STATUS(cpool_capture_note_scratch(f->s_cap, NULL, (void *)SENTINEL, 0, 1), INV);
+    CHECK_STATUS(cpool_capture_note_scratch(f->s_cap, f->pool, NULL, 0, 1), INV);
+}
+ROW_FN(capture_note_scratch_not_capturing) {
+    CHECK_STATUS(cpool_capture_note_scratch(f->s, f->pool, (void *)SENTINEL, 0, 1), CPOOL_ERR_NOT_CAPTURING);
+}
+/* A block the capture did not allocate from the pool. */
+ROW_FN(capture_note_scratch_foreign_block) {
+    CHECK_STATUS(cpool_capture_note_scratch(f->s_cap, f->pool, (void *)SENTINEL, 0, 1), INV);
+}
 ROW_FN(capture_status_null_stream) {
     cpool_capture_state cs = (cpool_capture_state)99;
     (void)f;
@@ -1271,6 +1283,12 @@ WRONG_FN(w_capture_end) {
 }
 WRONG_FN(w_capture_attach_stream) { CHECK_STATUS(cpool_capture_attach(h, f->pool), INV); }
 WRONG_FN(w_capture_attach_pool) { CHECK_STATUS(cpool_capture_attach(f->s, h), INV); }
+WRONG_FN(w_capture_note_scratch_stream) {
+    CHECK_STATUS(cpool_capture_note_scratch(h, f->pool, (void *)SENTINEL, 0, 1), INV);
+}
+WRONG_FN(w_capture_note_scratch_pool) {
+    CHECK_STATUS(cpool_capture_note_scratch(f->s_cap, h, (void *)SENTINEL, 0, 1), INV);
+}
 WRONG_FN(w_capture_detach) {
     cpool_graph *g = (cpool_graph *)SENTINEL;
     (void)f;
@@ -1439,6 +1457,8 @@ static const wrong_row wrong_rows[] = {
     {"cpool_capture_end", "stream", T_STREAM, w_capture_end},
     {"cpool_capture_attach", "stream", T_STREAM, w_capture_attach_stream},
     {"cpool_capture_attach", "pool", T_POOL, w_capture_attach_pool},
+    {"cpool_capture_note_scratch", "stream", T_STREAM, w_capture_note_scratch_stream},
+    {"cpool_capture_note_scratch", "pool", T_POOL, w_capture_note_scratch_pool},
     {"cpool_capture_detach", "stream", T_STREAM, w_capture_detach},
     {"cpool_capture_status", "stream", T_STREAM, w_capture_status},
     {"cpool_capture", "stream", T_STREAM, w_capture_stream},
@@ -1582,6 +1602,9 @@ static const row rows[] = {
     {"cpool_capture_attach", "stream not capturing", NULL, capture_attach_not_capturing, 0},
     {"cpool_capture_attach", "a capture begun with cpool_capture_begin", NULL, capture_attach_library_capture, 0},
     {"cpool_capture_attach", "pool of another device", NULL, capture_attach_pool_of_other_device, 0},
+    {"cpool_capture_note_scratch", "NULL stream, pool or block", NULL, capture_note_scratch_null_args, 0},
+    {"cpool_capture_note_scratch", "stream not capturing", NULL, capture_note_scratch_not_capturing, 0},
+    {"cpool_capture_note_scratch", "a block not allocated in the capture", NULL, capture_note_scratch_foreign_block, 0},
     {"cpool_capture_detach", "NULL stream or out", NULL, capture_detach_null_args, 0},
     {"cpool_capture_detach", "nothing attached", NULL, capture_detach_not_attached, 0},
     {"cpool_capture_detach", "a capture begun with cpool_capture_begin", NULL, capture_detach_library_capture, 0},

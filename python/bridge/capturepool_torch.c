@@ -272,6 +272,23 @@ CPOOL_TORCH_API int cpool_torch_scratch(int slot, void *native, void *ptr) {
     return st;
 }
 
+/* Says that [offset, offset + bytes) of segment `ptr`, which torch took
+ * under the attached capture on `native` and still holds tensors in, is
+ * scratch (an inactive block of torch's): its whole pages stay shared
+ * (cpool_capture_note_scratch). */
+CPOOL_TORCH_API int cpool_torch_note_scratch(int slot, void *native, void *ptr, size_t offset, size_t bytes) {
+    torch_slot *t = slot_at(slot);
+    if (!t || !ptr) return CPOOL_ERR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&t->mu);
+    int st = CPOOL_ERR_INVALID_ARGUMENT;
+    if (t->pool) {
+        cpool_stream *s = slot_stream(t, native);
+        st = s ? cpool_capture_note_scratch(s, t->pool, ptr, offset, bytes) : CPOOL_ERR_OUT_OF_MEMORY;
+    }
+    pthread_mutex_unlock(&t->mu);
+    return st;
+}
+
 /* Detaches the slot's pool from the capture on `native` before torch ends
  * it: *hold_out holds the graph's memory (cpool_capture_detach). */
 CPOOL_TORCH_API int cpool_torch_detach(int slot, void *native, cpool_graph **hold_out) {

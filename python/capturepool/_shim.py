@@ -51,6 +51,9 @@ def shim():
             so.cpool_torch_attach.argtypes = [ctypes.c_int, ctypes.c_void_p]
             so.cpool_torch_scratch.restype = ctypes.c_int
             so.cpool_torch_scratch.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
+            so.cpool_torch_note_scratch.restype = ctypes.c_int
+            so.cpool_torch_note_scratch.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
+                                                    ctypes.c_size_t]
             so.cpool_torch_detach.restype = ctypes.c_int
             so.cpool_torch_detach.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]
             _shim = so
@@ -114,6 +117,13 @@ class Slot:
         st = self._so.cpool_torch_scratch(self.index, native or None, ptr)
         if st != 0:
             raise Error(st, f"cpool_torch_scratch: {_c.cpool_last_error().decode()}")
+
+    def note_scratch(self, native, ptr, offset, nbytes):
+        """Says that [offset, offset + nbytes) of segment `ptr`, which holds
+        live tensors too, is scratch: its whole pages stay shared."""
+        st = self._so.cpool_torch_note_scratch(self.index, native or None, ptr, offset, nbytes)
+        if st != 0:
+            raise Error(st, f"cpool_torch_note_scratch: {_c.cpool_last_error().decode()}")
 
     def detach(self, native, device):
         """Detaches before torch ends the capture; returns the cp.Graph

@@ -24,8 +24,10 @@ for torch's capture stream), so the graph's segments are graph memory in
 an arena of that capture. Before torch ends the capture, the segments in
 which torch holds no live tensor are freed in the capture (scratch, on
 pages shared with the pool's other graphs: C graphs and other torch
-graphs alike), and the pool is detached: the segments still live (the
-graph's outputs) get pages of their own. A hold (a cp.Graph without an
+graphs alike); in the segments that still hold tensors (the graph's
+outputs), torch's inactive blocks are noted as scratch
+(cpool_capture_note_scratch), and the pool is detached: only the pages of
+live tensors become the graph's own. A hold (a cp.Graph without an
 executable) keeps that memory until g is collected. docs/PYTHON.md,
 "Graphs that share pages", says why this is safe and what would break it.
 """
@@ -188,13 +190,21 @@ class TorchPool:
     def _free_scratch(self, mp, native):
         """Frees, inside the capture, the segments of g's MemPool that hold
         no active block (every tensor in them was freed during the capture):
-        scratch for g's replays. On failure g is marked broken."""
+        scratch for g's replays; in the others, notes the inactive blocks
+        as scratch (their whole pages stay shared, the pages of the graph's
+        outputs become its own). On failure g is marked broken."""
         pool_id = tuple(mp.id)
         for seg in _torch.cuda.memory_snapshot():
             if tuple(seg.get("segment_pool_id", ())) != pool_id or seg.get("stream") != native:
                 continue
             if seg.get("active_size", 1) == 0:
                 self._slot.scratch(native, seg["address"])
+                continue
+            # Tensors live in it (the graph's outputs): its inactive blocks
+            # are scratch, whose whole pages stay shared.
+            for block in seg.get("blocks", ()):
+                if block.get("state") == "inactive":
+                    self._slot.note_scratch(native, seg["address"], block["address"] - seg["address"], block["size"])
 
     def _keep(self, g, hold):
         """The hold keeps g's memory until g is collected."""

@@ -1122,7 +1122,8 @@ void cpool__allocator_walk(const cpool__allocator *a, const cpool__walker *w) {
                 /* Lent bytes show as what they are used as: graphs' free scratch. */
                 cpool__block_view v = {.addr = b->addr, .size = b->size, .requested = b->lent ? 0 : b->requested,
                                        .stream = b->used_by, .live = b->live && !b->lent, .graph = b->graph,
-                                       .pinned = b->pinned && !b->lent, .output = b->live && b->graph && !b->lent};
+                                       .pinned = b->pinned && !b->lent, .output = b->live && b->graph && !b->lent,
+                                       .serial = b->serial};
                 w->block(w->ctx, &v);
             }
         }

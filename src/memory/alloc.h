@@ -232,6 +232,7 @@ typedef struct cpool__block_view {
     uint64_t stream; /* the stream it was last handed out or freed on (0: not known) */
     bool live, graph, pinned;
     bool output; /* live in a graph's memory once its capture ended */
+    uint64_t serial; /* the allocation that handed it out last */
 } cpool__block_view;
 typedef struct cpool__walker {
     void *ctx;

@@ -80,6 +80,14 @@ struct cpool__arena {
      * scratch, outputs freed since on a stream) stay its graph's until the
      * device's work marked at the release is over (release_packed). */
     bool packed_held;
+    /* Parts of its capture's live blocks that the caller said are scratch
+     * (cpool__arena_note_scratch): the whole pages in them stay shared at
+     * the seal. A part counts while its block is the one noted (serial). */
+    struct scratch_part {
+        uintptr_t block, lo, hi;
+        uint64_t serial;
+    } *scratch;
+    size_t scratch_count, scratch_cap;
     /* Blocks of other graphs and captures that its capture freed: they and
      * this graph's replays may write them still, so the free is made at
      * its release (cpool__arena_take_deferred). */
@@ -623,6 +631,7 @@ static void arena_destroy(cpool__arena *ar) {
     free(ar->taken);
     free(ar->packed);
     free(ar->deferred);
+    free(ar->scratch);
     free(ar);
 }
 
@@ -800,6 +809,7 @@ cpool_status cpool__graph_pages_open(cpool__graph_pages *gp, cpool__stream_key p
     cpool__error_restore(&before);
     if (ar) {
         ar->in_use = true;
+        ar->scratch_count = 0; /* its last capture's blocks are gone */
         cpool__allocator_share_spans(&ar->alloc); /* its last capture's branches' */
         for (size_t d = 0; d < ar->taken_cap; d++) /* what its last capture found in use */
             if (ar->taken[d] == BLOCKED) untake(ar, d);
@@ -886,6 +896,7 @@ typedef struct page_list {
     uintptr_t *addr;
     size_t count, cap;
     bool failed;
+    const cpool__arena *ar; /* its scratch parts are no live pages; NULL: none */
 } page_list;
 
 static void note_page(page_list *l, uintptr_t addr) {
@@ -903,10 +914,44 @@ static void note_page(page_list *l, uintptr_t addr) {
     l->addr[l->count++] = addr;
 }
 
+/* Whether the page at p lies whole in a scratch part of live block b. */
+static bool scratch_page(const cpool__arena *ar, const cpool__block_view *b, uintptr_t p) {
+    for (size_t k = 0; ar && k < ar->scratch_count; k++) {
+        const struct scratch_part *part = &ar->scratch[k];
+        if (part->block == b->addr && part->serial == b->serial && part->lo <= p && p + CPOOL__PAGE <= part->hi)
+            return true;
+    }
+    return false;
+}
+
 static void live_pages_block(void *ctx, const cpool__block_view *b) {
+    page_list *l = ctx;
     if (!b->live) return;
     uintptr_t first = b->addr / CPOOL__PAGE * CPOOL__PAGE;
-    for (uintptr_t p = first; p < b->addr + b->size; p += CPOOL__PAGE) note_page(ctx, p);
+    for (uintptr_t p = first; p < b->addr + b->size; p += CPOOL__PAGE)
+        if (!scratch_page(l->ar, b, p)) note_page(l, p);
+}
+
+cpool_status cpool__arena_note_scratch(cpool__arena *ar, void *block, size_t offset, size_t bytes) {
+    cpool__block_info info;
+    if (!cpool__allocator_live_block(&ar->alloc, block, &info))
+        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%p is no live block of the capture's own memory", block);
+    if (offset > info.size || bytes > info.size - offset)
+        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%zu bytes at offset %zu reach past the block's %zu", bytes,
+                           offset, info.size);
+    uintptr_t lo = (uintptr_t)block + offset;
+    lo = (lo + CPOOL__PAGE - 1) / CPOOL__PAGE * CPOOL__PAGE;
+    uintptr_t hi = ((uintptr_t)block + offset + bytes) / CPOOL__PAGE * CPOOL__PAGE;
+    if (hi <= lo) return CPOOL_OK; /* no whole page: nothing to share */
+    if (ar->scratch_count == ar->scratch_cap) {
+        size_t cap = ar->scratch_cap ? 2 * ar->scratch_cap : 8;
+        struct scratch_part *grown = cpool__realloc(ar->scratch, cap * sizeof *grown);
+        if (!grown) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory noting a block's scratch");
+        ar->scratch = grown;
+        ar->scratch_cap = cap;
+    }
+    ar->scratch[ar->scratch_count++] = (struct scratch_part){(uintptr_t)block, lo, hi, info.serial};
+    return CPOOL_OK;
 }
 
 static void no_segment(void *ctx, uintptr_t base, size_t size) {
@@ -1089,7 +1134,7 @@ static bool page_listed(const page_list *l, uintptr_t addr) {
  * lower. */
 static void share_freed_pages(cpool__graph_pages *gp, cpool__arena *ar) {
     if (ar->own_pages || !gp->own_bytes) return;
-    page_list live = {0};
+    page_list live = {.ar = ar};
     cpool__allocator_walk(&ar->alloc, &(cpool__walker){.ctx = &live, .segment = no_segment, .block = live_pages_block});
     size_t d = 0;
     for (size_t s = 0; s < ar->span_count && !live.failed; s++) {
@@ -1389,7 +1434,7 @@ static cpool_status own_pages(cpool__graph_pages *gp, cpool__arena *ar, const ui
 
 static cpool_status seal_pages(cpool__graph_pages *gp, cpool__arena *ar) {
     if (!ar->span_count) return CPOOL_OK; /* plain segments: nothing shared */
-    page_list l = {0};
+    page_list l = {.ar = ar};
     cpool__allocator_walk(&ar->alloc, &(cpool__walker){.ctx = &l, .segment = no_segment, .block = live_pages_block});
     cpool_status st = l.failed ? cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory sealing a graph's pages")
                                : split_live_runs(gp, ar, &l);

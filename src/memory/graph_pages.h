@@ -175,6 +175,11 @@ uint64_t cpool__arena_id(const cpool__arena *ar);
 cpool_status cpool__arena_seal(cpool__graph_pages *gp, cpool__arena *ar, uint64_t graph_id);
 /* The graph that holds the arena (0: a capture's, or idle). */
 uint64_t cpool__arena_graph(const cpool__arena *ar);
+/* [offset, offset + bytes) of `block`, a live block of the arena's
+ * capture, is scratch that the caller's allocator keeps in it (no one
+ * reads it after the capture's replays): at the seal, the whole pages in
+ * it stay shared instead of becoming the graph's own. */
+cpool_status cpool__arena_note_scratch(cpool__arena *ar, void *block, size_t offset, size_t bytes);
 /* Its graph is being launched (inside the pool's launch bracket, which
  * hold_launches holds back): until then its pages may change without a
  * look at the device's work. */

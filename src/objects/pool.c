@@ -966,6 +966,36 @@ static __attribute__((noinline)) cpool_status free_locked(cpool_pool *pool, void
     return st;
 }
 
+cpool_status cpool_capture_note_scratch(cpool_stream *s_handle, cpool_pool *pool_handle, void *block, size_t offset,
+                                        size_t bytes) {
+    static const char fn[] = "cpool_capture_note_scratch";
+    cpool_stream *s;
+    cpool_pool *pool;
+    CPOOL__RESOLVE(s, s_handle, CPOOL__HANDLE_STREAM, fn, "stream");
+    CPOOL__RESOLVE(pool, pool_handle, CPOOL__HANDLE_POOL, fn, "pool");
+    if (!block) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%s: NULL block", fn);
+    cpool__capture *cap = cpool__capture_lock(s);
+    if (!cap) return cpool__fail(CPOOL_ERR_NOT_CAPTURING, "%s: the stream takes part in no capture of capturepool", fn);
+    cpool__held_pool *held = cpool__capture_held(cap, pool);
+    cpool_status st = CPOOL_OK;
+    cpool__mutex_lock(&pool->mu);
+    cpool__allocator *packed = NULL;
+    cpool__block_info info;
+    if (held && held->arena && cpool__graph_pages_find(&pool->pages, block) == held->arena)
+        st = cpool__arena_note_scratch(held->arena, block, offset, bytes);
+    else if (!(held && held->arena && pool->pages.packed &&
+               cpool__graph_pages_packed(&pool->pages, &packed) == CPOOL_OK &&
+               cpool__allocator_live_block(packed, block, &info) &&
+               cpool__graph_pages_packed_owner(&pool->pages, (uintptr_t)block) == held->arena))
+        st = cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%p was not allocated from this pool in the stream's capture",
+                         block);
+    /* A packed block (small, or an output the pool guessed) has pages of
+     * its own already: nothing to note. */
+    cpool__mutex_unlock(&pool->mu);
+    cpool__capture_unlock(cap);
+    return st == CPOOL_OK ? st : cpool__fail_in(fn, st);
+}
+
 /* A free under the capture that s takes part in (locked here). */
 static __attribute__((noinline)) cpool_status free_in_capture(cpool_pool *pool, void *ptr, cpool_stream *s) {
     cpool__capture *cap = cpool__capture_lock(s);

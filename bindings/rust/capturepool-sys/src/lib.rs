@@ -319,6 +319,13 @@ extern "C" {
     pub fn cpool_capture_status(s: *mut cpool_stream, out: *mut cpool_capture_state) -> cpool_status;
     pub fn cpool_capture_attach(s: *mut cpool_stream, pool: *mut cpool_pool) -> cpool_status;
     pub fn cpool_capture_detach(s: *mut cpool_stream, hold_out: *mut *mut cpool_graph) -> cpool_status;
+    pub fn cpool_capture_note_scratch(
+        s: *mut cpool_stream,
+        pool: *mut cpool_pool,
+        block: *mut c_void,
+        offset: usize,
+        bytes: usize,
+    ) -> cpool_status;
     pub fn cpool_capture(
         s: *mut cpool_stream,
         pool: *mut cpool_pool,
