@@ -1335,11 +1335,16 @@ static void lend_tail(cpool__graph_pages *gp, cpool__arena *ar, lender_list *tak
     if (!sp || !sp->mapped[i] || sp->own[i] || extent >= CPOOL__PAGE || gp->shared[sp->number[i]].maps != 1) return;
     arena_span *lsp = find_lender(gp, taken, extent, &j);
     if (!lsp) return;
+    if (!list_lender(taken, lsp->base + j * CPOOL__PAGE)) { /* unlisted, a later tail could take it too */
+        if (!lsp->borrowers[j]) end_loans(gp, lsp, j);
+        return;
+    }
     cpool__page_run *run = gp->shared[sp->number[i]].run;
     size_t d = sp->number[i];
     void *page = (void *)addr, *mem = lsp->own[j];
     bool alone = !run || split_run_quiet(gp, run, ar, d - run->first, 1), lost = false;
     if (!alone || swap_page(gp, page, gp->shared[d].page, mem, &lost) != CPOOL_OK) {
+        taken->count--;
         if (!lsp->borrowers[j]) end_loans(gp, lsp, j); /* lent for nothing */
         if (lost) lose_page(gp, ar, sp, i);
         return;
@@ -1347,7 +1352,6 @@ static void lend_tail(cpool__graph_pages *gp, cpool__arena *ar, lender_list *tak
     sp->own[i] = mem;
     sp->lender[i] = lsp->base + j * CPOOL__PAGE;
     lsp->borrowers[j]++;
-    list_lender(taken, sp->lender[i]);
     untake(ar, d);
     unmapped_shared(gp, d);
 }
