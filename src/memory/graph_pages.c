@@ -662,7 +662,7 @@ static void release_packed(cpool__graph_pages *gp, cpool__arena *ar) {
     if (ar->packed_held && !ar->in_use && work_over(ar)) packed_free_for_all(gp, ar);
 }
 
-static void release_packed_all(cpool__graph_pages *gp) {
+void cpool__graph_pages_release_packed(cpool__graph_pages *gp) {
     for (cpool__arena *ar = gp->arenas; ar; ar = ar->next) release_packed(gp, ar);
 }
 
@@ -798,7 +798,7 @@ uint64_t cpool__graph_pages_predict(const cpool__graph_pages *gp, uint64_t scrat
 }
 
 cpool_status cpool__graph_pages_open(cpool__graph_pages *gp, cpool__stream_key packed_key, cpool__arena **out) {
-    release_packed_all(gp);
+    cpool__graph_pages_release_packed(gp);
     give_back_quiet_arenas(gp, true);
     /* A suspended pool's idle arenas map nothing now: a seal must find
      * nothing to move, so only a new arena will do. */

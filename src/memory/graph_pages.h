@@ -180,6 +180,9 @@ uint64_t cpool__arena_graph(const cpool__arena *ar);
  * reads it after the capture's replays): at the seal, the whole pages in
  * it stay shared instead of becoming the graph's own. */
 cpool_status cpool__arena_note_scratch(cpool__arena *ar, void *block, size_t offset, size_t bytes);
+/* The packed blocks of released arenas whose marked work is over are free
+ * for any capture now (else at the next capture's open). */
+void cpool__graph_pages_release_packed(cpool__graph_pages *gp);
 /* Its graph is being launched (inside the pool's launch bracket, which
  * hold_launches holds back): until then its pages may change without a
  * look at the device's work. */

@@ -728,10 +728,6 @@ static cpool_status open_arena(cpool_pool *pool, cpool__capture *cap, cpool__hel
     return st;
 }
 
-/* An allocation under capture `cap` (locked), from the capture's arena in
- * the pool (made at its first allocation there). The graph will need a
- * reference to this pool: room for it is made first, and it is taken only
- * once the allocation succeeded. */
 /* A block of graph memory from `a` (an arena's allocator or the packed
  * region), under the pool's lock: cached first, else grown; where the
  * device or the pool's bound is full, eager memory with no work left on it
@@ -761,6 +757,10 @@ static cpool_status graph_block_locked(cpool_pool *pool, cpool__allocator *a, si
     return st;
 }
 
+/* An allocation under capture `cap` (locked), from the capture's arena in
+ * the pool (made at its first allocation there). The graph will need a
+ * reference to this pool: room for it is made first, and it is taken only
+ * once the allocation succeeded. */
 static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *s, cpool__capture *cap,
                                   void **ptr_out, bool output, const char *fn) {
     cpool_status st = cpool__capture_holds(cap, pool) ? CPOOL_OK : cpool__capture_reserve(cap);
@@ -1300,6 +1300,7 @@ uint64_t cpool__pool_predict_graph_bytes(cpool_pool *pool, uint64_t scratch_byte
     if (packs && pool->pages.packed && cpool__graph_pages_packed(&pool->pages, &packed) == CPOOL_OK) {
         add_fences(pool);
         poll_fences(pool);
+        cpool__graph_pages_release_packed(&pool->pages);
         cpool__stream_key fresh = cpool__key_graph(0); /* a new capture's: ids start at 1 */
         packed_growth = cpool__allocator_growth_for(packed, (size_t)output_bytes, fresh, CPOOL__USE_GRAPH);
     } else if (packs) {
