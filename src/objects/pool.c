@@ -277,6 +277,38 @@ cpool_status cpool_pool_create(cpool_device *dev_handle, const cpool_pool_option
     return cpool__pool_create_registered(dev_handle, opts, NULL, out);
 }
 
+/* The pool's eager allocator and graph pages over the device's memory:
+ * segments that grow in place (address space reserved, pages mapped)
+ * where the device can, else plain segments. */
+static void init_memory(cpool_pool *pool, const cpool_pool_options *o, bool registrar) {
+    cpool_device *dev = pool->dev;
+    cpool__segment_source source = {.ctx = pool, .grow = segment_grow, .shrink = segment_shrink};
+    /* A registrar's ranges are whole plain segments: a block never spans two. */
+    if (!o->plain_segments && !registrar && dev->be->va_supported(dev->impl)) {
+        source.reserve = span_reserve;
+        source.unreserve = span_release;
+        source.map = pages_map;
+        source.unmap = pages_unmap;
+    }
+    cpool__allocator_init(&pool->alloc, &source, o->max_reserved_bytes);
+    /* Graph memory takes the same kind of memory: pages where segments
+     * grow in place, else plain segments that no two graphs share. */
+    cpool__page_source pages = {.ctx = pool, .grow = segment_grow, .shrink = segment_shrink};
+    if (source.reserve) {
+        pages.reserve = span_reserve;
+        pages.unreserve = span_release;
+        pages.create = page_create;
+        pages.release = page_release;
+        pages.map = page_map;
+        pages.unmap = page_unmap;
+        pages.hold_launches = hold_launches;
+        pages.release_launches = release_launches;
+    }
+    cpool__graph_pages_init(&pool->pages, &pages, o->max_reserved_bytes, &pool->alloc.reserved, &pool->dev->order);
+    pool->alloc.also_reserved[0] = &pool->pages.shared_bytes;
+    pool->alloc.also_reserved[1] = &pool->pages.own_bytes;
+}
+
 cpool_status cpool__pool_create_registered(cpool_device *dev_handle, const cpool_pool_options *opts,
                                            const cpool__registrar *registrar, cpool_pool **out) {
     cpool_device *dev;
@@ -317,31 +349,7 @@ cpool_status cpool__pool_create_registered(cpool_device *dev_handle, const cpool
     pool->deferred_clear.run = run_deferred_clear;
     pool->deferred_destroy.run = run_deferred_destroy;
     pool->registrar = registrar ? *registrar : (cpool__registrar){0};
-    cpool__segment_source source = {.ctx = pool, .grow = segment_grow, .shrink = segment_shrink};
-    /* A registrar's ranges are whole plain segments: a block never spans two. */
-    if (!o.plain_segments && !registrar && dev->be->va_supported(dev->impl)) {
-        source.reserve = span_reserve;
-        source.unreserve = span_release;
-        source.map = pages_map;
-        source.unmap = pages_unmap;
-    }
-    cpool__allocator_init(&pool->alloc, &source, o.max_reserved_bytes);
-    /* Graph memory takes the same kind of memory: pages where segments
-     * grow in place, else plain segments that no two graphs share. */
-    cpool__page_source pages = {.ctx = pool, .grow = segment_grow, .shrink = segment_shrink};
-    if (source.reserve) {
-        pages.reserve = span_reserve;
-        pages.unreserve = span_release;
-        pages.create = page_create;
-        pages.release = page_release;
-        pages.map = page_map;
-        pages.unmap = page_unmap;
-        pages.hold_launches = hold_launches;
-        pages.release_launches = release_launches;
-    }
-    cpool__graph_pages_init(&pool->pages, &pages, o.max_reserved_bytes, &pool->alloc.reserved, &pool->dev->order);
-    pool->alloc.also_reserved[0] = &pool->pages.shared_bytes;
-    pool->alloc.also_reserved[1] = &pool->pages.own_bytes;
+    init_memory(pool, &o, registrar != NULL);
     cpool__front_init(&pool->front);
     if (o.reserve_bytes) {
         st = cpool__allocator_reserve(&pool->alloc, o.reserve_bytes);
