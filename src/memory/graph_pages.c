@@ -1122,11 +1122,13 @@ static cpool_status split_live_runs(cpool__graph_pages *gp, cpool__arena *ar, co
     return CPOOL_OK;
 }
 
-static bool page_listed(const page_list *l, uintptr_t addr) {
-    for (size_t k = 0; k < l->count; k++)
-        if (l->addr[k] == addr) return true;
+static bool address_listed(const uintptr_t *list, size_t count, uintptr_t addr) {
+    for (size_t k = 0; k < count; k++)
+        if (list[k] == addr) return true;
     return false;
 }
+
+static bool page_listed(const page_list *l, uintptr_t addr) { return address_listed(l->addr, l->count, addr); }
 
 /* Pages of the arena's own that no live block is on any more (outputs
  * freed since) go back to the shared set: each becomes the shared page of
@@ -1264,22 +1266,11 @@ typedef struct lender_list {
     size_t count, cap;
 } lender_list;
 
-static bool listed(const lender_list *l, uintptr_t addr) {
-    for (size_t k = 0; k < l->count; k++)
-        if (l->addr[k] == addr) return true;
-    return false;
-}
+static bool listed(const lender_list *l, uintptr_t addr) { return address_listed(l->addr, l->count, addr); }
 
+/* false: out of host memory (the last error says so; lend_tails keeps it). */
 static bool list_lender(lender_list *l, uintptr_t addr) {
-    if (l->count == l->cap) {
-        size_t more = l->cap ? 2 * l->cap : 8;
-        uintptr_t *grown = cpool__realloc(l->addr, more * sizeof *grown);
-        if (!grown) return false;
-        l->addr = grown;
-        l->cap = more;
-    }
-    l->addr[l->count++] = addr;
-    return true;
+    return note_pointer(&l->addr, &l->count, &l->cap, (void *)addr) == CPOOL_OK;
 }
 
 /* A packed page that lends ar at least its first `bytes` (lent now if they
@@ -1361,13 +1352,13 @@ static void lend_tails(cpool__graph_pages *gp, cpool__arena *ar) {
     if (!gp->packed || ar->own_pages || gp->suspended || !ar->span_count) return;
     tail_list tails = {0};
     cpool__allocator_tails(&ar->alloc, note_tail, &tails);
+    cpool__error_mark before;
+    cpool__error_save(&before);
     lender_list taken = {0};
     bool listed_all = true;
     for (size_t s = 0; s < ar->span_count; s++)
         for (size_t i = 0; i < ar->spans[s].pages; i++)
             if (ar->spans[s].lender[i]) listed_all = listed_all && list_lender(&taken, ar->spans[s].lender[i]);
-    cpool__error_mark before;
-    cpool__error_save(&before);
     for (size_t k = 0; listed_all && k < tails.count; k++) lend_tail(gp, ar, &taken, tails.page[k], tails.extent[k]);
     cpool__error_restore(&before);
     free(taken.addr);

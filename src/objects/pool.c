@@ -987,18 +987,15 @@ cpool_status cpool_capture_note_scratch(cpool_stream *s_handle, cpool_pool *pool
     cpool__held_pool *held = cpool__capture_held(cap, pool);
     cpool_status st = CPOOL_OK;
     cpool__mutex_lock(&pool->mu);
-    cpool__allocator *packed = NULL;
-    cpool__block_info info;
-    if (held && held->arena && cpool__graph_pages_find(&pool->pages, block) == held->arena)
-        st = cpool__arena_note_scratch(held->arena, block, offset, bytes);
-    else if (!(held && held->arena && pool->pages.packed &&
-               cpool__graph_pages_packed(&pool->pages, &packed) == CPOOL_OK &&
-               cpool__allocator_live_block(packed, block, &info) &&
-               cpool__graph_pages_packed_owner(&pool->pages, (uintptr_t)block) == held->arena))
+    cpool__arena *arena = held ? held->arena : NULL;
+    /* A packed block of the capture's (small, or an output the pool
+     * guessed) has pages of its own already: nothing to note. */
+    bool packed = arena && cpool__graph_pages_packed_owner(&pool->pages, (uintptr_t)block) == arena;
+    if (arena && cpool__graph_pages_find(&pool->pages, block) == arena)
+        st = cpool__arena_note_scratch(arena, block, offset, bytes);
+    else if (!packed)
         st = cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%p was not allocated from this pool in the stream's capture",
                          block);
-    /* A packed block (small, or an output the pool guessed) has pages of
-     * its own already: nothing to note. */
     cpool__mutex_unlock(&pool->mu);
     cpool__capture_unlock(cap);
     return st == CPOOL_OK ? st : cpool__fail_in(fn, st);
