@@ -381,9 +381,16 @@ fn threads_share_a_cache() {
             let (cache, pool, dev) = (Arc::clone(&cache), Arc::clone(&pool), dev.clone());
             std::thread::spawn(move || {
                 let stream = Stream::new(&dev).unwrap();
+                // Thread-local: the two threads capture at the same time, and
+                // on CUDA a global-mode capture refuses the other thread's
+                // instantiate (cudaErrorStreamCaptureUnsupported).
                 for i in 0..20u64 {
                     let key = t + 2 * (i % 4); // each thread's own keys
-                    cache.launch(key, &stream, |s| pool.alloc::<u32>(1024, s)?.memset(1, s)).unwrap();
+                    cache
+                        .launch_with_mode(key, &stream, CaptureMode::ThreadLocal, |s| {
+                            pool.alloc::<u32>(1024, s)?.memset(1, s)
+                        })
+                        .unwrap();
                 }
                 stream.synchronize().unwrap();
             })
