@@ -586,7 +586,10 @@ public:
 
     /* Launches the graph kept under key on s; on a miss, first captures
      * body(s) (any callable taking const cpool::Stream &, as capture()) and
-     * keeps it. Returns whether it was a hit. */
+     * keeps it. Returns whether it was a hit. Threads that may capture at
+     * the same time must pass CPOOL_CAPTURE_THREAD_LOCAL as mode (CUDA's
+     * rule: a global-mode capture makes the other threads' instantiates
+     * fail). */
     template <typename F>
     bool launch(uint64_t key, const Stream &s, F &&body, cpool_capture_mode mode = CPOOL_CAPTURE_GLOBAL) const
     {

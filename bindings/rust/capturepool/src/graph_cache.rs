@@ -113,6 +113,10 @@ impl GraphCache {
     /// Launches the graph kept under `key` on `stream`; on a miss, first
     /// captures `body` (global capture mode) and keeps it. `Ok(true)` for
     /// a hit. A body's `Err` discards the capture and is returned.
+    /// Threads that may capture at the same time must use
+    /// [`launch_with_mode`](GraphCache::launch_with_mode) with
+    /// `CaptureMode::ThreadLocal` (CUDA's rule: a global-mode capture
+    /// makes the other threads' instantiates fail).
     pub fn launch<F>(&self, key: u64, stream: &Stream, body: F) -> Result<bool>
     where
         F: FnOnce(&Stream) -> Result<()>,
