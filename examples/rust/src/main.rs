@@ -3,8 +3,12 @@
 //! eagerly K times, captured once, replayed K times from the same starting
 //! state, and checked to give bitwise the same state.
 //!
-//! The step, on a state x of n floats (host functions, so that it runs on
-//! every backend; on CUDA they would be kernels on `stream.native()`):
+//! The step, on a state x of n floats, is host functions that stand in for
+//! kernels: they read and write pool memory through raw pointers, so the
+//! example opens the host backend, where pool memory is host memory. On
+//! CUDA pool memory is device memory, which a host function cannot touch: a
+//! program launches kernels on `stream.native()` instead, as examples/demo.c
+//! does on the GPU (cargo builds no kernels here). The step:
 //!
 //!   t1 = x * 1.5 + 0.25       (t1 allocated in the step)
 //!   t2 = relu(t1 - 1)         (t2 allocated, t1 freed)
@@ -17,11 +21,12 @@ use std::time::Instant;
 
 use capturepool::*;
 
-/// A host function over device addresses (host memory on the host backend).
+/// A host function over pool addresses (host memory: the example runs on
+/// the host backend).
 fn map2(stream: &Stream, pool: &CapturePool, out: usize, a: usize, b: usize, n: usize, f: fn(f32, f32) -> f32) -> Result<()> {
     let op = move || {
         // The addresses are pool memory that the stream's order keeps alive
-        // while this runs; on the host backend they are plain host memory.
+        // while this runs; on the host backend it is plain host memory.
         let (out, a, b) = (out as *mut f32, a as *const f32, b as *const f32);
         for i in 0..n {
             let v = f(raw_memory::load(a, i), raw_memory::load(b, i));
@@ -39,7 +44,8 @@ fn map2(stream: &Stream, pool: &CapturePool, out: usize, a: usize, b: usize, n: 
 /// the rest of the example is plain safe Rust over the crate's API.
 mod raw_memory {
     pub fn load(p: *const f32, i: usize) -> f32 {
-        // SAFETY: p points to n floats of a live pool block and i < n (map2).
+        // SAFETY: p points to n floats of a live pool block of the host
+        // backend (host memory; main opens no other) and i < n (map2).
         unsafe { p.add(i).read() }
     }
     pub fn store(p: *mut f32, i: usize, v: f32) {
@@ -77,10 +83,17 @@ fn main() -> Result<()> {
         i += 2;
     }
 
-    let device = Device::open(Backend::Auto, 0)?;
+    // The host backend whatever the machine: the step's host functions
+    // dereference pool memory, which on CUDA is device memory (a host
+    // function touching it there faults).
+    let device = Device::open(Backend::Host, 0)?;
     let stream = Stream::new(&device)?;
     let pool = Arc::new(CapturePool::on(&device)?);
     println!("capturepool {} ({:?} backend), n = {n} floats, {steps} steps", version(), device.backend());
+    println!(
+        "host backend on purpose: host functions stand in for kernels here; on CUDA a program launches \
+         kernels on stream.native() (examples/demo.c runs its step on the GPU)"
+    );
 
     let x0: Vec<f32> = (0..n).map(|i| ((i * 7919) % 1000) as f32 / 250.0 - 2.0).collect();
     let x = pool.alloc::<f32>(n, &stream)?;
