@@ -1233,7 +1233,9 @@ void cpool_graph_cache_destroy(cpool_graph_cache *cache);
  * A miss captures without the cache's lock held: two threads that miss
  * the same key at once both capture; the first to finish keeps its graph,
  * the other's graph goes to on_evict and is released (counted as a miss,
- * not an eviction), and the kept one is launched.
+ * not an eviction), and the kept one is launched. Threads whose misses
+ * may capture at the same time pass CPOOL_CAPTURE_THREAD_LOCAL (CUDA's
+ * rule: a global-mode capture makes other threads' unsafe calls fail).
  * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL or dead cache or
  * stream, NULL body on a miss, a stream of another device or one that is
  * capturing), the statuses of cpool_capture (body's included; then nothing
