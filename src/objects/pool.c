@@ -305,8 +305,7 @@ static void init_memory(cpool_pool *pool, const cpool_pool_options *o, bool regi
         pages.release_launches = release_launches;
     }
     cpool__graph_pages_init(&pool->pages, &pages, o->max_reserved_bytes, &pool->alloc.reserved, &pool->dev->order);
-    pool->alloc.also_reserved[0] = &pool->pages.shared_bytes;
-    pool->alloc.also_reserved[1] = &pool->pages.own_bytes;
+    cpool__allocator_count_also(&pool->alloc, &pool->pages.shared_bytes, &pool->pages.own_bytes);
 }
 
 cpool_status cpool__pool_create_registered(cpool_device *dev_handle, const cpool_pool_options *opts,
@@ -885,6 +884,62 @@ cpool_status cpool_alloc_output(cpool_pool *pool, size_t bytes, cpool_stream *s,
     return pool_alloc(pool, bytes, s, ptr_out, true, "cpool_alloc_output");
 }
 
+/* Where a graph's block that cpool_free was given lives, and how its free
+ * goes: its allocator (an arena's or the packed region's; *a unchanged:
+ * none), the arena to tell of it, whether other graphs or captures still
+ * write it (`others`: the free waits for this capture's release), and the
+ * use and key of the free. Under the pool's lock. */
+typedef struct graph_free {
+    cpool__allocator *a, *packed;
+    cpool__arena *ar;
+    bool others;
+    cpool__use use;
+    cpool__stream_key branch;
+    cpool__block_info info;
+} graph_free;
+
+static void find_graph_block(cpool_pool *pool, void *ptr, cpool__capture *cap, const cpool__held_pool *held,
+                             graph_free *f) {
+    f->ar = cpool__graph_pages_find(&pool->pages, ptr);
+    if (f->ar) {
+        f->a = cpool__arena_allocator(f->ar);
+        f->others = cap && f->ar != held->arena && cpool__allocator_live_block(f->a, ptr, &f->info);
+    } else if (cpool__graph_pages_packed(&pool->pages, &f->packed) == CPOOL_OK &&
+               cpool__allocator_live_block(f->packed, ptr, &f->info) && !f->info.pinned /* lent: no block */) {
+        /* A packed block freed in a capture is that graph's alone (its
+         * arena, made now if need be, gives it back at its release); an
+         * output freed while its graph lives too: its replays still write
+         * it. */
+        f->a = f->packed;
+        const cpool__arena *owner = cpool__graph_pages_packed_owner(&pool->pages, (uintptr_t)ptr);
+        f->others = cap && owner && owner != held->arena && cpool__arena_in_use(owner);
+        if (cap && cpool__key_is_any(f->branch)) f->branch = cpool__key_graph(cap->id);
+        if (!cap && owner && cpool__arena_graph(owner)) {
+            f->use = CPOOL__USE_GRAPH;
+            f->branch = cpool__arena_packed_key(owner);
+        }
+    }
+}
+
+/* Frees a graph's block found by find_graph_block. Freed in a capture, a
+ * block that another graph or capture writes (or that this graph's replays
+ * will, after another's release) is freed at this graph's release: until
+ * then neither may lose it (*deferred). */
+static cpool_status free_graph_block(cpool_pool *pool, void *ptr, cpool__capture *cap, cpool__held_pool *held,
+                                     cpool__stream_key freed_on, graph_free *f, bool *deferred) {
+    cpool_status st = (f->a == f->packed || f->others) && held && !held->arena ? open_arena(pool, cap, held) : CPOOL_OK;
+    if (st == CPOOL_OK && f->others) {
+        /* Free for the caller now (counted; its bytes no longer allocated),
+         * live in the allocator until the release. */
+        st = cpool__arena_defer_free(held->arena, ptr, f->info.requested);
+        if (st == CPOOL_OK) cpool__front_count_free(&pool->front, f->info.requested);
+        *deferred = true;
+    } else if (st == CPOOL_OK) {
+        st = cpool__front_free_slow(&pool->front, f->a, ptr, freed_on, f->use, f->branch);
+    }
+    return st;
+}
+
 /* A free the front cache did not serve: under capture (`cap`), or of a
  * block the front does not keep. An eager block freed under capture is the
  * graph's on every replay: it joins the pool's graph-reserved set, and the
@@ -901,63 +956,31 @@ static __attribute__((noinline)) cpool_status free_locked(cpool_pool *pool, void
     bool newly_held = cap && cpool__pool_hold_in_capture(cap, pool, false); /* as capture_alloc */
     cpool__held_pool *held = cap ? cpool__capture_held(cap, pool) : NULL;
     cpool__mutex_lock(&pool->mu);
-    cpool__stream_key branch = cap ? cpool__capture_branch_of(cap, cpool__stream_id(s)) : CPOOL__KEY_ANY;
-    cpool__use use = cap ? CPOOL__USE_GRAPH : CPOOL__USE_STREAM;
+    graph_free f = {.a = &pool->alloc,
+                    .use = cap ? CPOOL__USE_GRAPH : CPOOL__USE_STREAM,
+                    .branch = cap ? cpool__capture_branch_of(cap, cpool__stream_id(s)) : CPOOL__KEY_ANY};
     cpool__stream_key freed_on = cpool__key_stream(cpool__stream_id(s));
-    /* An eager block first, as the pool has most; only a pointer the eager
-     * allocator does not hold is looked for in graph memory. */
+    /* An eager block first, as the pool has most: the eager allocator
+     * answers CPOOL_ERR_INVALID_ARGUMENT for a pointer that is not live
+     * there, which is then looked for in graph memory. */
     cpool__error_mark before;
     cpool__error_save(&before);
-    cpool__allocator *a = &pool->alloc, *packed = NULL;
-    cpool__arena *ar = NULL;
-    cpool_status st = cpool__front_free_slow(&pool->front, a, ptr, freed_on, use, branch);
-    cpool__block_info info;
+    cpool_status st = cpool__front_free_slow(&pool->front, f.a, ptr, freed_on, f.use, f.branch);
     bool deferred = false;
-    if (st == CPOOL_ERR_INVALID_ARGUMENT && !cpool__allocator_live_block(a, ptr, &info) &&
+    if (st == CPOOL_ERR_INVALID_ARGUMENT && !cpool__allocator_live_block(f.a, ptr, &f.info) &&
         !cpool__graph_pages_deferred(&pool->pages, ptr) /* freed already */) {
-        /* Freed in a capture, a block that another graph or capture writes
-         * (or that this graph's replays will, after another's release) is
-         * freed at this graph's release: until then neither may lose it. */
-        bool others = false;
-        ar = cpool__graph_pages_find(&pool->pages, ptr);
-        if (ar) {
-            a = cpool__arena_allocator(ar);
-            others = cap && ar != held->arena && cpool__allocator_live_block(a, ptr, &info);
-        } else if (cpool__graph_pages_packed(&pool->pages, &packed) == CPOOL_OK &&
-                   cpool__allocator_live_block(packed, ptr, &info) && !info.pinned /* lent: no block */) {
-            /* A packed block freed in a capture is that graph's alone (its
-             * arena, made now if need be, gives it back at its release);
-             * an output freed while its graph lives too: its replays still
-             * write it. */
-            a = packed;
-            const cpool__arena *owner = cpool__graph_pages_packed_owner(&pool->pages, (uintptr_t)ptr);
-            others = cap && owner && owner != held->arena && cpool__arena_in_use(owner);
-            if (cap && cpool__key_is_any(branch)) branch = cpool__key_graph(cap->id);
-            if (!cap && owner && cpool__arena_graph(owner)) {
-                use = CPOOL__USE_GRAPH;
-                branch = cpool__arena_packed_key(owner);
-            }
-        }
-        if (a != &pool->alloc) {
+        find_graph_block(pool, ptr, cap, held, &f);
+        if (f.a != &pool->alloc) {
             cpool__error_restore(&before);
-            st = (a == packed || others) && held && !held->arena ? open_arena(pool, cap, held) : CPOOL_OK;
-            if (st == CPOOL_OK && others) {
-                /* Free for the caller now (counted; its bytes no longer
-                 * allocated), live in the allocator until the release. */
-                st = cpool__arena_defer_free(held->arena, ptr, info.requested);
-                if (st == CPOOL_OK) cpool__front_count_free(&pool->front, info.requested);
-                deferred = true;
-            } else if (st == CPOOL_OK) {
-                st = cpool__front_free_slow(&pool->front, a, ptr, freed_on, use, branch);
-            }
+            st = free_graph_block(pool, ptr, cap, held, freed_on, &f, &deferred);
         }
     }
     if (deferred)
-        ar = NULL; /* still live */
-    else if (st == CPOOL_OK && a == packed)
-        ar = cpool__graph_pages_packed_freed(&pool->pages, ptr);
+        f.ar = NULL; /* still live */
+    else if (st == CPOOL_OK && f.a == f.packed)
+        f.ar = cpool__graph_pages_packed_freed(&pool->pages, ptr);
     /* Its arena's last live block: idle now, once the work before this free is over. */
-    if (st == CPOOL_OK && ar) cpool__arena_freed(&pool->pages, ar);
+    if (st == CPOOL_OK && f.ar) cpool__arena_freed(&pool->pages, f.ar);
     CHECK_ALLOCATOR(pool);
     cpool__mutex_unlock(&pool->mu);
     if (st != CPOOL_OK) {
@@ -1088,7 +1111,7 @@ bool cpool__pool_release_arena(cpool_pool *pool, cpool__arena *arena) {
     }
     free_deferred(pool, arena);
     /* The packed blocks its capture freed stay its graph's until the work
-     * marked now is over (graph_pages.c, release_packed). */
+     * marked now is over (graph_pages.c, cpool__graph_pages_release_packed). */
     cpool__arena_release(&pool->pages, arena);
     cpool__mutex_unlock(&pool->mu);
     return graph;
