@@ -183,12 +183,15 @@ void cpool__capture_init(cpool__capture *cap, cpool_capture_mode mode, uint64_t 
     }
 }
 
-void cpool__capture_predict(cpool__capture *cap, uint64_t *bits, uint64_t *streams, size_t *sizes, size_t n) {
+void cpool__capture_predict(cpool__capture *cap, uint64_t *bits, uint64_t *streams, size_t *sizes, size_t n,
+                            bool muted, bool far) {
     cap->plan = bits;
     cap->plan_streams = streams;
     cap->plan_sizes = sizes;
     cap->plan_bits = n;
     cap->predicted = true;
+    cap->guesses_muted = muted;
+    cap->far_guesses = far;
 }
 
 void cpool__capture_set_graph_id(cpool__capture *cap, uint64_t graph_id) { cap->graph_id = graph_id; }

@@ -120,10 +120,14 @@ typedef struct cpool__learn {
     bool failed; /* out of host memory: nothing learned */
 } cpool__learn;
 
-/* A capture record, written only by capture_record.c. Once published in
- * its origin stream's capture_storage it is changed only under its capture
- * lock (cpool__capture_lock), since streams forked into it use it from any
- * thread; other files read it. */
+/* A capture record, written only by capture_record.c: other files change
+ * it through the functions below and read its fields. It is not opaque:
+ * each stream embeds one (capture_storage, so that beginning a capture
+ * allocates no record), a capture's end moves it onto the caller's stack
+ * (capture.c), and the allocation path reads its id and branches. Once
+ * published in its origin stream's capture_storage it is changed only
+ * under its capture lock (cpool__capture_lock), since streams forked into
+ * it use it from any thread. */
 typedef struct cpool__capture {
     cpool_capture_mode mode;
     uint64_t id; /* unique: an event recorded in the capture names it */
@@ -305,8 +309,10 @@ void cpool__capture_note_host_work(cpool__capture *cap);
 void cpool__capture_set_graph_id(cpool__capture *cap, uint64_t graph_id);
 
 /* The bound pool's prediction of outputs (arrays of n entries the record
- * then owns; cpool__pool_predict_outputs). */
-void cpool__capture_predict(cpool__capture *cap, uint64_t *bits, uint64_t *streams, size_t *sizes, size_t n);
+ * then owns), muted or with far guesses as the pool's last capture earned
+ * (cpool__pool_predict_outputs). */
+void cpool__capture_predict(cpool__capture *cap, uint64_t *bits, uint64_t *streams, size_t *sizes, size_t n,
+                            bool muted, bool far);
 /* Whether the next allocation of `bytes` of the capture on stream
  * `stream_id` is an output, by its plan; *entry gets the plan's entry (for
  * cpool__capture_plan_taken once the allocation succeeded), *far whether

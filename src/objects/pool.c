@@ -1148,9 +1148,7 @@ void cpool__pool_predict_outputs(cpool_pool *pool, cpool__capture *cap) {
         memcpy(bits, pool->predicted, (n / 64 + 1) * sizeof *bits);
         memcpy(streams, pool->predicted_streams, n * sizeof *streams);
         memcpy(sizes, pool->predicted_sizes, n * sizeof *sizes);
-        cpool__capture_predict(cap, bits, streams, sizes, n);
-        cap->guesses_muted = pool->guesses_muted;
-        cap->far_guesses = pool->far_guesses;
+        cpool__capture_predict(cap, bits, streams, sizes, n, pool->guesses_muted, pool->far_guesses);
     } else {
         free(bits);
         free(streams);
