@@ -25,6 +25,10 @@
  *   arenas, so they never share a page with a graph. Every graph holding
  *   the pool has an arena, so `graph_count`, changed with them, is the
  *   number of graphs a snapshot lists: the stats and the list are one fact.
+ * - `guesses`: which allocations of the last capture bound to the pool
+ *   outlived it, for the next capture to pack as outputs (output_guesses.h:
+ *   learned at a capture's end, handed to the next at its begin, asked at
+ *   each of its allocations).
  * - `generation`: bumped by every clear, under `mu` as records are made; a
  *   graph remembers the value at its capture and is stale when it differs,
  *   and a clear drops only the records made before its bump (a capture
@@ -53,6 +57,7 @@
 #include "front.h"
 #include "graph_pages.h"
 #include "internal.h"
+#include "output_guesses.h"
 #include "residency.h"
 #include "struct_size.h"
 
@@ -97,15 +102,7 @@ struct cpool_pool {
     cpool__graph_pages pages; /* graph memory */
     uint64_t reserved_peak;   /* of the allocator's and the graph pages' memory together */
     uint64_t graph_count;     /* arenas that graphs hold: one per graph holding the pool */
-    /* Which allocations of the last capture bound here outlived it
-     * (cpool__pool_learn_outputs): bit i for its i-th, on stream
-     * predicted_streams[i]. */
-    uint64_t *predicted, *predicted_streams;
-    size_t *predicted_sizes;
-    size_t predicted_bits;
-    bool guesses_muted; /* the last capture's plan guessed wrong: the next one's guesses are muted */
-    bool far_guesses;   /* guesses far from the output's size too (cpool__capture's far_guesses) */
-    bool far_spoiled;   /* a guess went wrong while far guesses were made: none from then on */
+    cpool__guesses guesses; /* what outlived the last capture bound here (output_guesses.h) */
 
     cpool__deferred deferred_clear;
     cpool__deferred deferred_destroy;
@@ -418,9 +415,7 @@ static void pool_teardown(cpool_pool *pool, bool work_over) {
     }
     cpool__fences_destroy(&pool->fences, &pool->dev->order);
     cpool__graph_pages_destroy(&pool->pages);
-    free(pool->predicted);
-    free(pool->predicted_streams);
-    free(pool->predicted_sizes);
+    cpool__guesses_destroy(&pool->guesses);
     cpool__allocator_destroy(&pool->alloc);
     cpool__residency_destroy(&pool->residency);
     if (pool->registrar.release) pool->registrar.release(pool->registrar.ctx);
@@ -781,13 +776,8 @@ static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *
     /* Outputs (said to be, or learned by a graphed call) and the smallest
      * requests come from the packed region, where the capture's freed
      * blocks are its graph's alone (graph_pages.h). */
-    size_t entry;
-    bool far;
-    bool planned = cpool__capture_next_is_output(cap, cpool__stream_id(s), bytes, &entry, &far);
-    bool guessed = planned && !output && cap->predicted;
-    bool far_miss = far && !planned && !output;
-    if (guessed && cap->guesses_muted) planned = false;
-    bool packed = planned || output || bytes <= CPOOL__PACKED_MAX;
+    cpool__guess guess = cpool__guesses_next(cap, cpool__stream_id(s), bytes, output);
+    bool packed = guess.output || output || bytes <= CPOOL__PACKED_MAX;
     if (packed) tag = cpool__key_is_any(branch) ? cpool__key_graph(cap->id) : branch;
     cpool__mutex_lock(&pool->mu);
     /* After the hold: a suspend from now on sees the capture and refuses. */
@@ -813,11 +803,12 @@ static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *
         unhold_last(cap, pool);
     }
     if (st != CPOOL_OK) return cpool__fail_in(fn, st);
-    cpool__capture_plan_taken(cap, cpool__stream_id(s), entry);
+    cpool__capture_plan_taken(cap, cpool__stream_id(s), guess.entry);
     /* An output said to be one is logged as no output: the next capture
      * is not to guess where the caller says (a guess in another place
      * packs scratch there, which is never shared). */
-    cpool__capture_log_alloc(cap, output ? NULL : *ptr_out, cpool__stream_id(s), bytes, guessed, far_miss);
+    cpool__capture_log_alloc(cap, output ? NULL : *ptr_out, cpool__stream_id(s), bytes, guess.guessed,
+                             guess.far_miss);
     return st;
 }
 
@@ -1124,61 +1115,16 @@ void cpool__pool_arena_stats(cpool_pool *pool, const cpool__arena *arena, cpool_
 }
 
 void cpool__pool_learn_outputs(cpool_pool *pool, const cpool__capture *cap) {
-    const cpool__learn *log = &cap->log;
-    bool guessed_wrong = cpool__capture_guessed_wrong(cap), far_missed = cpool__capture_far_missed(cap);
-    size_t n = log->count;
-    if (log->failed || !n) return;
-    uint64_t *bits = cpool__calloc(n / 64 + 1, sizeof *bits);
-    uint64_t *streams = cpool__malloc(n * sizeof *streams);
-    size_t *sizes = cpool__malloc(n * sizeof *sizes);
-    if (!bits || !streams || !sizes) {
-        free(bits);
-        free(streams);
-        free(sizes);
-        return;
-    }
-    for (size_t i = 0; i < n; i++)
-        if (log->ptrs[i]) bits[i / 64] |= (uint64_t)1 << (i % 64);
-    memcpy(streams, log->streams, n * sizeof *streams);
-    memcpy(sizes, log->sizes, n * sizeof *sizes);
+    cpool__guess_lesson lesson;
+    if (!cpool__guesses_learn(cap, &lesson)) return;
     cpool__mutex_lock(&pool->mu);
-    free(pool->predicted);
-    free(pool->predicted_streams);
-    free(pool->predicted_sizes);
-    pool->predicted = bits;
-    pool->predicted_streams = streams;
-    pool->predicted_sizes = sizes;
-    pool->predicted_bits = n;
-    /* Muted guesses come back only once a capture's would-be guesses were
-     * right: one that would have guessed nothing proves nothing (graphs
-     * whose outputs move from one capture to the next took turns guessing
-     * wrong). Far guesses that went wrong once are not made again: one
-     * capture that keeps a far-sized output would otherwise turn them back
-     * on, and the next would pack its scratch (16 MiB a pair of graphs). */
-    pool->guesses_muted = guessed_wrong || (cap->guesses_muted && !cap->guesses.count);
-    pool->far_spoiled = pool->far_spoiled || (guessed_wrong && cap->far_guesses);
-    pool->far_guesses = !pool->far_spoiled && !guessed_wrong && (far_missed || pool->far_guesses);
+    cpool__guesses_take(&pool->guesses, &lesson);
     cpool__mutex_unlock(&pool->mu);
 }
 
 void cpool__pool_predict_outputs(cpool_pool *pool, cpool__capture *cap) {
     cpool__mutex_lock(&pool->mu);
-    size_t n = pool->predicted_bits;
-    uint64_t *bits = n ? cpool__malloc((n / 64 + 1) * sizeof *bits) : NULL;
-    uint64_t *streams = n ? cpool__malloc(n * sizeof *streams) : NULL;
-    size_t *sizes = n ? cpool__malloc(n * sizeof *sizes) : NULL;
-    if (bits && streams && sizes) {
-        memcpy(bits, pool->predicted, (n / 64 + 1) * sizeof *bits);
-        memcpy(streams, pool->predicted_streams, n * sizeof *streams);
-        memcpy(sizes, pool->predicted_sizes, n * sizeof *sizes);
-        cpool__capture_predict(cap, bits, streams, sizes, n);
-        cap->guesses_muted = pool->guesses_muted;
-        cap->far_guesses = pool->far_guesses;
-    } else {
-        free(bits);
-        free(streams);
-        free(sizes);
-    }
+    cpool__guesses_hand(&pool->guesses, cap);
     cpool__mutex_unlock(&pool->mu);
 }
 
@@ -1308,22 +1254,14 @@ void cpool__pool_give_back_graph_memory(cpool_pool *pool, uint64_t *graph_reserv
     *waiting_out = suspended ? 0 : waiting; /* suspended, it holds none */
 }
 
-/* Whether the next capture's first request, of `bytes`, would be packed
- * as a guessed output (capture_alloc): the last capture's first
- * allocation was an output, near enough in size, and guesses are on. */
-static bool first_request_packs(const cpool_pool *pool, size_t bytes) {
-    if (!pool->predicted_bits || !(pool->predicted[0] & 1) || pool->guesses_muted) return false;
-    cpool__guess_size fit = cpool__guess_fits(pool->predicted_sizes[0], bytes);
-    return fit == CPOOL__GUESS_NEAR || (fit == CPOOL__GUESS_FAR && pool->far_guesses);
-}
-
 uint64_t cpool__pool_predict_graph_bytes(cpool_pool *pool, uint64_t scratch_bytes, uint64_t output_bytes) {
     cpool__mutex_lock(&pool->mu);
     /* A packed output takes the packed region's free memory first (freed
      * outputs whose work is seen over, as capture_alloc sees them), else
      * grows it; the arena then holds the scratch alone. */
     uint64_t packed_growth = 0;
-    bool packs = output_bytes && output_bytes <= SIZE_MAX && first_request_packs(pool, (size_t)output_bytes);
+    bool packs =
+        output_bytes && output_bytes <= SIZE_MAX && cpool__guesses_first_packs(&pool->guesses, (size_t)output_bytes);
     cpool__allocator *packed = NULL;
     if (packs && pool->pages.packed && cpool__graph_pages_packed(&pool->pages, &packed) == CPOOL_OK) {
         add_fences(pool);
