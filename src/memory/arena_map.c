@@ -111,24 +111,31 @@ static cpool_status arena_map(void *ctx, void *addr, size_t bytes) {
     return CPOOL_OK;
 }
 
-/* Plain segments, where no address space can be reserved: the arena's
- * own memory, shared with no one. */
-static cpool_status arena_grow(void *ctx, size_t bytes, void **base) {
-    cpool__arena *ar = ctx;
-    cpool__graph_pages *gp = ar->gp;
+/* Plain segments, where no address space can be reserved: memory of the
+ * owner's own (*plain counts it), shared with no one. */
+static cpool_status plain_grow(cpool__graph_pages *gp, uint64_t *plain, size_t bytes, void **base) {
     if (!cpool__pages_bound_allows(gp, bytes)) return cpool__pages_over_bound(gp, bytes);
     cpool_status st = gp->source.grow(gp->source.ctx, bytes, base);
     if (st != CPOOL_OK) return st;
-    ar->plain_bytes += bytes;
+    *plain += bytes;
     gp->own_bytes += bytes;
     return CPOOL_OK;
 }
 
+static void plain_shrink(cpool__graph_pages *gp, uint64_t *plain, void *base, size_t bytes) {
+    gp->source.shrink(gp->source.ctx, base, bytes);
+    *plain -= bytes;
+    gp->own_bytes -= bytes;
+}
+
+static cpool_status arena_grow(void *ctx, size_t bytes, void **base) {
+    cpool__arena *ar = ctx;
+    return plain_grow(ar->gp, &ar->plain_bytes, bytes, base);
+}
+
 static void arena_shrink(void *ctx, void *base, size_t bytes) {
     cpool__arena *ar = ctx;
-    ar->gp->source.shrink(ar->gp->source.ctx, base, bytes);
-    ar->plain_bytes -= bytes;
-    ar->gp->own_bytes -= bytes;
+    plain_shrink(ar->gp, &ar->plain_bytes, base, bytes);
 }
 
 void cpool__arena_map_init(cpool__arena *ar) {
@@ -200,20 +207,12 @@ static cpool_status packed_map(void *ctx, void *addr, size_t bytes) {
 
 static cpool_status packed_grow(void *ctx, size_t bytes, void **base) {
     cpool__packed_region *pr = ctx;
-    cpool__graph_pages *gp = pr->gp;
-    if (!cpool__pages_bound_allows(gp, bytes)) return cpool__pages_over_bound(gp, bytes);
-    cpool_status st = gp->source.grow(gp->source.ctx, bytes, base);
-    if (st != CPOOL_OK) return st;
-    pr->plain_bytes += bytes;
-    gp->own_bytes += bytes;
-    return CPOOL_OK;
+    return plain_grow(pr->gp, &pr->plain_bytes, bytes, base);
 }
 
 static void packed_shrink(void *ctx, void *base, size_t bytes) {
     cpool__packed_region *pr = ctx;
-    pr->gp->source.shrink(pr->gp->source.ctx, base, bytes);
-    pr->plain_bytes -= bytes;
-    pr->gp->own_bytes -= bytes;
+    plain_shrink(pr->gp, &pr->plain_bytes, base, bytes);
 }
 
 void cpool__packed_map_init(cpool__packed_region *pr) {

@@ -31,14 +31,8 @@ static void arena_destroy(cpool__arena *ar) {
     free(ar);
 }
 
-bool cpool__arena_idle(const cpool__arena *ar) { return !ar->in_use && !ar->alloc.map_count && !ar->packed_count; }
-
 /* Memory that work may use: mapped runs, or plain segments. */
 static bool holds_memory(const cpool__arena *ar) { return ar->alloc.segment_count != 0 || ar->packed_held; }
-
-bool cpool__arena_work_over(const cpool__arena *ar) {
-    return !ar->work_unknown && (!ar->work || cpool__order_mark_done(ar->work));
-}
 
 /* A released arena's packed blocks (freed under its key) are free for any
  * capture once the work marked at its release is over: a launch of its

@@ -172,6 +172,14 @@ cpool_status cpool__number_room(cpool__arena *ar, size_t last) {
     return st;
 }
 
+/* ---- arenas' states ---------------------------------------------------------- */
+
+bool cpool__arena_idle(const cpool__arena *ar) { return !ar->in_use && !ar->alloc.map_count && !ar->packed_count; }
+
+bool cpool__arena_work_over(const cpool__arena *ar) {
+    return !ar->work_unknown && (!ar->work || cpool__order_mark_done(ar->work));
+}
+
 /* ---- the swap ------------------------------------------------------------------ */
 
 /* Page i of sp has nothing behind it any more: its record lets go of what

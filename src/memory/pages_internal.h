@@ -181,6 +181,14 @@ void cpool__loan_end_borrow(cpool__graph_pages *gp, cpool__page_span *sp, size_t
  * free again. */
 void cpool__loan_end(cpool__graph_pages *gp, cpool__page_span *lsp, size_t j);
 
+/* ---- page_table.c: arenas' states ---------------------------------------- */
+
+/* An idle arena: nothing live in it, its own or in the packed region. */
+bool cpool__arena_idle(const cpool__arena *ar);
+/* The work marked at the arena's release (or when it became idle) is over,
+ * queried, never waited for. */
+bool cpool__arena_work_over(const cpool__arena *ar);
+
 /* ---- page_runs.c: runs and numbers --------------------------------------- */
 
 /* Takes run down from its arena (unless `mapped` is false: its mapping is
@@ -223,13 +231,5 @@ cpool_status cpool__seal_return_borrowed(cpool__graph_pages *gp, cpool__arena *a
 /* Graphs captured while a run they needed was in use settle onto the
  * shared pages, if their launches can be held back with the device idle. */
 void cpool__seal_settle_graphs(cpool__graph_pages *gp);
-
-/* ---- graph_pages.c ------------------------------------------------------- */
-
-/* An idle arena: nothing live in it, its own or in the packed region. */
-bool cpool__arena_idle(const cpool__arena *ar);
-/* The work marked at the arena's release (or when it became idle) is over,
- * queried, never waited for. */
-bool cpool__arena_work_over(const cpool__arena *ar);
 
 #endif /* CPOOL_PAGES_INTERNAL_H */
