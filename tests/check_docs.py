@@ -13,6 +13,9 @@
 - Every library name a doc quotes (`cpool_...`, `cpool__...`, `CPOOL_...`)
   exists in include/ or src/; where a doc places one in a file (`name`
   (folder/file) or (folder/file, `name`)), that file has it.
+- The concepts of graph memory (CONCEPTS) are explained in src/memory/README.md
+  and docs/ARCHITECTURE.md, each a paragraph opened by its name in bold, in
+  that order, and each paragraph quotes a name of the code that has it.
 """
 import os
 import re
@@ -146,8 +149,35 @@ def check_names(root, fail):
                 fail(f"{doc} places `{name}` in {path}, which does not have it")
 
 
+# Graph memory, in the order a newcomer meets it.
+CONCEPTS = ["Arenas", "The shared set", "Runs", "The packed region", "Loans", "Guesses"]
+CONCEPT_DOCS = ["src/memory/README.md", "docs/ARCHITECTURE.md"]
+
+
+def check_concepts(root, fail):
+    words = set()
+    for path in source_files(root):
+        words.update(re.findall(r"\b(?:cpool_|CPOOL_)\w*", read(path)))
+    for doc in CONCEPT_DOCS:
+        text = read(os.path.join(root, doc))
+        at = -1
+        for concept in CONCEPTS:
+            start = text.find(f"**{concept}.**")
+            if start < 0:
+                fail(f"{doc} explains no concept \"{concept}\" (a paragraph opened by **{concept}.**)")
+                continue
+            if start < at:
+                fail(f"{doc} explains \"{concept}\" out of order ({', '.join(CONCEPTS)})")
+            at = start
+            end = text.find("\n\n", start)
+            paragraph = text[start:end if end > 0 else len(text)]
+            if not any(n in words for n in NAME.findall(paragraph)):
+                fail(f"{doc}: the paragraph on \"{concept}\" quotes no name of the code")
+
+
 def check(root):
     failures = []
+    check_concepts(root, failures.append)
     check_locks(root, failures.append)
     check_paths(root, failures.append)
     check_names(root, failures.append)
@@ -164,6 +194,7 @@ def selftest(root):
         ("docs/ARCHITECTURE.md", "(objects/capture.c)", "(objects/no_such_file.c)", "no_such_file.c"),
         ("docs/ARCHITECTURE.md", "`cpool_capture_begin`", "`cpool_capture_begin_no_more`",
          "cpool_capture_begin_no_more"),
+        ("src/memory/README.md", "**Runs.**", "**Runs**", "concept \"Runs\""),
         ("docs/ARCHITECTURE.md", "`cpool__capture_fork`,\nobjects/capture_record.c",
          "`cpool__capture_fork`,\nobjects/capture.c", None),
     ]

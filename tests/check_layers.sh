@@ -22,6 +22,10 @@ if [ "${1:-}" = "--calls" ]; then
     # Each object's folder and name (src/memory/alloc.c.o -> memory alloc.c),
     # what it defines and what it needs.
     for obj in "$@"; do
+        if [ ! -f "$obj" ]; then
+            echo "check_layers: no object file $obj"
+            exit 1
+        fi
         folder=$(basename "$(dirname "$obj")")
         name=$(basename "$obj" .o)
         nm --defined-only "$obj" | awk -v f="$name" '$2 ~ /^[TDBRC]$/ {print $3, f}' >>"$tmp/defs.$folder"

@@ -271,6 +271,20 @@ void cpool__allocator_init(cpool__allocator *a, const cpool__segment_source *sou
     a->span_first[1] = CPOOL__SPAN_LARGE_FIRST;
 }
 
+void cpool__allocator_count_also(cpool__allocator *a, const uint64_t *first, const uint64_t *second) {
+    a->also_reserved[0] = first;
+    a->also_reserved[1] = second;
+}
+
+void cpool__allocator_init_layout(cpool__allocator *a, const cpool__segment_source *source,
+                                  const cpool__allocator_layout *layout) {
+    cpool__allocator_init(a, source, 0);
+    for (int c = 0; c < 2; c++)
+        if (layout->span_first[c]) a->span_first[c] = layout->span_first[c];
+    a->spans_by_branch = layout->spans_by_branch;
+    a->top_down_max = layout->top_down_max;
+}
+
 /* The set a block is in: general 0, graph-reserved 1. */
 static unsigned set_of(bool graph) { return graph ? 1u : 0u; }
 
@@ -1437,13 +1451,48 @@ void cpool__allocator_check_counters(const cpool__allocator *a) {
               (unsigned long long)a->segment_count, (unsigned long long)a->reserved);
 }
 
-void cpool__allocator_check(const cpool__allocator *a) {
-    uint64_t reserved = 0, graph = 0, live_bytes = 0, requested = 0, segments = 0;
-    size_t live = 0, restricted = 0, free_blocks = 0, holes = 0;
+/* What cpool__allocator_check counts over the blocks, to hold against the
+ * allocator's counters. */
+typedef struct block_counts {
+    uint64_t reserved, graph, live_bytes, requested, segments;
+    size_t live, restricted, free_blocks, holes;
+} block_counts;
+
+static void check_block(const cpool__allocator *a, const cpool__segment *seg, const cpool__block *b, block_counts *c) {
+    INVARIANT(b->seg == seg, "block %#lx names another segment", (unsigned long)b->addr);
+    INVARIANT(b->size >= CPOOL__BLOCK_ALIGN && b->size % CPOOL__BLOCK_ALIGN == 0, "block size %zu", b->size);
+    INVARIANT(!b->next || b->next->prev == b, "block list links");
+    if (b->graph) c->graph += b->size;
+    if (seg->growable && !b->hole) {
+        c->reserved += b->size;
+        if (!mapped(b->prev)) c->segments++;
+    }
+    if (b->hole) {
+        c->holes++;
+        INVARIANT(seg->growable && !b->live && !b->graph && !b->stream, "a hole outside a growable segment, or in use");
+        INVARIANT(b->addr % CPOOL__PAGE == 0 && b->size % CPOOL__PAGE == 0, "a hole of part of a page");
+        INVARIANT(!b->next || !b->next->hole, "two holes side by side");
+    } else if (b->live) {
+        c->live++;
+        c->live_bytes += b->size;
+        c->requested += b->requested;
+        INVARIANT(b->requested > 0 && b->requested <= b->size, "live block's requested size");
+        INVARIANT(map_find(a, b->addr) != SIZE_MAX, "live block missing from the map");
+    } else {
+        INVARIANT(!b->pinned, "a free block is pinned");
+        c->free_blocks++;
+        if (b->stream) c->restricted++;
+        INVARIANT(b->bin == bin_of(b->size), "free block in the wrong class");
+        INVARIANT(in_heap(heap_for((cpool__allocator *)a, b), b), "free block missing from its heap");
+        INVARIANT(!mergeable(b, b->next), "two mergeable free blocks side by side");
+    }
+}
+
+static void check_segments(const cpool__allocator *a, block_counts *c) {
     for (const cpool__segment *seg = a->segments; seg; seg = seg->next) {
         if (!seg->growable) {
-            segments++;
-            reserved += seg->size;
+            c->segments++;
+            c->reserved += seg->size;
         } else {
             INVARIANT(seg->base % CPOOL__PAGE == 0 && seg->size % CPOOL__PAGE == 0, "growable segment alignment");
         }
@@ -1451,38 +1500,16 @@ void cpool__allocator_check(const cpool__allocator *a) {
         uintptr_t at = seg->base;
         INVARIANT(seg->first && !seg->first->prev, "segment's first block");
         for (const cpool__block *b = seg->first; b; b = b->next) {
-            INVARIANT(b->seg == seg, "block %#lx names another segment", (unsigned long)b->addr);
             INVARIANT(b->addr == at, "blocks do not tile their segment at %#lx", (unsigned long)at);
-            INVARIANT(b->size >= CPOOL__BLOCK_ALIGN && b->size % CPOOL__BLOCK_ALIGN == 0, "block size %zu", b->size);
-            INVARIANT(!b->next || b->next->prev == b, "block list links");
             at += b->size;
-            if (b->graph) graph += b->size;
-            if (seg->growable && !b->hole) {
-                reserved += b->size;
-                if (!mapped(b->prev)) segments++;
-            }
-            if (b->hole) {
-                holes++;
-                INVARIANT(seg->growable && !b->live && !b->graph && !b->stream, "a hole outside a growable segment, or in use");
-                INVARIANT(b->addr % CPOOL__PAGE == 0 && b->size % CPOOL__PAGE == 0, "a hole of part of a page");
-                INVARIANT(!b->next || !b->next->hole, "two holes side by side");
-            } else if (b->live) {
-                live++;
-                live_bytes += b->size;
-                requested += b->requested;
-                INVARIANT(b->requested > 0 && b->requested <= b->size, "live block's requested size");
-                INVARIANT(map_find(a, b->addr) != SIZE_MAX, "live block missing from the map");
-            } else {
-                INVARIANT(!b->pinned, "a free block is pinned");
-                free_blocks++;
-                if (b->stream) restricted++;
-                INVARIANT(b->bin == bin_of(b->size), "free block in the wrong class");
-                INVARIANT(in_heap(heap_for((cpool__allocator *)a, b), b), "free block missing from its heap");
-                INVARIANT(!mergeable(b, b->next), "two mergeable free blocks side by side");
-            }
+            check_block(a, seg, b, c);
         }
         INVARIANT(at == seg->base + seg->size, "blocks do not cover their segment");
     }
+}
+
+/* The heaps and the hole lists hold exactly the free blocks and holes. */
+static void check_lists(const cpool__allocator *a, const block_counts *c) {
     size_t in_heaps = 0;
     for (unsigned h = 0; h < CPOOL__HEAPS; h++)
         for (unsigned bin = 0; bin < CPOOL__BINS; bin++) {
@@ -1494,7 +1521,7 @@ void cpool__allocator_check(const cpool__allocator *a) {
                           "heap holds a live block or a foreign one");
             }
         }
-    INVARIANT(in_heaps == free_blocks, "heaps hold %zu blocks, segments %zu free ones", in_heaps, free_blocks);
+    INVARIANT(in_heaps == c->free_blocks, "heaps hold %zu blocks, segments %zu free ones", in_heaps, c->free_blocks);
     size_t listed = 0;
     for (int cls = 0; cls < 2; cls++)
         for (const cpool__block *h = a->holes[cls]; h; h = h->free_next) {
@@ -1502,16 +1529,22 @@ void cpool__allocator_check(const cpool__allocator *a) {
             INVARIANT(!h->free_next || h->free_next->free_prev == h, "hole list links");
             listed++;
         }
-    INVARIANT(listed == holes, "hole lists hold %zu, segments %zu holes", listed, holes);
-    INVARIANT(live == a->map_count, "map holds %zu blocks, segments %zu live ones", a->map_count, live);
-    INVARIANT(reserved == a->reserved, "reserved %llu, segments sum to %llu", (unsigned long long)a->reserved,
-              (unsigned long long)reserved);
-    INVARIANT(segments == a->segment_count, "segment count");
-    INVARIANT(graph == a->graph_reserved, "graph_reserved %llu, blocks sum to %llu",
-              (unsigned long long)a->graph_reserved, (unsigned long long)graph);
-    INVARIANT(live_bytes == a->live_block_bytes, "live block bytes");
-    INVARIANT(requested == a->allocated, "allocated %llu, live blocks ask %llu", (unsigned long long)a->allocated,
-              (unsigned long long)requested);
-    INVARIANT(restricted == a->restricted_blocks, "restricted block count");
+    INVARIANT(listed == c->holes, "hole lists hold %zu, segments %zu holes", listed, c->holes);
+}
+
+void cpool__allocator_check(const cpool__allocator *a) {
+    block_counts c = {0};
+    check_segments(a, &c);
+    check_lists(a, &c);
+    INVARIANT(c.live == a->map_count, "map holds %zu blocks, segments %zu live ones", a->map_count, c.live);
+    INVARIANT(c.reserved == a->reserved, "reserved %llu, segments sum to %llu", (unsigned long long)a->reserved,
+              (unsigned long long)c.reserved);
+    INVARIANT(c.segments == a->segment_count, "segment count");
+    INVARIANT(c.graph == a->graph_reserved, "graph_reserved %llu, blocks sum to %llu",
+              (unsigned long long)a->graph_reserved, (unsigned long long)c.graph);
+    INVARIANT(c.live_bytes == a->live_block_bytes, "live block bytes");
+    INVARIANT(c.requested == a->allocated, "allocated %llu, live blocks ask %llu", (unsigned long long)a->allocated,
+              (unsigned long long)c.requested);
+    INVARIANT(c.restricted == a->restricted_blocks, "restricted block count");
     INVARIANT(a->reserved <= a->reserved_peak, "peak");
 }

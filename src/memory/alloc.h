@@ -118,7 +118,8 @@ typedef struct cpool__allocator {
     uint64_t max_reserved;    /* 0: unbounded */
     uint64_t remap_budget; /* bytes give_back_pages may move now (alloc.c) */
     /* The first span of each class (small 0, large 1): CPOOL__SPAN_*_FIRST
-     * unless the owner sets less after init (a graph's arena). */
+     * unless the layout says less (cpool__allocator_init_layout: a graph's
+     * arena). */
     size_t span_first[2];
     /* Each branch of a multi-stream capture grows spans of its own (a
      * graph's arena; cpool__allocator_share_spans ends it). */
@@ -141,6 +142,10 @@ typedef struct cpool__allocator {
 } cpool__allocator;
 
 void cpool__allocator_init(cpool__allocator *a, const cpool__segment_source *source, uint64_t max_reserved);
+/* Counts the memory at *first and *second (which must outlive the
+ * allocator; either may be NULL) against max_reserved besides its own: the
+ * pool's graph pages. */
+void cpool__allocator_count_also(cpool__allocator *a, const uint64_t *first, const uint64_t *second);
 /* Gives every segment back (the caller waited for the device first). */
 void cpool__allocator_destroy(cpool__allocator *a);
 
@@ -181,21 +186,6 @@ cpool_status cpool__allocator_reserve(cpool__allocator *a, size_t bytes);
 
 /* Marks a live block as the pool's own (a parameter block): free refuses it. */
 void cpool__allocator_pin(cpool__allocator *a, void *ptr);
-/* Takes the free bytes [addr, addr + bytes) (one free block unrestricted
- * by any stream or branch holds them) out of use, lent to the owner: a
- * live, pinned block that no free and no allocation touches, which walks
- * show as free graph memory; false (nothing changed) if they are not all
- * free or no record can be had. */
-bool cpool__allocator_lend(cpool__allocator *a, uintptr_t addr, size_t bytes);
-/* The bytes lent at addr are free memory again, free for anyone: no work
- * may use them. */
-void cpool__allocator_end_loan(cpool__allocator *a, uintptr_t addr);
-/* For each growable segment that ever handed a block out: the page that
- * holds the end of the highest such block, and how many of its bytes lie
- * below that end (a capture in an arena writes no byte of the page above
- * it). */
-void cpool__allocator_tails(const cpool__allocator *a, void (*tail)(void *ctx, uintptr_t page, size_t extent),
-                            void *ctx);
 /* Records `requested` as the size a live block is allocated for (the front
  * cache hands its blocks out again at other sizes and gives one back). */
 void cpool__allocator_set_requested(cpool__allocator *a, void *ptr, size_t requested);
@@ -251,10 +241,6 @@ void cpool__allocator_walk(const cpool__allocator *a, const cpool__walker *w);
  * parked then). */
 void cpool__allocator_free_as_of(cpool__allocator *a, void *ptr, cpool__stream_key stream, uint64_t seq);
 
-/* The spans the last capture's branches owned are anyone's now (a new
- * capture in a graph's arena); a branch of the new one on the same stream
- * takes its own back. */
-void cpool__allocator_share_spans(cpool__allocator *a);
 /* Free blocks kept for branch (or graph) `from` and freed with sequence
  * <= upto are kept for `to` from now on (another branch, or KEY_ANY: free
  * for any graph). */
@@ -272,15 +258,51 @@ void cpool__allocator_unfence_all(cpool__allocator *a, uint64_t upto);
 /* Free graph-reserved blocks return to general use (no graph can run);
  * stream tags stay. */
 void cpool__allocator_reclaim_graph(cpool__allocator *a);
-/* The same for the free graph blocks kept for no graph or stream (stream
- * tag 0): no graph is to use them again, and a trim may give their pages
- * back. */
-void cpool__allocator_reclaim_unkept(cpool__allocator *a);
 /* Gives back the memory of free, unrestricted blocks of general use: plain
  * segments that are one such block, and every whole page of one inside
  * growable segments (their address range stays reserved); returns the
  * bytes given back. */
 uint64_t cpool__allocator_trim(cpool__allocator *a);
+
+/* ---- What graph pages ask of an allocator ----------------------------------
+ * An arena and the packed region (graph_pages.h) are allocators over
+ * address space of their own; these are the calls that exist for them
+ * alone, and the one way their layout is set. */
+/* How an allocator of graph pages lays its blocks out (graph_pages.h):
+ * the first span of each class (0: CPOOL__SPAN_*_FIRST), whether each
+ * branch of a capture grows spans of its own, and up to which size blocks
+ * come from the top of free memory. No bound: the graph pages keep it. */
+typedef struct cpool__allocator_layout {
+    size_t span_first[2];
+    bool spans_by_branch;
+    size_t top_down_max;
+} cpool__allocator_layout;
+void cpool__allocator_init_layout(cpool__allocator *a, const cpool__segment_source *source,
+                                  const cpool__allocator_layout *layout);
+/* The spans the last capture's branches owned are anyone's now (a new
+ * capture in a graph's arena); a branch of the new one on the same stream
+ * takes its own back. */
+void cpool__allocator_share_spans(cpool__allocator *a);
+/* cpool__allocator_reclaim_graph for the free graph blocks kept for no graph or stream (stream
+ * tag 0): no graph is to use them again, and a trim may give their pages
+ * back. */
+void cpool__allocator_reclaim_unkept(cpool__allocator *a);
+/* Takes the free bytes [addr, addr + bytes) (one free block unrestricted
+ * by any stream or branch holds them) out of use, lent to the owner: a
+ * live, pinned block that no free and no allocation touches, which walks
+ * show as free graph memory; false (nothing changed) if they are not all
+ * free or no record can be had. */
+bool cpool__allocator_lend(cpool__allocator *a, uintptr_t addr, size_t bytes);
+/* The bytes lent at addr are free memory again, free for anyone: no work
+ * may use them. */
+void cpool__allocator_end_loan(cpool__allocator *a, uintptr_t addr);
+/* For each growable segment that ever handed a block out: the page that
+ * holds the end of the highest such block, and how many of its bytes lie
+ * below that end (a capture in an arena writes no byte of the page above
+ * it). */
+void cpool__allocator_tails(const cpool__allocator *a, void (*tail)(void *ctx, uintptr_t page, size_t extent),
+                            void *ctx);
+/* ---- end of what graph pages ask ------------------------------------------ */
 
 /* Checks every invariant, walking every block: the full grade of the debug
  * checks (debug.h). Aborts with a message on the first broken one. */

@@ -25,7 +25,7 @@
  *   block is on any more (an output freed since) goes back to the shared
  *   set at the arena's next seal. A last page that the capture's blocks
  *   fill only in part, mapped by no other arena, borrows the memory of a
- *   packed page whose blocks lie above them instead (graph_pages.c,
+ *   packed page whose blocks lie above them instead (page_seal.c,
  *   "tails"), and its shared page goes back.
  * - A graph that lets go of its arena leaves it to the pool: with nothing
  *   live in it, it is idle, and the next capture takes it as it is,
@@ -46,6 +46,41 @@
  *
  * Everything here runs under the pool's lock; the page source calls the
  * platform (backend.h) for the pool.
+ *
+ * Pages and their states (pages_internal.h, cpool__page). Each page of an
+ * arena's address ranges is in one state:
+ *
+ *   UNMAPPED   nothing behind the address
+ *   SHARED     the pool's shared page of its number: alone, or one page
+ *              of a run (many numbers in one allocation, mapped whole)
+ *   OWN        memory of the arena's own (an output's page)
+ *   BORROWED   a packed page's memory, lent to the arena's tail
+ *
+ *   from      to        when
+ *   UNMAPPED  SHARED    the allocator maps: a shared page, or a new run
+ *   SHARED    UNMAPPED  the allocator unmaps (a run goes whole)
+ *   SHARED    OWN       seal: a live block is on it (the shared page handed
+ *                       over if no other arena maps it, else a new page)
+ *   OWN       SHARED    seal: no live block on it any more (records only)
+ *   SHARED    BORROWED  seal: the arena's partly written last page (tails)
+ *   BORROWED  SHARED    a capture takes the arena again
+ *   any       UNMAPPED  the allocator unmaps; a swap that cannot map back
+ *
+ * A page of the packed region is UNMAPPED or OWN; an OWN packed page may
+ * lend the bytes from its start to the tails of arenas (its loan: how many
+ * pages borrow it, and how many bytes). An arena notes each shared number
+ * TAKEN (one of its pages maps it), BLOCKED (a page of another arena's run
+ * that could not be split when it wanted it) or free.
+ *
+ *   shared set   [0][1][2][3][4][5][6]   a page per number; 4-6 are one
+ *                             '-run--'    allocation, arena 2's run
+ *   arena 1      S0 S1 S2 O               Sk: maps shared page k; O: own
+ *   arena 2      S0 S1 S3 S4 S5 S6 B      B: borrows a packed page
+ *   packed       O  O                     outputs, from the top down
+ *
+ * Every replacement of the memory behind a mapped page goes through one
+ * swap (cpool__page_swap): all or nothing, the old mapping kept and the
+ * status returned when the new one cannot be mapped.
  */
 #ifndef CPOOL_GRAPH_PAGES_H
 #define CPOOL_GRAPH_PAGES_H
@@ -84,12 +119,13 @@ typedef struct cpool__page_source {
 } cpool__page_source;
 
 typedef struct cpool__arena cpool__arena;
+typedef struct cpool__packed_region cpool__packed_region;
 
 typedef struct cpool__page_run cpool__page_run;
 
 /* One page of the pool's shared set: the physical memory behind it, how
  * many arena pages map it, and the run it is part of (NULL: a page of its
- * own; graph_pages.c). */
+ * own; page_runs.c). */
 typedef struct cpool__shared_page {
     void *page;
     uint32_t maps;
@@ -101,14 +137,10 @@ typedef struct cpool__graph_pages {
     cpool__shared_page *shared;
     size_t shared_count, shared_cap;
     cpool__arena *arenas; /* every arena, newest first */
-    cpool__arena *packed; /* the packed region (NULL until needed) */
+    cpool__packed_region *packed; /* the packed region (NULL until needed) */
     size_t arena_count;
     /* Physical bytes: the shared set, and pages arenas own. */
     uint64_t shared_bytes, own_bytes;
-    /* Bytes of packed pages lent to arenas' tails (graph_pages.c, "tails"),
-     * in how many blocks of the packed region. */
-    uint64_t lent_bytes;
-    size_t lent_blocks;
     /* The pool's bound (0: none) and what its other memory holds now. */
     uint64_t max_reserved;
     const uint64_t *other_reserved;
@@ -136,7 +168,7 @@ cpool__stream_key cpool__arena_packed_key(const cpool__arena *ar);
  * pages of their own. A page per small output would cost many times the
  * output; here outputs pack (up to CPOOL__PACKED_MAX from the top of a
  * page down), and an arena's last page may borrow a packed page whose
- * blocks lie above its own (graph_pages.c, "tails"). A capture's freed
+ * blocks lie above its own (page_seal.c, "tails"). A capture's freed
  * blocks here carry its graph's key (stream_order.h): no other capture
  * takes them until that graph is released, so scratch here is not shared
  * (it is small by construction). */
@@ -237,7 +269,7 @@ uint64_t cpool__graph_pages_give_back_idle(cpool__graph_pages *gp, bool keep_new
  * quiet idle arenas (the one it takes counted as new: its pages no block
  * is on go back at its seal). Outputs that the packed region serves are
  * the caller's to count (output_bytes 0 here); a last page lent to a tail
- * (graph_pages.c, "tails") makes it a page high. */
+ * (page_seal.c, "tails") makes it a page high. */
 uint64_t cpool__graph_pages_predict(const cpool__graph_pages *gp, uint64_t scratch_bytes, uint64_t output_bytes);
 
 /* What an arena holds: the bytes it maps, the part on shared pages, and
@@ -252,7 +284,7 @@ void cpool__arena_get_stats(const cpool__arena *ar, cpool__arena_stats *out);
  * and the id of the physical page behind it (shared pages 1..n by index,
  * own pages numbered after every shared one, unique per pool), and whether
  * that is its own page or a page of the packed region that it borrows
- * (graph_pages.c, "tails"). */
+ * (page_seal.c, "tails"). */
 typedef struct cpool__page_walker {
     void *ctx;
     void (*page)(void *ctx, uintptr_t addr, uint64_t physical_id, bool own, bool packed);
@@ -263,8 +295,9 @@ bool cpool__arena_in_use(const cpool__arena *ar);
  * in turn. */
 const cpool__arena *cpool__graph_pages_each(const cpool__graph_pages *gp, const cpool__arena *after);
 /* An arena's mapped runs and their blocks (cpool__allocator_walk); the
- * packed region is gp->packed. */
+ * packed region's (nothing if there is none). */
 void cpool__arena_walk(const cpool__arena *ar, const cpool__walker *w);
+void cpool__graph_pages_walk_packed(const cpool__graph_pages *gp, const cpool__walker *w);
 /* The arena whose capture handed out the live packed block at ptr, or NULL. */
 const cpool__arena *cpool__graph_pages_packed_owner(const cpool__graph_pages *gp, uintptr_t ptr);
 

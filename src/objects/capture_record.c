@@ -7,7 +7,8 @@
  * forked into a capture use it from any thread). It calls no other file of
  * src/objects: the references a record stands for are taken by pool.c
  * (cpool__pool_hold_in_capture) and dropped by capture.c, which note them
- * here.
+ * here, and the output guesses (output_guesses.c) hand a record its plan
+ * and read what it logged, deciding themselves what a guess packs.
  */
 #include <stddef.h>
 #include <stdlib.h>
@@ -183,12 +184,15 @@ void cpool__capture_init(cpool__capture *cap, cpool_capture_mode mode, uint64_t 
     }
 }
 
-void cpool__capture_predict(cpool__capture *cap, uint64_t *bits, uint64_t *streams, size_t *sizes, size_t n) {
+void cpool__capture_predict(cpool__capture *cap, uint64_t *bits, uint64_t *streams, size_t *sizes, size_t n,
+                            bool muted, bool far) {
     cap->plan = bits;
     cap->plan_streams = streams;
     cap->plan_sizes = sizes;
     cap->plan_bits = n;
     cap->predicted = true;
+    cap->guesses_muted = muted;
+    cap->far_guesses = far;
 }
 
 void cpool__capture_set_graph_id(cpool__capture *cap, uint64_t graph_id) { cap->graph_id = graph_id; }
@@ -244,30 +248,14 @@ static size_t *plan_place(cpool__capture *cap, uint64_t stream_id) {
     return &cap->alloc_index; /* the origin */
 }
 
-bool cpool__capture_next_is_output(const cpool__capture *cap, uint64_t stream_id, size_t bytes, size_t *entry,
-                                   bool *far) {
+bool cpool__capture_plan_lookup(const cpool__capture *cap, uint64_t stream_id, size_t *entry) {
     *entry = SIZE_MAX;
-    *far = false;
     if (!cap->plan) return false;
     size_t i = *plan_place((cpool__capture *)cap, stream_id);
     while (i < cap->plan_bits && cap->plan_streams[i] != stream_id) i++;
     if (i == cap->plan_bits) return false; /* the eager run did not allocate it: scratch */
     *entry = i;
-    if (!(cap->plan[i / 64] >> (i % 64) & 1)) return false;
-    if (!cap->predicted) return true;
-    cpool__guess_size fit = cpool__guess_fits(cap->plan_sizes[i], bytes);
-    *far = fit == CPOOL__GUESS_FAR;
-    return fit == CPOOL__GUESS_NEAR || (*far && cap->far_guesses);
-}
-
-/* A guess packs only requests near the size that output had: up to 16
- * times it, and above CPOOL__GUESS_NEAR_MIN within a factor of 2; others
- * only once a capture of the pool showed them outputs. */
-cpool__guess_size cpool__guess_fits(size_t had, size_t bytes) {
-    if (bytes > CPOOL__PREDICTED_MAX) return CPOOL__GUESS_NEVER;
-    if (bytes / 16 <= had && (bytes <= CPOOL__GUESS_NEAR_MIN || (bytes / 2 <= had && had / 2 <= bytes)))
-        return CPOOL__GUESS_NEAR;
-    return CPOOL__GUESS_FAR;
+    return cap->plan[i / 64] >> (i % 64) & 1;
 }
 
 void cpool__capture_plan_taken(cpool__capture *cap, uint64_t stream_id, size_t entry) {
@@ -297,29 +285,6 @@ void cpool__capture_log_alloc(cpool__capture *cap, void *ptr, uint64_t stream_id
     cpool__learn_alloc(&cap->log, ptr, stream_id, bytes);
     if (guessed) cpool__learn_alloc(&cap->guesses, ptr, stream_id, bytes);
     if (far_miss) cpool__learn_alloc(&cap->far_misses, ptr, stream_id, bytes);
-}
-
-/* Whether the capture's log still holds one of `of`'s allocations (it did
- * not free it: an output). */
-static bool log_keeps(const cpool__capture *cap, const cpool__learn *of, size_t g) {
-    for (size_t i = cap->log.count; i-- > 0;)
-        if (cap->log.ptrs[i] == of->ptrs[g]) return true;
-    return false;
-}
-
-bool cpool__capture_far_missed(const cpool__capture *cap) {
-    if (cap->far_misses.failed || cap->log.failed) return false;
-    for (size_t g = 0; g < cap->far_misses.count; g++)
-        if (log_keeps(cap, &cap->far_misses, g)) return true;
-    return false;
-}
-
-bool cpool__capture_guessed_wrong(const cpool__capture *cap) {
-    if (cap->guesses.failed || cap->log.failed) return true;
-    /* A guess the capture freed is no longer in its log. */
-    for (size_t g = 0; g < cap->guesses.count; g++)
-        if (!log_keeps(cap, &cap->guesses, g)) return true;
-    return false;
 }
 
 void cpool__capture_log_free(cpool__capture *cap, void *ptr) { cpool__learn_free(&cap->log, ptr); }

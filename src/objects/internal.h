@@ -120,10 +120,15 @@ typedef struct cpool__learn {
     bool failed; /* out of host memory: nothing learned */
 } cpool__learn;
 
-/* A capture record, written only by capture_record.c. Once published in
+/* A capture record, written only by capture_record.c: other files, the
+ * output guesses (output_guesses.c) among them, change it through the
+ * functions below and read its fields. It is not opaque: each stream
+ * embeds one (capture_storage, so that beginning a capture allocates no
+ * record), a capture's end moves it onto the caller's stack (capture.c),
+ * and the allocation path reads its id and branches. Once published in
  * its origin stream's capture_storage it is changed only under its capture
  * lock (cpool__capture_lock), since streams forked into it use it from any
- * thread; other files read it. */
+ * thread. */
 typedef struct cpool__capture {
     cpool_capture_mode mode;
     uint64_t id; /* unique: an event recorded in the capture names it */
@@ -154,15 +159,11 @@ typedef struct cpool__capture {
     /* A plan of outputs: entry i is an earlier run's i-th allocation, on
      * stream plan_streams[i], with bit i set when it outlived the run: an
      * output, packed with the pool's others (graph_pages.h). A graphed
-     * call's comes from its last eager run; else the bound pool's last
-     * capture predicts it (`predicted`: the capture owns the arrays, and
-     * packs a request only where it is at most CPOOL__PREDICTED_MAX and
-     * 16 times the size that output had, plan_sizes[i], and above
-     * CPOOL__GUESS_NEAR_MIN within a factor of 2 of it, but with
-     * far_guesses: graphs per batch size grow by less, and a scratch block
-     * taken for an output would cost its size). Each stream takes its
-     * own entries in order: `alloc_index` is the origin's place, a fork's
-     * is in its cpool__fork. */
+     * call's comes from its last eager run; else the bound pool's guesses
+     * (output_guesses.h) predict it (`predicted`: the capture owns the
+     * arrays, and plan_sizes[i] is the size that output had). Each stream
+     * takes its own entries in order: `alloc_index` is the origin's place,
+     * a fork's is in its cpool__fork. */
     const uint64_t *plan;
     const uint64_t *plan_streams;
     size_t plan_bits, alloc_index;
@@ -171,10 +172,7 @@ typedef struct cpool__capture {
     /* A predicted plan whose guesses are only noted, not acted on: the
      * pool's last capture guessed a scratch block for an output. */
     bool guesses_muted;
-    /* Guesses far from the output's size are made too: a capture of the
-     * pool kept such a request as an output, and no guess went wrong while
-     * such guesses were made (engines whose graphs come in no order of
-     * size). */
+    /* Guesses far from the output's size are made too (output_guesses.h). */
     bool far_guesses;
     /* Its own allocations, for the plan its bound pool keeps for the next;
      * those its predicted plan took (or, muted, would have taken) for
@@ -304,21 +302,18 @@ cpool__stream_key cpool__capture_branch_of(cpool__capture *cap, uint64_t stream_
 void cpool__capture_note_host_work(cpool__capture *cap);
 void cpool__capture_set_graph_id(cpool__capture *cap, uint64_t graph_id);
 
-/* The bound pool's prediction of outputs (arrays of n entries the record
- * then owns; cpool__pool_predict_outputs). */
-void cpool__capture_predict(cpool__capture *cap, uint64_t *bits, uint64_t *streams, size_t *sizes, size_t n);
-/* Whether the next allocation of `bytes` of the capture on stream
- * `stream_id` is an output, by its plan; *entry gets the plan's entry (for
- * cpool__capture_plan_taken once the allocation succeeded), *far whether
- * the plan has an output there of a size far from `bytes` (a guess then
- * only with far_guesses). */
-bool cpool__capture_next_is_output(const cpool__capture *cap, uint64_t stream_id, size_t bytes, size_t *entry,
-                                   bool *far);
-/* How a guessed output that had `had` bytes in the last capture applies to
- * a request of `bytes` now: near enough to pack it, far (packed only with
- * far_guesses), or never (above CPOOL__PREDICTED_MAX). */
-typedef enum cpool__guess_size { CPOOL__GUESS_NEAR, CPOOL__GUESS_FAR, CPOOL__GUESS_NEVER } cpool__guess_size;
-cpool__guess_size cpool__guess_fits(size_t had, size_t bytes);
+/* The bound pool's guesses of outputs (arrays of n entries the record
+ * then owns), muted or with far guesses as the pool's last capture earned
+ * (output_guesses.c, cpool__guesses_hand). */
+void cpool__capture_predict(cpool__capture *cap, uint64_t *bits, uint64_t *streams, size_t *sizes, size_t n,
+                            bool muted, bool far);
+/* The plan's entry for the capture's next allocation on stream
+ * `stream_id` into *entry (SIZE_MAX: none, it has no plan or the run did
+ * not allocate there), and whether that entry outlived the run; whether a
+ * guess packs it is output_guesses.c's (cpool__guesses_next). */
+bool cpool__capture_plan_lookup(const cpool__capture *cap, uint64_t stream_id, size_t *entry);
+/* The allocation at the plan's `entry` (SIZE_MAX: none) succeeded: the
+ * stream's next is looked up after it. */
 void cpool__capture_plan_taken(cpool__capture *cap, uint64_t stream_id, size_t entry);
 /* Notes the capture's allocations and frees, for the plan its bound pool
  * keeps for the next capture; `guessed`: its predicted plan took (or,
@@ -326,12 +321,6 @@ void cpool__capture_plan_taken(cpool__capture *cap, uint64_t stream_id, size_t e
  * did not, at an output's place, for the size. */
 void cpool__capture_log_alloc(cpool__capture *cap, void *ptr, uint64_t stream_id, size_t bytes, bool guessed,
                               bool far_miss);
-/* Whether an allocation the capture did not guess for its size only
- * (far_miss) outlived it: far guesses would have been right. */
-bool cpool__capture_far_missed(const cpool__capture *cap);
-/* Whether the capture freed an allocation its predicted plan guessed to be
- * an output (or could not note its guesses). */
-bool cpool__capture_guessed_wrong(const cpool__capture *cap);
 void cpool__capture_log_free(cpool__capture *cap, void *ptr);
 
 /* ---- capture.c ----------------------------------------------------------- */
@@ -506,36 +495,11 @@ const cpool__registrar *cpool__pool_registrar(const cpool_pool *pool, const char
  * kept in the pool's list and ended with the pool. */
 cpool_status cpool__pool_add_param(cpool_pool *pool, size_t bytes, cpool_param **out);
 
-/* Graphs captured one after another into a pool tend to allocate in the
- * same order (a graph per batch size): the pool keeps which allocations of
- * its last capture outlived it (not those made by cpool_alloc_output: the
- * caller names its outputs), and the next capture bound to it packs those
- * places' blocks as outputs. Requests above CPOOL__PREDICTED_MAX are never
- * taken for outputs on a guess: packed memory is not shared, so a wrong
- * guess costs its size while its graph lives. Graphs that put their output
- * before and after an 8 MiB scratch in turn had every scratch guessed (3x
- * their bound, tests/test_graph_pages.c, alternating_orders_share_pages):
- * hence CPOOL__GUESS_NEAR_MIN, and muted guesses after a wrong one. */
-#define CPOOL__PREDICTED_MAX ((size_t)16 << 20)
-/* Above this, a guess also wants the request within a factor of 2 of the
- * output it stands for (graphs per batch size double at most from one to
- * the next); a scratch block far larger than the last capture's output
- * at its place is not taken for one, until a capture of the pool kept such
- * a request as an output (far_guesses: captured in no order of size, the
- * graphs of an engine jump by up to 128 times). */
-#define CPOOL__GUESS_NEAR_MIN ((size_t)1 << 20)
-/* The capture that ended well, `cap`, was bound to pool: the outputs in
- * its log are the plan for the next. If its own plan guessed wrong
- * (cpool__capture_guessed_wrong), the next captures' guesses are muted
- * until their would-be guesses are right: graphs whose outputs change
- * places from one capture to the next would otherwise each pack a scratch
- * block, never shared (3x the bound on tests/test_graph_pages.c,
- * alternating_orders_share_pages). What it says of far guesses
- * (cpool__capture_far_missed) turns them on, a wrong guess among them off
- * for good. */
+/* The output guesses (output_guesses.h) at a capture's end and begin:
+ * the capture that ended well, `cap`, bound to pool, teaches the pool's
+ * guesses what outlived it; a capture bound to pool as it begins gets a
+ * copy of them (nothing when there are none or no memory). */
 void cpool__pool_learn_outputs(cpool_pool *pool, const cpool__capture *cap);
-/* A copy of the pool's plan into cap (predicted, muted as the last
- * capture's guesses earned); nothing when there is none or no memory. */
 void cpool__pool_predict_outputs(cpool_pool *pool, cpool__capture *cap);
 
 #endif /* CPOOL_INTERNAL_H */

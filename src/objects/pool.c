@@ -25,6 +25,10 @@
  *   arenas, so they never share a page with a graph. Every graph holding
  *   the pool has an arena, so `graph_count`, changed with them, is the
  *   number of graphs a snapshot lists: the stats and the list are one fact.
+ * - `guesses`: which allocations of the last capture bound to the pool
+ *   outlived it, for the next capture to pack as outputs (output_guesses.h:
+ *   learned at a capture's end, handed to the next at its begin, asked at
+ *   each of its allocations).
  * - `generation`: bumped by every clear, under `mu` as records are made; a
  *   graph remembers the value at its capture and is stale when it differs,
  *   and a clear drops only the records made before its bump (a capture
@@ -48,88 +52,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "debug.h"
-#include "front.h"
-#include "graph_pages.h"
-#include "internal.h"
-#include "residency.h"
+#include "pool_private.h"
 #include "struct_size.h"
-
-typedef struct record {
-    struct record *next;
-    void *object;
-    void (*drop)(void *object);
-    uint64_t generation; /* the pool's when it was recorded: a clear after it drops it */
-} record;
-
-struct cpool_pool {
-    /* First, within a cache line or two: what every capture's begin and end,
-     * and every launch, touch. */
-    cpool__handle_header handle;
-    atomic_int refs;
-    atomic_int user_refs;
-    atomic_int launching;
-    atomic_bool launches_held; /* page runs being split: launches wait (hold_launches) */
-    cpool_device *dev;
-    _Atomic uint64_t generation;
-    atomic_bool sealed;
-    /* Captures and graphs holding the pool (low half), and how many ever
-     * took hold (high half), in one word, so that one read tells a trim
-     * whether a holder came and went while it waited. Atomics: a capture's
-     * begin and end take no lock for them. */
-    _Atomic uint64_t holders;
-    cpool__mutex mu;
-
-    record *records, **records_tail;
-    atomic_size_t record_count;
-    record *doomed, **doomed_tail;
-    uint64_t doomed_total, dropped_total; /* records ever moved to doomed, ever dropped */
-    bool dropping;                        /* a dropper is at work */
-    pthread_cond_t dropped_cv;            /* dropped_total moved */
-    bool clear_queued;
-
-    cpool__allocator alloc;
-    cpool__front front;
-    cpool__fences fences; /* order.h */
-
-    cpool_param *params; /* blocks for the pool's whole life */
-    cpool__graph_pages pages; /* graph memory */
-    uint64_t reserved_peak;   /* of the allocator's and the graph pages' memory together */
-    uint64_t graph_count;     /* arenas that graphs hold: one per graph holding the pool */
-    /* Which allocations of the last capture bound here outlived it
-     * (cpool__pool_learn_outputs): bit i for its i-th, on stream
-     * predicted_streams[i]. */
-    uint64_t *predicted, *predicted_streams;
-    size_t *predicted_sizes;
-    size_t predicted_bits;
-    bool guesses_muted; /* the last capture's plan guessed wrong: the next one's guesses are muted */
-    bool far_guesses;   /* guesses far from the output's size too (cpool__capture's far_guesses) */
-    bool far_spoiled;   /* a guess went wrong while far guesses were made: none from then on */
-
-    cpool__deferred deferred_clear;
-    cpool__deferred deferred_destroy;
-
-    cpool__registrar registrar; /* add NULL: none (internal.h) */
-
-    /* Suspend and resume: `suspended` refuses allocations, captures and
-     * launches (set first, cleared last); `residency` (under mu) has the
-     * memory off the device; `suspend_mu` orders one suspend or resume at a
-     * time. A suspended pool is on the list of suspended pools, for the
-     * copies and sets that would touch its memory. */
-    atomic_bool suspended;
-    cpool__mutex suspend_mu;
-    cpool__residency residency;
-    struct cpool_pool *next_suspended;
-};
-
-/* `holders`: the live holders below this, the holders ever taken above. */
-#define HOLDER_EPOCH_ONE ((uint64_t)1 << 32)
-static uint64_t holder_count(uint64_t holders) { return holders & (HOLDER_EPOCH_ONE - 1); }
 
 /* Under mu: the full walk of the pool's memory (debug.h). `every_arena`
  * walks every arena's blocks too (graph_pages.h). */
-static void walk_allocator(cpool_pool *pool, bool every_arena) {
+void cpool__pool_walk_allocator(cpool_pool *pool, bool every_arena) {
     cpool__allocator_check_counters(&pool->alloc);
     cpool__allocator_check(&pool->alloc);
     cpool__graph_live graph = cpool__graph_pages_live(&pool->pages);
@@ -138,35 +66,16 @@ static void walk_allocator(cpool_pool *pool, bool every_arena) {
 }
 
 #ifdef CPOOL_DEBUG_CHECKS
-/* Under mu, after every operation: the cheap checks always, the full walk
- * when asked (debug.h). */
-static void check_allocator(cpool_pool *pool, bool every_arena) {
+void cpool__pool_check_allocator(cpool_pool *pool, bool every_arena) {
     cpool__allocator_check_counters(&pool->alloc);
     if (!cpool__debug_full()) return;
     cpool__debug_count_full_walk();
-    walk_allocator(pool, every_arena);
+    cpool__pool_walk_allocator(pool, every_arena);
 }
-#define CHECK_ALLOCATOR(pool) check_allocator(pool, false)
-/* At a capture's end and a trim: every arena. */
-#define CHECK_ALLOCATOR_FULL(pool) check_allocator(pool, true)
-/* After a fast path, which does not hold mu and leaves the allocator as it
- * was: only a full walk has something to look at. */
-#define CHECK_ALLOCATOR_LOCKING(pool)         \
-    do {                                      \
-        if (cpool__debug_full()) {            \
-            cpool__mutex_lock(&(pool)->mu);  \
-            check_allocator(pool, false);     \
-            cpool__mutex_unlock(&(pool)->mu); \
-        }                                     \
-    } while (0)
-#else
-#define CHECK_ALLOCATOR(pool) ((void)0)
-#define CHECK_ALLOCATOR_FULL(pool) ((void)0)
-#define CHECK_ALLOCATOR_LOCKING(pool) ((void)0)
 #endif
 
 /* Under mu, after memory may have grown. */
-static void note_peak(cpool_pool *pool) {
+void cpool__pool_note_peak(cpool_pool *pool) {
     uint64_t now = pool->alloc.reserved + pool->pages.shared_bytes + pool->pages.own_bytes;
     if (now > pool->reserved_peak) pool->reserved_peak = now;
 }
@@ -237,7 +146,7 @@ static void page_unmap(void *ctx, void *addr, void *page) {
 
 /* Whether every stream's work enqueued so far is over (a capturing
  * stream's: its work from before the capture). Queried, never waited for. */
-static bool device_work_over(const cpool_pool *pool) {
+bool cpool__pool_device_work_over(const cpool_pool *pool) {
     cpool__order_mark *mark = cpool__order_mark_now(&pool->dev->order);
     bool over = mark && cpool__order_mark_done(mark);
     cpool__order_mark_release(mark);
@@ -253,7 +162,7 @@ static bool device_work_over(const cpool_pool *pool) {
 static bool hold_launches(void *ctx, bool idle_known) {
     cpool_pool *pool = ctx;
     atomic_store(&pool->launches_held, true);
-    if (atomic_load(&pool->launching) == 0 && (idle_known || device_work_over(pool))) return true;
+    if (atomic_load(&pool->launching) == 0 && (idle_known || cpool__pool_device_work_over(pool))) return true;
     atomic_store(&pool->launches_held, false);
     return false;
 }
@@ -305,8 +214,7 @@ static void init_memory(cpool_pool *pool, const cpool_pool_options *o, bool regi
         pages.release_launches = release_launches;
     }
     cpool__graph_pages_init(&pool->pages, &pages, o->max_reserved_bytes, &pool->alloc.reserved, &pool->dev->order);
-    pool->alloc.also_reserved[0] = &pool->pages.shared_bytes;
-    pool->alloc.also_reserved[1] = &pool->pages.own_bytes;
+    cpool__allocator_count_also(&pool->alloc, &pool->pages.shared_bytes, &pool->pages.own_bytes);
 }
 
 cpool_status cpool__pool_create_registered(cpool_device *dev_handle, const cpool_pool_options *opts,
@@ -353,7 +261,7 @@ cpool_status cpool__pool_create_registered(cpool_device *dev_handle, const cpool
     cpool__front_init(&pool->front);
     if (o.reserve_bytes) {
         st = cpool__allocator_reserve(&pool->alloc, o.reserve_bytes);
-        note_peak(pool);
+        cpool__pool_note_peak(pool);
         if (st != CPOOL_OK) {
             cpool__fail_in("cpool_pool_create", st);
             cpool__allocator_destroy(&pool->alloc); /* a range reserved before the pages failed */
@@ -401,14 +309,13 @@ static void run_drops(record *r) {
 
 /* The last reference is gone and the handle dead: a drop that calls the
  * library with this pool is refused, so nothing else reaches it. */
-static void forget_suspended(cpool_pool *pool);
 
 /* The teardown: waits for the device's work first, unless the caller saw
  * it over already (no work on the pool's memory can be enqueued once its
  * last reference is gone). */
 static void pool_teardown(cpool_pool *pool, bool work_over) {
     if (!work_over) cpool__device_quiesce(pool->dev);
-    forget_suspended(pool);
+    cpool__pool_forget_suspended(pool);
     run_drops(pool->doomed);
     run_drops(pool->records);
     while (pool->params) {
@@ -419,9 +326,7 @@ static void pool_teardown(cpool_pool *pool, bool work_over) {
     }
     cpool__fences_destroy(&pool->fences, &pool->dev->order);
     cpool__graph_pages_destroy(&pool->pages);
-    free(pool->predicted);
-    free(pool->predicted_streams);
-    free(pool->predicted_sizes);
+    cpool__guesses_destroy(&pool->guesses);
     cpool__allocator_destroy(&pool->alloc);
     cpool__residency_destroy(&pool->residency);
     if (pool->registrar.release) pool->registrar.release(pool->registrar.ctx);
@@ -456,7 +361,7 @@ void cpool__pool_release(cpool_pool *pool) {
 void cpool__pool_release_without_waiting(cpool_pool *pool) {
     if (atomic_fetch_sub(&pool->refs, 1) != 1) return;
     cpool__handle_kill(pool);
-    if (!cpool__on_stream_thread() && device_work_over(pool))
+    if (!cpool__on_stream_thread() && cpool__pool_device_work_over(pool))
         pool_teardown(pool, true);
     else
         cpool__defer(&pool->deferred_destroy);
@@ -640,12 +545,12 @@ static cpool__fenced fenced(cpool_pool *pool) {
     return a;
 }
 
-static void poll_fences(cpool_pool *pool) {
+void cpool__pool_poll_fences(cpool_pool *pool) {
     cpool__fenced a = fenced(pool);
     cpool__fences_poll(&pool->fences, &pool->dev->order, &a);
 }
 
-static void add_fences(cpool_pool *pool) {
+void cpool__pool_add_fences(cpool_pool *pool) {
     cpool__fenced a = fenced(pool);
     cpool__fences_add(&pool->fences, &pool->dev->order, &a);
 }
@@ -668,22 +573,22 @@ static cpool_status alloc_miss(cpool_pool *pool, size_t bytes, cpool_stream *s, 
                                : s                      ? cpool__key_stream(cpool__stream_id(s))
                                                         : CPOOL__KEY_ANY;
     const cpool__deps *deps = use == CPOOL__USE_STREAM && s ? &s->order.deps : NULL;
-    poll_fences(pool);
+    cpool__pool_poll_fences(pool);
     if (cpool__allocator_alloc_cached(a, bytes, stream, deps, use, out)) return CPOOL_OK;
     if (cpool__front_flush(&pool->front, a) && cpool__allocator_alloc_cached(a, bytes, stream, deps, use, out))
         return CPOOL_OK;
-    add_fences(pool);
+    cpool__pool_add_fences(pool);
     if (cpool__allocator_alloc_cached(a, bytes, stream, deps, use, out)) return CPOOL_OK;
     /* Before growing past the peak: blocks whose work has finished by now
      * (often all, the fences being just recorded) may merge, or give their
      * pages back for the new ones. */
     if (cpool__allocator_growth_passes_peak(a, bytes, stream, use)) {
-        poll_fences(pool);
+        cpool__pool_poll_fences(pool);
         if (cpool__allocator_alloc_cached(a, bytes, stream, deps, use, out)) return CPOOL_OK;
     }
     cpool_status st = cpool__allocator_alloc_grow(a, bytes, stream, use, out);
     if (st != CPOOL_ERR_OUT_OF_MEMORY) return st;
-    poll_fences(pool);
+    cpool__pool_poll_fences(pool);
     if (cpool__allocator_alloc_cached(a, bytes, stream, deps, use, out)) return CPOOL_OK;
     if (cpool__allocator_trim(a) == 0) return st;
     return cpool__allocator_alloc_grow(a, bytes, stream, use, out);
@@ -711,7 +616,7 @@ static __attribute__((noinline)) cpool_status alloc_locked(cpool_pool *pool, siz
                                             CPOOL__USE_STREAM, ptr_out))
         st = alloc_slow(pool, bytes, s, CPOOL__USE_STREAM, CPOOL__KEY_ANY, ptr_out);
     if (st == CPOOL_OK) cpool__front_count_alloc(&pool->front, bytes);
-    note_peak(pool);
+    cpool__pool_note_peak(pool);
     CHECK_ALLOCATOR(pool);
     cpool__mutex_unlock(&pool->mu);
     if (st != CPOOL_OK) return cpool__fail_in(fn, st);
@@ -750,15 +655,15 @@ static cpool_status graph_block_locked(cpool_pool *pool, cpool__allocator *a, si
      * first: the region would otherwise grow from its free end while they
      * wait, a page at a time. */
     if (packed) {
-        add_fences(pool);
-        poll_fences(pool);
+        cpool__pool_add_fences(pool);
+        cpool__pool_poll_fences(pool);
     }
     if (cpool__allocator_alloc_cached(a, bytes, tag, NULL, CPOOL__USE_GRAPH, out)) return CPOOL_OK;
     cpool_status st = cpool__allocator_alloc_grow(a, bytes, tag, CPOOL__USE_GRAPH, out);
     if (st == CPOOL_ERR_OUT_OF_MEMORY) {
         cpool__front_flush(&pool->front, &pool->alloc);
-        add_fences(pool);
-        poll_fences(pool);
+        cpool__pool_add_fences(pool);
+        cpool__pool_poll_fences(pool);
         if (cpool__allocator_trim(&pool->alloc)) st = cpool__allocator_alloc_grow(a, bytes, tag, CPOOL__USE_GRAPH, out);
     }
     if (st == CPOOL_OK) cpool__error_restore(&before);
@@ -782,13 +687,8 @@ static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *
     /* Outputs (said to be, or learned by a graphed call) and the smallest
      * requests come from the packed region, where the capture's freed
      * blocks are its graph's alone (graph_pages.h). */
-    size_t entry;
-    bool far;
-    bool planned = cpool__capture_next_is_output(cap, cpool__stream_id(s), bytes, &entry, &far);
-    bool guessed = planned && !output && cap->predicted;
-    bool far_miss = far && !planned && !output;
-    if (guessed && cap->guesses_muted) planned = false;
-    bool packed = planned || output || bytes <= CPOOL__PACKED_MAX;
+    cpool__guess guess = cpool__guesses_next(cap, cpool__stream_id(s), bytes, output);
+    bool packed = guess.output || output || bytes <= CPOOL__PACKED_MAX;
     if (packed) tag = cpool__key_is_any(branch) ? cpool__key_graph(cap->id) : branch;
     cpool__mutex_lock(&pool->mu);
     /* After the hold: a suspend from now on sees the capture and refuses. */
@@ -806,7 +706,7 @@ static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *
         if (st == CPOOL_OK) *ptr_out = p; /* a refused call leaves it as it was */
     }
     if (st == CPOOL_OK) cpool__front_count_alloc(&pool->front, bytes);
-    note_peak(pool);
+    cpool__pool_note_peak(pool);
     CHECK_ALLOCATOR(pool);
     cpool__mutex_unlock(&pool->mu);
     if (st != CPOOL_OK && newly_held) {
@@ -814,11 +714,12 @@ static cpool_status capture_alloc(cpool_pool *pool, size_t bytes, cpool_stream *
         unhold_last(cap, pool);
     }
     if (st != CPOOL_OK) return cpool__fail_in(fn, st);
-    cpool__capture_plan_taken(cap, cpool__stream_id(s), entry);
+    cpool__capture_plan_taken(cap, cpool__stream_id(s), guess.entry);
     /* An output said to be one is logged as no output: the next capture
      * is not to guess where the caller says (a guess in another place
      * packs scratch there, which is never shared). */
-    cpool__capture_log_alloc(cap, output ? NULL : *ptr_out, cpool__stream_id(s), bytes, guessed, far_miss);
+    cpool__capture_log_alloc(cap, output ? NULL : *ptr_out, cpool__stream_id(s), bytes, guess.guessed,
+                             guess.far_miss);
     return st;
 }
 
@@ -885,6 +786,62 @@ cpool_status cpool_alloc_output(cpool_pool *pool, size_t bytes, cpool_stream *s,
     return pool_alloc(pool, bytes, s, ptr_out, true, "cpool_alloc_output");
 }
 
+/* Where a graph's block that cpool_free was given lives, and how its free
+ * goes: its allocator (an arena's or the packed region's; *a unchanged:
+ * none), the arena to tell of it, whether other graphs or captures still
+ * write it (`others`: the free waits for this capture's release), and the
+ * use and key of the free. Under the pool's lock. */
+typedef struct graph_free {
+    cpool__allocator *a, *packed;
+    cpool__arena *ar;
+    bool others;
+    cpool__use use;
+    cpool__stream_key branch;
+    cpool__block_info info;
+} graph_free;
+
+static void find_graph_block(cpool_pool *pool, void *ptr, cpool__capture *cap, const cpool__held_pool *held,
+                             graph_free *f) {
+    f->ar = cpool__graph_pages_find(&pool->pages, ptr);
+    if (f->ar) {
+        f->a = cpool__arena_allocator(f->ar);
+        f->others = cap && f->ar != held->arena && cpool__allocator_live_block(f->a, ptr, &f->info);
+    } else if (cpool__graph_pages_packed(&pool->pages, &f->packed) == CPOOL_OK &&
+               cpool__allocator_live_block(f->packed, ptr, &f->info) && !f->info.pinned /* lent: no block */) {
+        /* A packed block freed in a capture is that graph's alone (its
+         * arena, made now if need be, gives it back at its release); an
+         * output freed while its graph lives too: its replays still write
+         * it. */
+        f->a = f->packed;
+        const cpool__arena *owner = cpool__graph_pages_packed_owner(&pool->pages, (uintptr_t)ptr);
+        f->others = cap && owner && owner != held->arena && cpool__arena_in_use(owner);
+        if (cap && cpool__key_is_any(f->branch)) f->branch = cpool__key_graph(cap->id);
+        if (!cap && owner && cpool__arena_graph(owner)) {
+            f->use = CPOOL__USE_GRAPH;
+            f->branch = cpool__arena_packed_key(owner);
+        }
+    }
+}
+
+/* Frees a graph's block found by find_graph_block. Freed in a capture, a
+ * block that another graph or capture writes (or that this graph's replays
+ * will, after another's release) is freed at this graph's release: until
+ * then neither may lose it (*deferred). */
+static cpool_status free_graph_block(cpool_pool *pool, void *ptr, cpool__capture *cap, cpool__held_pool *held,
+                                     cpool__stream_key freed_on, graph_free *f, bool *deferred) {
+    cpool_status st = (f->a == f->packed || f->others) && held && !held->arena ? open_arena(pool, cap, held) : CPOOL_OK;
+    if (st == CPOOL_OK && f->others) {
+        /* Free for the caller now (counted; its bytes no longer allocated),
+         * live in the allocator until the release. */
+        st = cpool__arena_defer_free(held->arena, ptr, f->info.requested);
+        if (st == CPOOL_OK) cpool__front_count_free(&pool->front, f->info.requested);
+        *deferred = true;
+    } else if (st == CPOOL_OK) {
+        st = cpool__front_free_slow(&pool->front, f->a, ptr, freed_on, f->use, f->branch);
+    }
+    return st;
+}
+
 /* A free the front cache did not serve: under capture (`cap`), or of a
  * block the front does not keep. An eager block freed under capture is the
  * graph's on every replay: it joins the pool's graph-reserved set, and the
@@ -901,63 +858,31 @@ static __attribute__((noinline)) cpool_status free_locked(cpool_pool *pool, void
     bool newly_held = cap && cpool__pool_hold_in_capture(cap, pool, false); /* as capture_alloc */
     cpool__held_pool *held = cap ? cpool__capture_held(cap, pool) : NULL;
     cpool__mutex_lock(&pool->mu);
-    cpool__stream_key branch = cap ? cpool__capture_branch_of(cap, cpool__stream_id(s)) : CPOOL__KEY_ANY;
-    cpool__use use = cap ? CPOOL__USE_GRAPH : CPOOL__USE_STREAM;
+    graph_free f = {.a = &pool->alloc,
+                    .use = cap ? CPOOL__USE_GRAPH : CPOOL__USE_STREAM,
+                    .branch = cap ? cpool__capture_branch_of(cap, cpool__stream_id(s)) : CPOOL__KEY_ANY};
     cpool__stream_key freed_on = cpool__key_stream(cpool__stream_id(s));
-    /* An eager block first, as the pool has most; only a pointer the eager
-     * allocator does not hold is looked for in graph memory. */
+    /* An eager block first, as the pool has most: the eager allocator
+     * answers CPOOL_ERR_INVALID_ARGUMENT for a pointer that is not live
+     * there, which is then looked for in graph memory. */
     cpool__error_mark before;
     cpool__error_save(&before);
-    cpool__allocator *a = &pool->alloc, *packed = NULL;
-    cpool__arena *ar = NULL;
-    cpool_status st = cpool__front_free_slow(&pool->front, a, ptr, freed_on, use, branch);
-    cpool__block_info info;
+    cpool_status st = cpool__front_free_slow(&pool->front, f.a, ptr, freed_on, f.use, f.branch);
     bool deferred = false;
-    if (st == CPOOL_ERR_INVALID_ARGUMENT && !cpool__allocator_live_block(a, ptr, &info) &&
+    if (st == CPOOL_ERR_INVALID_ARGUMENT && !cpool__allocator_live_block(f.a, ptr, &f.info) &&
         !cpool__graph_pages_deferred(&pool->pages, ptr) /* freed already */) {
-        /* Freed in a capture, a block that another graph or capture writes
-         * (or that this graph's replays will, after another's release) is
-         * freed at this graph's release: until then neither may lose it. */
-        bool others = false;
-        ar = cpool__graph_pages_find(&pool->pages, ptr);
-        if (ar) {
-            a = cpool__arena_allocator(ar);
-            others = cap && ar != held->arena && cpool__allocator_live_block(a, ptr, &info);
-        } else if (cpool__graph_pages_packed(&pool->pages, &packed) == CPOOL_OK &&
-                   cpool__allocator_live_block(packed, ptr, &info) && !info.pinned /* lent: no block */) {
-            /* A packed block freed in a capture is that graph's alone (its
-             * arena, made now if need be, gives it back at its release);
-             * an output freed while its graph lives too: its replays still
-             * write it. */
-            a = packed;
-            const cpool__arena *owner = cpool__graph_pages_packed_owner(&pool->pages, (uintptr_t)ptr);
-            others = cap && owner && owner != held->arena && cpool__arena_in_use(owner);
-            if (cap && cpool__key_is_any(branch)) branch = cpool__key_graph(cap->id);
-            if (!cap && owner && cpool__arena_graph(owner)) {
-                use = CPOOL__USE_GRAPH;
-                branch = cpool__arena_packed_key(owner);
-            }
-        }
-        if (a != &pool->alloc) {
+        find_graph_block(pool, ptr, cap, held, &f);
+        if (f.a != &pool->alloc) {
             cpool__error_restore(&before);
-            st = (a == packed || others) && held && !held->arena ? open_arena(pool, cap, held) : CPOOL_OK;
-            if (st == CPOOL_OK && others) {
-                /* Free for the caller now (counted; its bytes no longer
-                 * allocated), live in the allocator until the release. */
-                st = cpool__arena_defer_free(held->arena, ptr, info.requested);
-                if (st == CPOOL_OK) cpool__front_count_free(&pool->front, info.requested);
-                deferred = true;
-            } else if (st == CPOOL_OK) {
-                st = cpool__front_free_slow(&pool->front, a, ptr, freed_on, use, branch);
-            }
+            st = free_graph_block(pool, ptr, cap, held, freed_on, &f, &deferred);
         }
     }
     if (deferred)
-        ar = NULL; /* still live */
-    else if (st == CPOOL_OK && a == packed)
-        ar = cpool__graph_pages_packed_freed(&pool->pages, ptr);
+        f.ar = NULL; /* still live */
+    else if (st == CPOOL_OK && f.a == f.packed)
+        f.ar = cpool__graph_pages_packed_freed(&pool->pages, ptr);
     /* Its arena's last live block: idle now, once the work before this free is over. */
-    if (st == CPOOL_OK && ar) cpool__arena_freed(&pool->pages, ar);
+    if (st == CPOOL_OK && f.ar) cpool__arena_freed(&pool->pages, f.ar);
     CHECK_ALLOCATOR(pool);
     cpool__mutex_unlock(&pool->mu);
     if (st != CPOOL_OK) {
@@ -1030,19 +955,42 @@ cpool_status cpool_free(cpool_pool *pool_handle, void *ptr, cpool_stream *stream
     return free_locked(pool, ptr, s, NULL);
 }
 
-/* ---- graphs' arenas --------------------------------------------------- */
-
-cpool_status cpool__pool_seal_arena(cpool_pool *pool, cpool__arena **arena, uint64_t capture_id, uint64_t graph_id) {
+cpool_status cpool__pool_add_param(cpool_pool *pool, size_t bytes, cpool_param **out) {
+    if (atomic_load(&pool->sealed)) return cpool__fail(CPOOL_ERR_SEALED, "cpool_param_create: the pool is sealed");
+    if (bytes > CPOOL__MAX_REQUEST)
+        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "cpool_param_create: %zu bytes is more than any device holds",
+                           bytes);
+    cpool_param *param = cpool__slab_take(&param_slab);
+    if (!param) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "cpool_param_create: out of host memory");
+    param->pool = pool;
+    param->bytes = bytes;
     cpool__mutex_lock(&pool->mu);
+    /* Stream 0: only blocks with no pending stream work. */
     cpool_status st = CPOOL_OK;
-    if (!*arena) st = cpool__graph_pages_open(&pool->pages, cpool__key_graph(capture_id), arena); /* it allocated nothing here */
-    if (st == CPOOL_OK) st = cpool__arena_seal(&pool->pages, *arena, graph_id);
-    if (st == CPOOL_OK && graph_id) pool->graph_count++;
-    note_peak(pool);
-    CHECK_ALLOCATOR_FULL(pool);
+    if (atomic_load(&pool->suspended))
+        st = cpool__fail(CPOOL_ERR_SUSPENDED, "the pool is suspended (cpool_pool_resume gives it memory again)");
+    else if (!cpool__allocator_alloc_cached(&pool->alloc, param->bytes, CPOOL__KEY_ANY, NULL, CPOOL__USE_STREAM,
+                                            &param->ptr))
+        st = alloc_slow(pool, param->bytes, NULL, CPOOL__USE_STREAM, CPOOL__KEY_ANY, &param->ptr);
+    if (st == CPOOL_OK) {
+        cpool__front_count_alloc(&pool->front, param->bytes);
+        cpool__allocator_pin(&pool->alloc, param->ptr);
+        param->next = pool->params;
+        pool->params = param;
+    }
+    cpool__pool_note_peak(pool);
+    CHECK_ALLOCATOR(pool);
     cpool__mutex_unlock(&pool->mu);
-    return st;
+    if (st != CPOOL_OK) {
+        cpool__handle_kill(param);
+        cpool__slab_give(&param_slab, param);
+        return cpool__fail_in("cpool_param_create", st);
+    }
+    *out = param;
+    return CPOOL_OK;
 }
+
+/* ---- graphs' arenas, suspended pools --------------------------------------- */
 
 /* The frees the arena's capture deferred (free_locked), made now as
  * outside capture: a packed output whose graph lives is kept for it until
@@ -1088,299 +1036,11 @@ bool cpool__pool_release_arena(cpool_pool *pool, cpool__arena *arena) {
     }
     free_deferred(pool, arena);
     /* The packed blocks its capture freed stay its graph's until the work
-     * marked now is over (graph_pages.c, release_packed). */
+     * marked now is over (graph_pages.c, cpool__graph_pages_release_packed). */
     cpool__arena_release(&pool->pages, arena);
     cpool__mutex_unlock(&pool->mu);
     return graph;
 }
-
-void cpool__pool_arena_stats(cpool_pool *pool, const cpool__arena *arena, cpool__arena_stats *out) {
-    cpool__mutex_lock(&pool->mu);
-    cpool__arena_get_stats(arena, out);
-    cpool__mutex_unlock(&pool->mu);
-}
-
-void cpool__pool_learn_outputs(cpool_pool *pool, const cpool__capture *cap) {
-    const cpool__learn *log = &cap->log;
-    bool guessed_wrong = cpool__capture_guessed_wrong(cap), far_missed = cpool__capture_far_missed(cap);
-    size_t n = log->count;
-    if (log->failed || !n) return;
-    uint64_t *bits = cpool__calloc(n / 64 + 1, sizeof *bits);
-    uint64_t *streams = cpool__malloc(n * sizeof *streams);
-    size_t *sizes = cpool__malloc(n * sizeof *sizes);
-    if (!bits || !streams || !sizes) {
-        free(bits);
-        free(streams);
-        free(sizes);
-        return;
-    }
-    for (size_t i = 0; i < n; i++)
-        if (log->ptrs[i]) bits[i / 64] |= (uint64_t)1 << (i % 64);
-    memcpy(streams, log->streams, n * sizeof *streams);
-    memcpy(sizes, log->sizes, n * sizeof *sizes);
-    cpool__mutex_lock(&pool->mu);
-    free(pool->predicted);
-    free(pool->predicted_streams);
-    free(pool->predicted_sizes);
-    pool->predicted = bits;
-    pool->predicted_streams = streams;
-    pool->predicted_sizes = sizes;
-    pool->predicted_bits = n;
-    /* Muted guesses come back only once a capture's would-be guesses were
-     * right: one that would have guessed nothing proves nothing (graphs
-     * whose outputs move from one capture to the next took turns guessing
-     * wrong). Far guesses that went wrong once are not made again: one
-     * capture that keeps a far-sized output would otherwise turn them back
-     * on, and the next would pack its scratch (16 MiB a pair of graphs). */
-    pool->guesses_muted = guessed_wrong || (cap->guesses_muted && !cap->guesses.count);
-    pool->far_spoiled = pool->far_spoiled || (guessed_wrong && cap->far_guesses);
-    pool->far_guesses = !pool->far_spoiled && !guessed_wrong && (far_missed || pool->far_guesses);
-    cpool__mutex_unlock(&pool->mu);
-}
-
-void cpool__pool_predict_outputs(cpool_pool *pool, cpool__capture *cap) {
-    cpool__mutex_lock(&pool->mu);
-    size_t n = pool->predicted_bits;
-    uint64_t *bits = n ? cpool__malloc((n / 64 + 1) * sizeof *bits) : NULL;
-    uint64_t *streams = n ? cpool__malloc(n * sizeof *streams) : NULL;
-    size_t *sizes = n ? cpool__malloc(n * sizeof *sizes) : NULL;
-    if (bits && streams && sizes) {
-        memcpy(bits, pool->predicted, (n / 64 + 1) * sizeof *bits);
-        memcpy(streams, pool->predicted_streams, n * sizeof *streams);
-        memcpy(sizes, pool->predicted_sizes, n * sizeof *sizes);
-        cpool__capture_predict(cap, bits, streams, sizes, n);
-        cap->guesses_muted = pool->guesses_muted;
-        cap->far_guesses = pool->far_guesses;
-    } else {
-        free(bits);
-        free(streams);
-        free(sizes);
-    }
-    cpool__mutex_unlock(&pool->mu);
-}
-
-cpool_status cpool__pool_add_param(cpool_pool *pool, size_t bytes, cpool_param **out) {
-    if (atomic_load(&pool->sealed)) return cpool__fail(CPOOL_ERR_SEALED, "cpool_param_create: the pool is sealed");
-    if (bytes > CPOOL__MAX_REQUEST)
-        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "cpool_param_create: %zu bytes is more than any device holds",
-                           bytes);
-    cpool_param *param = cpool__slab_take(&param_slab);
-    if (!param) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "cpool_param_create: out of host memory");
-    param->pool = pool;
-    param->bytes = bytes;
-    cpool__mutex_lock(&pool->mu);
-    /* Stream 0: only blocks with no pending stream work. */
-    cpool_status st = CPOOL_OK;
-    if (atomic_load(&pool->suspended))
-        st = cpool__fail(CPOOL_ERR_SUSPENDED, "the pool is suspended (cpool_pool_resume gives it memory again)");
-    else if (!cpool__allocator_alloc_cached(&pool->alloc, param->bytes, CPOOL__KEY_ANY, NULL, CPOOL__USE_STREAM,
-                                            &param->ptr))
-        st = alloc_slow(pool, param->bytes, NULL, CPOOL__USE_STREAM, CPOOL__KEY_ANY, &param->ptr);
-    if (st == CPOOL_OK) {
-        cpool__front_count_alloc(&pool->front, param->bytes);
-        cpool__allocator_pin(&pool->alloc, param->ptr);
-        param->next = pool->params;
-        pool->params = param;
-    }
-    note_peak(pool);
-    CHECK_ALLOCATOR(pool);
-    cpool__mutex_unlock(&pool->mu);
-    if (st != CPOOL_OK) {
-        cpool__handle_kill(param);
-        cpool__slab_give(&param_slab, param);
-        return cpool__fail_in("cpool_param_create", st);
-    }
-    *out = param;
-    return CPOOL_OK;
-}
-
-/* ---- stats and trim ------------------------------------------------------ */
-
-/* The counters, under mu, with the front's of the same moment. */
-static void fill_stats(const cpool_pool *p, const cpool__front_counts *front, cpool_pool_stats *s);
-
-/* As fill_stats, also while suspended: what the resume maps back. */
-static void fill_resident_stats(const cpool_pool *p, const cpool__front_counts *front, cpool_pool_stats *s);
-
-static void fill_stats(const cpool_pool *p, const cpool__front_counts *front, cpool_pool_stats *s) {
-    fill_resident_stats(p, front, s);
-    const cpool__residency *r = &p->residency;
-    if (r->suspended) /* the records stay; the memory is off the device */
-        s->reserved_bytes = s->graph_reserved_bytes = s->cached_bytes = s->segment_count = 0;
-    s->host_kept_bytes = r->suspended ? r->kept_bytes : 0;
-    s->host_reserved_bytes = r->host_bytes;
-}
-
-static void fill_resident_stats(const cpool_pool *p, const cpool__front_counts *front, cpool_pool_stats *s) {
-    const cpool__allocator *a = &p->alloc;
-    const cpool__graph_pages *gp = &p->pages;
-    uint64_t graph = gp->shared_bytes + gp->own_bytes;
-    s->allocated_bytes = front->allocated;
-    s->allocated_bytes_peak = front->allocated_peak;
-    s->alloc_count = front->alloc_count;
-    s->free_count = front->free_count;
-    s->reserved_bytes = a->reserved + graph;
-    s->reserved_bytes_peak = p->reserved_peak > s->reserved_bytes ? p->reserved_peak : s->reserved_bytes;
-    s->graph_reserved_bytes = a->graph_reserved + graph;
-    /* Graph memory in no live block: what its physical pages hold beyond
-     * the live blocks of the arenas (none at most). */
-    cpool__graph_live live = cpool__graph_pages_live(gp);
-    s->segment_count = a->segment_count + live.runs;
-    s->cached_bytes = a->reserved - a->live_block_bytes + front->free_bytes + (graph > live.bytes ? graph - live.bytes : 0);
-    s->graph_count = p->graph_count;
-}
-
-cpool_status cpool_pool_get_stats(const cpool_pool *handle, cpool_pool_stats *out) {
-    const cpool_pool *pool;
-    CPOOL__RESOLVE(pool, handle, CPOOL__HANDLE_POOL, "cpool_pool_get_stats", "pool");
-    if (!out) return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "cpool_pool_get_stats: NULL argument");
-    size_t size = out->struct_size;
-    CPOOL__CHECK_STRUCT_SIZE(size, CPOOL__SIZE_THROUGH(cpool_pool_stats, segment_count),
-                             "cpool_pool_get_stats: struct_size");
-    cpool_pool *p = (cpool_pool *)pool; /* locking, and settling graph pages, are no logical change */
-    cpool_pool_stats s = {.struct_size = size};
-    cpool__mutex_lock(&p->mu);
-    cpool__graph_pages_settle(&p->pages);
-    cpool__front_counts front = cpool__front_counters(&p->front);
-    fill_stats(p, &front, &s);
-    cpool__mutex_unlock(&p->mu);
-    cpool__copy_struct(out, &s, size, sizeof s);
-    return CPOOL_OK;
-}
-
-/* Whether no graph or capture held the pool from `holders` (read before
- * the device's work was seen over) until now. */
-static bool no_holder_since(const cpool_pool *pool, uint64_t holders) {
-    return holder_count(holders) == 0 && atomic_load(&pool->holders) == holders;
-}
-
-/* Under mu, once the device's work enqueued before `upto` and
- * `released_by` were read is over: the graph memory a trim gives back
- * (arenas let go of before then can have no work left either). */
-static void trim_graph_memory(cpool_pool *pool, uint64_t upto, uint64_t released_by, bool no_holder) {
-    cpool__graph_pages_unfence_all(&pool->pages, upto);
-    cpool__graph_pages_trim(&pool->pages, released_by, no_holder);
-}
-
-void cpool__pool_give_back_graph_memory(cpool_pool *pool, uint64_t *graph_reserved_out, uint64_t *waiting_out) {
-    uint64_t waiting = 0;
-    cpool_pool_stats s = {.struct_size = sizeof s};
-    cpool__mutex_lock(&pool->mu);
-    /* Where the device's work is over by now (queried, never waited for),
-     * what a trim gives back after its wait goes too: the scratch pages of
-     * released graphs whose outputs live on, the pages no arena maps, the
-     * packed pages no graph keeps. The clocks are read before the query:
-     * what they cover is over once it says so. */
-    if (!pool->residency.suspended && !cpool__on_stream_thread()) {
-        uint64_t upto = cpool__free_clock_tick(), released_by = pool->pages.release_clock;
-        uint64_t holders = atomic_load(&pool->holders);
-        if (device_work_over(pool)) trim_graph_memory(pool, upto, released_by, no_holder_since(pool, holders));
-    }
-    cpool__graph_pages_give_back_idle(&pool->pages, false, &waiting);
-    cpool__front_counts front = cpool__front_counters(&pool->front);
-    fill_stats(pool, &front, &s);
-    bool suspended = pool->residency.suspended;
-    cpool__mutex_unlock(&pool->mu);
-    *graph_reserved_out = s.graph_reserved_bytes;
-    *waiting_out = suspended ? 0 : waiting; /* suspended, it holds none */
-}
-
-/* Whether the next capture's first request, of `bytes`, would be packed
- * as a guessed output (capture_alloc): the last capture's first
- * allocation was an output, near enough in size, and guesses are on. */
-static bool first_request_packs(const cpool_pool *pool, size_t bytes) {
-    if (!pool->predicted_bits || !(pool->predicted[0] & 1) || pool->guesses_muted) return false;
-    cpool__guess_size fit = cpool__guess_fits(pool->predicted_sizes[0], bytes);
-    return fit == CPOOL__GUESS_NEAR || (fit == CPOOL__GUESS_FAR && pool->far_guesses);
-}
-
-uint64_t cpool__pool_predict_graph_bytes(cpool_pool *pool, uint64_t scratch_bytes, uint64_t output_bytes) {
-    cpool__mutex_lock(&pool->mu);
-    /* A packed output takes the packed region's free memory first (freed
-     * outputs whose work is seen over, as capture_alloc sees them), else
-     * grows it; the arena then holds the scratch alone. */
-    uint64_t packed_growth = 0;
-    bool packs = output_bytes && output_bytes <= SIZE_MAX && first_request_packs(pool, (size_t)output_bytes);
-    cpool__allocator *packed = NULL;
-    if (packs && pool->pages.packed && cpool__graph_pages_packed(&pool->pages, &packed) == CPOOL_OK) {
-        add_fences(pool);
-        poll_fences(pool);
-        cpool__graph_pages_release_packed(&pool->pages);
-        cpool__stream_key fresh = cpool__key_graph(0); /* a new capture's: ids start at 1 */
-        packed_growth = cpool__allocator_growth_for(packed, (size_t)output_bytes, fresh, CPOOL__USE_GRAPH);
-    } else if (packs) {
-        packed_growth = (output_bytes + CPOOL__PAGE - 1) / CPOOL__PAGE * CPOOL__PAGE;
-    }
-    uint64_t bytes = pool->alloc.graph_reserved + packed_growth +
-                     cpool__graph_pages_predict(&pool->pages, scratch_bytes, packs ? 0 : output_bytes);
-    cpool__mutex_unlock(&pool->mu);
-    return bytes;
-}
-
-cpool_status cpool__pool_inspect(const cpool_pool *pool, cpool_status (*fn)(void *ctx, const cpool__pool_view *v),
-                              void *ctx) {
-    cpool_pool *p = (cpool_pool *)pool; /* locking, and settling graph pages, are no logical change */
-    cpool__pool_view v = {.stats = {.struct_size = sizeof v.stats}, .backend = p->dev->be->name};
-    cpool__front_counts front;
-    cpool__mutex_lock(&p->mu);
-    cpool__graph_pages_settle(&p->pages);
-    v.front_count = cpool__front_view_blocks(&p->front, v.front, &front);
-    fill_stats(p, &front, &v.stats);
-    v.suspended = p->residency.suspended;
-    if (v.suspended) {
-        v.resident = (cpool_pool_stats){.struct_size = sizeof v.resident};
-        fill_resident_stats(p, &front, &v.resident);
-    }
-    v.alloc = &p->alloc;
-    v.pages = &p->pages;
-    cpool_status st = fn(ctx, &v);
-    cpool__mutex_unlock(&p->mu);
-    return st;
-}
-
-/* What may be taken back once the device was waited for: under mu,
- * `upto` the free clock, `holders` and `released_by` the release clock
- * read before the wait. Gives back free pages, idle arenas and, where no
- * holder came meanwhile, what only holders could still use. */
-static void trim_after_quiesce(cpool_pool *pool, uint64_t upto, uint64_t holders, uint64_t released_by) {
-    bool no_holder = no_holder_since(pool, holders);
-    poll_fences(pool);
-    cpool__allocator_unfence_all(&pool->alloc, upto);
-    if (no_holder) cpool__allocator_reclaim_graph(&pool->alloc);
-    cpool__allocator_trim(&pool->alloc);
-    trim_graph_memory(pool, upto, released_by, no_holder);
-    CHECK_ALLOCATOR_FULL(pool);
-}
-
-/* Waits for the device; then, under mu, trim_after_quiesce. Everything
- * freed, and every graph released, before the wait is finished with once
- * it returns. Returns with mu held. */
-static cpool_status quiesce_and_trim(cpool_pool *pool) {
-    cpool__mutex_lock(&pool->mu);
-    cpool__front_flush(&pool->front, &pool->alloc);
-    uint64_t upto = cpool__free_clock_tick();
-    uint64_t holders = atomic_load(&pool->holders);
-    uint64_t released_by = pool->pages.release_clock;
-    cpool__mutex_unlock(&pool->mu);
-    cpool_status st = cpool__device_quiesce(pool->dev);
-    cpool__mutex_lock(&pool->mu);
-    /* A suspended pool's pages are off the device: nothing to give back. */
-    if (!pool->residency.suspended) trim_after_quiesce(pool, upto, holders, released_by);
-    return st;
-}
-
-cpool_status cpool_pool_trim(cpool_pool *handle) {
-    cpool_pool *pool;
-    CPOOL__RESOLVE(pool, handle, CPOOL__HANDLE_POOL, "cpool_pool_trim", "pool");
-    cpool_status refused = cpool__refuse_wait_on_stream_thread("cpool_pool_trim");
-    if (refused != CPOOL_OK) return refused;
-    cpool_status st = quiesce_and_trim(pool);
-    cpool__residency_trim(&pool->residency);
-    cpool__mutex_unlock(&pool->mu);
-    return st == CPOOL_OK ? st : cpool__fail_in("cpool_pool_trim", st);
-}
-
-/* ---- suspend and resume --------------------------------------------------- */
 
 /* The suspended pools, for the copies and sets that must not touch their
  * memory; `suspended_count` spares the others the lock. */
@@ -1388,7 +1048,7 @@ static cpool__mutex suspended_mu = CPOOL__MUTEX_INIT(CPOOL__RANK_SUSPENDED);
 static cpool_pool *suspended_pools;
 static atomic_int suspended_count;
 
-static void list_suspended(cpool_pool *pool) {
+void cpool__pool_list_suspended(cpool_pool *pool) {
     cpool__mutex_lock(&suspended_mu);
     pool->next_suspended = suspended_pools;
     suspended_pools = pool;
@@ -1396,7 +1056,7 @@ static void list_suspended(cpool_pool *pool) {
     cpool__mutex_unlock(&suspended_mu);
 }
 
-static void forget_suspended(cpool_pool *pool) {
+void cpool__pool_forget_suspended(cpool_pool *pool) {
     cpool__mutex_lock(&suspended_mu);
     for (cpool_pool **at = &suspended_pools; *at; at = &(*at)->next_suspended)
         if (*at == pool) {
@@ -1440,6 +1100,8 @@ cpool_status cpool__pool_memory_enter(const cpool_device *dev, const void *dst, 
 
 void cpool__pool_memory_exit(void) { atomic_fetch_sub(&memory_users, 1); }
 
+bool cpool__pool_memory_in_use(void) { return atomic_load(&memory_users) != 0; }
+
 bool cpool__pool_is_suspended(const cpool_pool *pool) { return atomic_load(&pool->suspended); }
 
 /* Under suspend_mu. The captures are counted first, under mu: a refused
@@ -1448,114 +1110,6 @@ bool cpool__pool_is_suspended(const cpool_pool *pool) { return atomic_load(&pool
  * takes hold before it looks at the flag under mu: one that looked before
  * was counted); then the launches under way, then the device, are waited
  * for. */
-static cpool_status suspend(cpool_pool *pool, cpool_suspend_mode mode) {
-    if (atomic_load(&pool->suspended)) return CPOOL_OK;
-    cpool__mutex_lock(&pool->mu);
-    uint64_t captures = holder_count(atomic_load(&pool->holders)) - pool->graph_count;
-    if (!captures) atomic_store(&pool->suspended, true);
-    cpool__mutex_unlock(&pool->mu);
-    if (captures)
-        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT,
-                           "cpool_pool_suspend: %llu capture(s) use the pool: end them first",
-                           (unsigned long long)captures);
-    list_suspended(pool);
-    while (atomic_load(&pool->launching) != 0 || atomic_load(&memory_users) != 0) sched_yield();
-    cpool_status st = quiesce_and_trim(pool);
-    if (st == CPOOL_OK)
-        st = cpool__residency_suspend(&pool->residency, &pool->alloc, &pool->pages,
-                                      mode == CPOOL_SUSPEND_KEEP_CONTENTS);
-    CHECK_ALLOCATOR_FULL(pool);
-    cpool__mutex_unlock(&pool->mu);
-    if (st != CPOOL_OK) {
-        forget_suspended(pool);
-        atomic_store(&pool->suspended, false);
-        return cpool__fail_in("cpool_pool_suspend", st);
-    }
-    return CPOOL_OK;
-}
-
-cpool_status cpool_pool_suspend(cpool_pool *handle, cpool_suspend_mode mode) {
-    cpool_pool *pool;
-    CPOOL__RESOLVE(pool, handle, CPOOL__HANDLE_POOL, "cpool_pool_suspend", "pool");
-    if (mode != CPOOL_SUSPEND_KEEP_CONTENTS && mode != CPOOL_SUSPEND_DISCARD)
-        return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT,
-                           "cpool_pool_suspend: mode %d is neither CPOOL_SUSPEND_KEEP_CONTENTS nor CPOOL_SUSPEND_DISCARD",
-                           (int)mode);
-    cpool_status st = cpool__refuse_wait_on_stream_thread("cpool_pool_suspend");
-    if (st != CPOOL_OK) return st;
-    if (pool->registrar.add)
-        return cpool__fail(CPOOL_ERR_UNSUPPORTED,
-                           "cpool_pool_suspend: an NCCL pool's memory is registered with NCCL, which keeps using its "
-                           "addresses: it cannot be given back");
-    if (!cpool_pool_grows_in_place(handle))
-        return cpool__fail(CPOOL_ERR_UNSUPPORTED,
-                           "cpool_pool_suspend: the pool's memory is plain segments, which cannot keep their "
-                           "addresses without their memory (see cpool_pool_grows_in_place)");
-    cpool__pool_retain(pool); /* a release on another thread meanwhile leaves it to this call */
-    cpool__mutex_lock(&pool->suspend_mu);
-    st = suspend(pool, mode);
-    cpool__mutex_unlock(&pool->suspend_mu);
-    cpool__pool_release(pool);
-    return st;
-}
-
-cpool_status cpool_pool_resume(cpool_pool *handle) {
-    cpool_pool *pool;
-    CPOOL__RESOLVE(pool, handle, CPOOL__HANDLE_POOL, "cpool_pool_resume", "pool");
-    cpool_status st = cpool__refuse_wait_on_stream_thread("cpool_pool_resume");
-    if (st != CPOOL_OK) return st;
-    cpool__pool_retain(pool);
-    cpool__mutex_lock(&pool->suspend_mu);
-    if (atomic_load(&pool->suspended)) {
-        cpool__mutex_lock(&pool->mu);
-        st = cpool__residency_resume(&pool->residency, &pool->alloc, &pool->pages);
-        note_peak(pool);
-        CHECK_ALLOCATOR_FULL(pool);
-        cpool__mutex_unlock(&pool->mu);
-        if (st == CPOOL_OK) {
-            forget_suspended(pool);
-            atomic_store(&pool->suspended, false);
-        }
-    }
-    cpool__mutex_unlock(&pool->suspend_mu);
-    cpool__pool_release(pool);
-    return st == CPOOL_OK ? st : cpool__fail_in("cpool_pool_resume", st);
-}
-
-bool cpool_pool_is_suspended(const cpool_pool *handle) {
-    const cpool_pool *pool;
-    CPOOL__RESOLVE_OR_NULL(pool, handle, CPOOL__HANDLE_POOL, "cpool_pool_is_suspended", "pool");
-    return pool && atomic_load(&pool->suspended);
-}
-
-void cpool__pool_check(const cpool_pool *handle) {
-    cpool_pool *p = cpool__handle_object(handle, CPOOL__HANDLE_POOL);
-    if (!p) {
-        fprintf(stderr, "capturepool: cpool__pool_check: %p is not a live pool\n", (const void *)handle);
-        abort();
-    }
-    cpool__mutex_lock(&p->mu);
-    walk_allocator(p, true);
-    /* Records a clear at work has yet to take (made before its bump) come
-     * first; the count is of those made since the last bump. */
-    size_t records = 0, before_bump = 0;
-    uint64_t generation = atomic_load(&p->generation);
-    for (const record *r = p->records; r; r = r->next) {
-        if (r->generation < generation && before_bump++ != records) {
-            fprintf(stderr,
-                    "capturepool: pool invariant broken: a record of an earlier generation after a newer one\n");
-            abort();
-        }
-        records++;
-    }
-    if (records - before_bump != atomic_load(&p->record_count)) {
-        fprintf(stderr, "capturepool: pool invariant broken: %zu records listed since the last clear, %zu counted\n",
-                records - before_bump, atomic_load(&p->record_count));
-        abort();
-    }
-    cpool__mutex_unlock(&p->mu);
-}
-
 /* ---- internal accessors -------------------------------------------------- */
 
 cpool_device *cpool__pool_device(const cpool_pool *pool) { return pool->dev; }

@@ -297,7 +297,7 @@ static cpool_status build(void *ctx, const cpool__pool_view *v) {
     cpool__allocator_walk(v->alloc, &(cpool__walker){sn, on_segment, on_block});
     if (v->pages->packed) {
         sn->kind = "packed";
-        cpool__arena_walk(v->pages->packed, &(cpool__walker){sn, on_segment, on_block});
+        cpool__graph_pages_walk_packed(v->pages, &(cpool__walker){sn, on_segment, on_block});
     }
     cpool__text_put(t, sn->first_segment ? "]" : "]}]");
     put_arenas(sn);
