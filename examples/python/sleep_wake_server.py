@@ -8,7 +8,8 @@ captured again.
 - the static KV cache and the static inputs in a DISCARD pool: their pages
   go back without a copy and are written again after waking (a prefill);
 - one CUDA graph per batch size 1-64 in a graph pool (DISCARD: a replay
-  rewrites everything it reads from it).
+  rewrites everything it reads from it), all of them kept
+  (capturepool.torch.TorchGraphCache keeps them under a byte budget).
 50 cycles of sleep / wake / every graph replayed in shuffled order, each
 replay's logits compared bit for bit with those before the first sleep.
 Prints: the free memory that sleep gives the device against what the pools

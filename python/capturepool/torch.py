@@ -10,6 +10,10 @@ capture pool (docs/PYTHON.md, "PyTorch").
     tp.resume()               # same addresses: g replays as captured
     tp.replay(g)
 
+    # One graph per batch size, within a budget of the pool's graph memory:
+    cache = TorchGraphCache(tp, max_bytes=512 << 20)
+    hit, y = cache.launch(b, lambda: model(x[:b]))
+
 How it fits together. PyTorch's caching allocator sits above the pool: a
 torch.cuda.MemPool with a pluggable allocator (libcapturepool_torch.so, one
 slot of it per TorchPool) asks the pool for whole segments with
@@ -31,9 +35,12 @@ live tensors become the graph's own. A hold (a cp.Graph without an
 executable) keeps that memory until g is collected. docs/PYTHON.md,
 "Graphs that share pages", says why this is safe and what would break it.
 """
+import collections
 import contextlib
+import gc
 import sys
 import threading
+import types
 import weakref
 
 try:
@@ -41,10 +48,10 @@ try:
 except ImportError as e:  # pragma: no cover - depends on the machine
     raise ImportError("capturepool.torch needs PyTorch (import torch failed: " + str(e) + ")") from e
 
-from . import Device, Error, Pool, Status
+from . import Device, Error, GraphCacheStats, Pool, Status, _report_unraisable, _size
 from ._shim import Slot
 
-__all__ = ["TorchPool"]
+__all__ = ["TorchPool", "TorchGraphCache"]
 
 
 def _require_cuda():
@@ -285,6 +292,291 @@ class TorchPool:
         self._device.close()
 
     def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+class _CacheEntry:
+    """A kept graph: the graph, what its capture_fn returned, and the
+    launches under way that have not replayed it yet (not evicted then)."""
+    __slots__ = ("graph", "outputs", "launching")
+
+    def __init__(self, graph, outputs):
+        self.graph, self.outputs, self.launching = graph, outputs, 0
+
+
+class TorchGraphCache:
+    """Torch CUDA graphs captured through one TorchPool, kept by key (a batch
+    size: an int in [0, 2**64)) as capturepool.GraphCache keeps the
+    library's graphs; a context manager.
+
+    launch(key, capture_fn) replays the key's graph; on a miss it first
+    calls capture_fn() `warmup` times on a side stream (the eager runs
+    torch asks for before a capture; 0: none), then once inside tp.graph(g)
+    for a new torch.cuda.CUDAGraph g, and keeps g with what that call
+    returned (its outputs: a tensor, a tuple, anything). Then the least
+    recently launched other graphs are evicted until tp's
+    graph_reserved_bytes is at most max_bytes and at most max_graphs graphs
+    are kept (0: no bound), before the replay. A graph that alone needs
+    more than max_bytes is kept alone. Only a miss adds graph memory, so
+    only a miss evicts.
+
+    Evicting calls on_evict(key, graph, outputs), then drops the cache's
+    references: the outputs, the graph, then the graph's MemPool, whose end
+    frees its unused segments to the pool once no graph uses it. Memory
+    that something else still refers to stays (tensors of the outputs, a
+    graph from get()): on_evict is where the caller drops those. What it
+    costs, where capturepool.GraphCache never waits:
+    - the graph's end waits for the device: TorchPool synchronizes before
+      it lets a graph's memory go, since the library cannot see torch's
+      replays;
+    - where the graph outlives the drop, a gc.collect(): a reference cycle
+      may hold it;
+    - with max_bytes, tp.pool.trim() after each eviction, and once before
+      the first where the bound is not met. The pool's idle graph memory
+      comes back only through a trim, which waits for the device's stream
+      work and gives back the pool's other idle memory too (cached
+      segments, a resume's host buffer); the C cache gives it back after a
+      query instead, through a function outside the library's API.
+    A miss also costs what torch.cuda.graph costs at every capture (a
+    device synchronize, gc.collect(), torch.cuda.empty_cache()) and the
+    warm-up; a hit costs a lookup and tp.replay(g).
+
+    A capture_fn that raises keeps, evicts and counts nothing, and the
+    exception propagates; the graph it half captured lives in the
+    exception's frames, and its memory comes back after them (at the next
+    eviction's trim, or tp.pool.trim()).
+
+    There is no predict_bytes: the library predicts through a C cache
+    only, and for a capture that allocates block by block, outputs first;
+    torch's caching allocator takes whole segments (2 MiB, 20 MiB, or the
+    request rounded up) and places outputs among the scratch in them, so
+    the figure would not hold to a page. stats().graph_bytes before and
+    after a key's first launch measures a key.
+
+    on_evict runs on the thread whose call evicts, with no lock of the
+    cache held; an exception it raises goes to sys.unraisablehook. A lock
+    covers the bookkeeping, so get, evict and stats may come from any
+    thread; launches are meant to come from one thread at a time (a graph
+    that another launch has not replayed yet is not evicted, and the
+    bounds may then be unmet until the next miss). launch and evict raise
+    cp.Error while tp is suspended (CPOOL_ERR_SUSPENDED); every call but
+    close raises it (CPOOL_ERR_INVALID_ARGUMENT) once the cache or tp is
+    closed. close() calls on_evict for every graph kept, least recently
+    launched first, and drops them; their idle memory serves the next
+    capture or goes back at a trim. A cache that is garbage collected
+    without close() drops its graphs without on_evict."""
+
+    def __init__(self, tp, *, max_bytes=0, max_graphs=0, on_evict=None, warmup=2):
+        if not isinstance(tp, TorchPool):
+            raise TypeError(f"tp must be a capturepool.torch.TorchPool, not {type(tp).__name__}")
+        max_bytes = _size("max_bytes", max_bytes)
+        if isinstance(max_graphs, bool) or not isinstance(max_graphs, int):
+            raise TypeError(f"max_graphs must be an int, not {type(max_graphs).__name__}")
+        if not 0 <= max_graphs < 1 << 32:
+            raise ValueError(f"max_graphs must be in [0, 2**32), got {max_graphs}")
+        if on_evict is not None and not callable(on_evict):
+            raise TypeError(f"on_evict must be callable or None, not {type(on_evict).__name__}")
+        if isinstance(warmup, bool) or not isinstance(warmup, int):
+            raise TypeError(f"warmup must be an int, not {type(warmup).__name__}")
+        if warmup < 0:
+            raise ValueError(f"warmup must be at least 0, got {warmup}")
+        if tp._closed:
+            raise Error(Status.ERR_INVALID_ARGUMENT, "TorchGraphCache: the TorchPool was closed")
+        self.tp = tp
+        self.max_bytes, self.max_graphs, self.warmup = max_bytes, max_graphs, warmup
+        self._on_evict = on_evict
+        self._lock = threading.Lock()
+        self._closed = False
+        # Least recently launched first: a hit moves its key to the end.
+        self._entries = collections.OrderedDict()
+        self._hits = self._misses = self._evictions = 0
+
+    def _check(self, what, awake=False):
+        if self._closed:
+            raise Error(Status.ERR_INVALID_ARGUMENT, f"TorchGraphCache.{what}: the cache was closed")
+        if self.tp._closed:
+            raise Error(Status.ERR_INVALID_ARGUMENT, f"TorchGraphCache.{what}: its TorchPool was closed")
+        if awake and self.tp.pool.suspended:
+            raise Error(Status.ERR_SUSPENDED,
+                        f"TorchGraphCache.{what}: the TorchPool is suspended (TorchPool.resume gives it memory again)")
+
+    @property
+    def closed(self):
+        """Whether close() was called."""
+        return self._closed
+
+    def launch(self, key, capture_fn):
+        """Replays the graph kept under key (tp.replay, on the current
+        stream), or captures capture_fn() first and keeps it (see the
+        class). Returns (hit, outputs): whether the graph was kept, and
+        what capture_fn returned when it was captured, which every replay
+        of the graph writes again."""
+        key = _size("key", key)
+        if not callable(capture_fn):
+            raise TypeError(f"capture_fn must be callable, not {type(capture_fn).__name__}")
+        with self._lock:
+            self._check("launch", awake=True)
+            e = self._entries.get(key)
+            if e is not None:
+                self._entries.move_to_end(key)
+                self._hits += 1
+                e.launching += 1
+                g, outputs = e.graph, e.outputs
+        if e is not None:
+            try:
+                self.tp.replay(g)
+            finally:
+                with self._lock:
+                    e.launching -= 1
+            return True, outputs
+        return self._launch_miss(key, capture_fn)
+
+    def _launch_miss(self, key, capture_fn):
+        made = _CacheEntry(*self._capture(capture_fn))
+        with self._lock:
+            closed = self._closed
+            e = None if closed else self._entries.get(key)
+            if not closed:
+                if e is None:  # else another thread captured key first: its graph is kept
+                    e = self._entries[key] = made
+                self._entries.move_to_end(key)
+                self._misses += 1
+                e.launching += 1
+                g, outputs = e.graph, e.outputs
+        if closed:
+            self._leave(key, made)
+            raise Error(Status.ERR_INVALID_ARGUMENT, "TorchGraphCache.launch: the cache was closed during the capture")
+        if e is not made:
+            self._leave(key, made)
+        try:
+            self._evict_to_bounds(key)
+            self.tp.replay(g)
+        finally:
+            with self._lock:
+                e.launching -= 1
+        return False, outputs
+
+    def _capture(self, capture_fn):
+        """The warm-up on a side stream, as torch asks before a capture,
+        then the capture into tp; returns (graph, outputs)."""
+        tp = self.tp
+        with _torch.cuda.device(tp.ordinal):
+            if self.warmup:
+                side = _torch.cuda.Stream(tp.device)
+                side.wait_stream(_torch.cuda.current_stream(tp.device))
+                with _torch.cuda.stream(side):
+                    for _ in range(self.warmup):
+                        capture_fn()
+                _torch.cuda.current_stream(tp.device).wait_stream(side)
+            g = _torch.cuda.CUDAGraph()
+            with tp.graph(g):
+                outputs = capture_fn()
+        return g, outputs
+
+    def _evict_to_bounds(self, keep):
+        """Evicts the least recently launched graphs but keep's until both
+        bounds hold (or only graphs being launched are left); with
+        max_bytes, trims after each, as the bytes are to be seen back."""
+        trimmed = False
+        while True:
+            with self._lock:
+                over = self.max_graphs != 0 and len(self._entries) > self.max_graphs
+            if not over and self.max_bytes:
+                over = self.tp.stats().graph_reserved_bytes > self.max_bytes
+                if over and not trimmed:
+                    # Idle memory (of graphs dropped outside the cache, or a
+                    # failed capture's) goes back before any kept graph does.
+                    self.tp.pool.trim()
+                    trimmed = True
+                    continue
+            if not over:
+                return
+            with self._lock:
+                key = next((k for k, e in self._entries.items() if k != keep and not e.launching), None)
+                if key is None:
+                    return
+                victim = self._entries.pop(key)
+                self._evictions += 1
+            self._leave(key, victim)
+            if self.max_bytes:
+                self.tp.pool.trim()
+                trimmed = True
+
+    def _leave(self, key, entry):
+        """A graph leaves the cache: on_evict, then the cache's references
+        go, outputs first, then the graph, then its MemPool, whose end
+        frees its unused segments only once no graph uses it. entry is
+        emptied (the caller holds no other reference)."""
+        graph, outputs = entry.graph, entry.outputs
+        entry.graph = entry.outputs = None
+        mempool = self.tp._graph_pools.get(graph)
+        if self._on_evict is not None:
+            try:
+                self._on_evict(key, graph, outputs)
+            except Exception:
+                _report_unraisable(self._on_evict,
+                                   "Exception ignored in a capturepool.torch.TorchGraphCache on_evict function")
+        try:
+            alive = weakref.ref(graph)
+        except TypeError:  # a graph object without weak references
+            alive = None
+        del outputs, graph
+        if alive is not None and alive() is not None:
+            gc.collect()  # a reference cycle may hold it; else its owner does
+        del mempool
+
+    def get(self, key):
+        """(graph, outputs) kept under key, or None. Not a launch: the
+        order of eviction and the counters stay. A graph or outputs kept
+        from here keep their memory after an eviction."""
+        key = _size("key", key)
+        with self._lock:
+            self._check("get")
+            e = self._entries.get(key)
+            return None if e is None else (e.graph, e.outputs)
+
+    def evict(self, key):
+        """Evicts the graph kept under key (on_evict, then the cache's
+        references go, then tp.pool.trim()); nothing where none is kept."""
+        key = _size("key", key)
+        with self._lock:
+            self._check("evict", awake=True)
+            entry = self._entries.pop(key, None)
+            if entry is not None:
+                self._evictions += 1
+        if entry is not None:
+            self._leave(key, entry)
+            self.tp.pool.trim()
+
+    def stats(self):
+        """The cache's counters now (cp.GraphCacheStats: graphs kept, hits,
+        misses, evictions, and graph_bytes, tp's graph_reserved_bytes)."""
+        with self._lock:
+            self._check("stats")
+            counts = dict(graphs=len(self._entries), hits=self._hits, misses=self._misses,
+                          evictions=self._evictions)
+        return GraphCacheStats(types.SimpleNamespace(graph_bytes=self.tp.stats().graph_reserved_bytes, **counts))
+
+    def close(self):
+        """Ends the cache: on_evict for every graph kept, least recently
+        launched first, and the cache's references go. A second call does
+        nothing."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            entries = list(self._entries.items())
+            self._entries.clear()
+        for key, entry in entries:
+            self._leave(key, entry)
+
+    def __enter__(self):
+        with self._lock:
+            self._check("__enter__")
         return self
 
     def __exit__(self, *exc):
