@@ -683,6 +683,66 @@ static void more_than_the_device_holds_is_refused(cpool_device *dev) {
     cpool_stream_destroy(s);
 }
 
+/* A growth of a GiB or more is one allocation (backend.h, a unit), mapped
+ * and given back only whole: a trim leaves it while part of it is in use,
+ * and gives all of it back once none is. */
+static void a_large_growth_goes_back_whole(cpool_device *dev) {
+    cpool_stream *s;
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    cpool_pool *pool = growable_pool(dev);
+    const size_t gib = (size_t)1 << 30;
+    void *a = NULL, *b = NULL;
+    REQUIRE_OK(cpool_alloc(pool, gib, s, &a));
+    touch(s, a, MiB, 1);
+    touch(s, (char *)a + gib - MiB, MiB, 2);
+    CHECK_EQ(stats_of(pool).reserved_bytes, gib);
+    CHECK_OK(cpool_free(pool, a, s));
+    CHECK_OK(cpool_stream_synchronize(s));
+    REQUIRE_OK(cpool_alloc(pool, 64 * MiB, s, &b));
+    CHECK_PTR_EQ(b, a);
+    CHECK_OK(cpool_pool_trim(pool));
+    CHECK_EQ(stats_of(pool).reserved_bytes, gib); /* part of it in use: it stays whole */
+    CHECK_BYTES(s, b, MiB, 1);
+    CHECK_OK(cpool_free(pool, b, s));
+    CHECK_OK(cpool_pool_trim(pool));
+    CHECK_EQ(stats_of(pool).reserved_bytes, 0);
+    cpool_pool_release(pool);
+    cpool_stream_destroy(s);
+}
+
+/* A resume maps each run of pages mapped at the suspend as one allocation
+ * (a mapping a run, not a page): afterwards a run goes back only whole,
+ * and its bytes are kept. */
+static void a_resumed_run_goes_back_whole(cpool_device *dev) {
+    cpool_stream *s;
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    cpool_pool *pool = growable_pool(dev);
+    void *p[4];
+    for (int i = 0; i < 4; i++) {
+        REQUIRE_OK(cpool_alloc(pool, 8 * MiB, s, &p[i]));
+        touch(s, p[i], 8 * MiB, 0x10 + i);
+    }
+    CHECK_PTR_EQ(p[3], (char *)p[0] + 24 * MiB);
+    CHECK_OK(cpool_free(pool, p[1], s));
+    CHECK_OK(cpool_pool_trim(pool)); /* pages a unit each: p[1]'s go */
+    CHECK_EQ(stats_of(pool).reserved_bytes, 24 * MiB);
+    CHECK_OK(cpool_pool_suspend(pool, CPOOL_SUSPEND_KEEP_CONTENTS));
+    CHECK_OK(cpool_pool_resume(pool));
+    CHECK_BYTES(s, p[0], 8 * MiB, 0x10);
+    CHECK_BYTES(s, p[2], 8 * MiB, 0x12);
+    CHECK_BYTES(s, p[3], 8 * MiB, 0x13);
+    CHECK_OK(cpool_free(pool, p[2], s));
+    CHECK_OK(cpool_pool_trim(pool)); /* p[2] and p[3] are one unit now: it stays */
+    CHECK_EQ(stats_of(pool).reserved_bytes, 24 * MiB);
+    CHECK_OK(cpool_free(pool, p[3], s));
+    CHECK_OK(cpool_pool_trim(pool));
+    CHECK_EQ(stats_of(pool).reserved_bytes, 8 * MiB);
+    CHECK_BYTES(s, p[0], 8 * MiB, 0x10);
+    CHECK_OK(cpool_free(pool, p[0], s));
+    cpool_pool_release(pool);
+    cpool_stream_destroy(s);
+}
+
 static const check_case cases[] = {
     CHECK_CASE(grows_in_place_past_a_free_block),
     CHECK_CASE(free_ranges_join_new_pages),
@@ -700,6 +760,8 @@ static const check_case cases[] = {
     CHECK_CASE(pages_filling_a_hole_join_the_block_after),
     CHECK_CASE(capture_order_does_not_matter),
     CHECK_CASE(more_than_the_device_holds_is_refused),
+    CHECK_CASE(a_large_growth_goes_back_whole),
+    CHECK_CASE(a_resumed_run_goes_back_whole),
 };
 
 CHECK_MAIN(cases, CHECK_ON_ALL)

@@ -78,12 +78,16 @@ typedef struct cpool__backend {
      * va_supported: whether the device has it (else pools take plain
      * segments). va_reserve gives a CPOOL__PAGE_BYTES-aligned range and no
      * memory. pages_map backs [addr, addr + bytes), unmapped whole pages
-     * of a reserved range, with memory the device reads and writes, each
-     * page its own allocation so that any page can go back alone; all or
-     * nothing. pages_unmap gives back mapped pages that no work uses (work that
-     * still did would fault: no poison needed); va_release a
-     * range with nothing mapped. All are safe while any stream captures,
-     * as segment_alloc is. */
+     * of a reserved range, with memory the device reads and writes, all or
+     * nothing: with `joined` as one physical allocation (a unit: the
+     * driver charges per mapping, not per byte), else a unit per page.
+     * A unit is mapped and given back only whole (the driver unmaps only
+     * whole allocations, and cutting one would copy bytes that work may
+     * be using): pages_unmap gives back whole units that no work uses
+     * (work that still did would fault: no poison needed); pages_inside
+     * shrinks a range to the units wholly inside it; va_release a range
+     * with nothing mapped. All are safe while any stream captures, as
+     * segment_alloc is. */
     bool (*va_supported)(cpool__bdevice *dev);
     /* Runs fn(arg) with dev current and this thread's capture mode relaxed,
      * for another library's calls that CUDA would count against a capture
@@ -91,8 +95,9 @@ typedef struct cpool__backend {
     cpool_status (*call_relaxed)(cpool__bdevice *dev, cpool_status (*fn)(void *arg), void *arg);
     cpool_status (*va_reserve)(cpool__bdevice *dev, size_t bytes, void **out);
     void (*va_release)(cpool__bdevice *dev, void *base, size_t bytes);
-    cpool_status (*pages_map)(cpool__bdevice *dev, void *addr, size_t bytes);
+    cpool_status (*pages_map)(cpool__bdevice *dev, void *addr, size_t bytes, bool joined);
     void (*pages_unmap)(cpool__bdevice *dev, void *addr, size_t bytes);
+    void (*pages_inside)(cpool__bdevice *dev, uintptr_t *lo, uintptr_t *hi);
     /* Physical memory apart from addresses (graph pages): a handle to
      * `bytes` (whole CPOOL__PAGE_BYTES pages) of device memory that may be
      * mapped, whole, at several reserved addresses at once; every mapping

@@ -772,6 +772,14 @@ static bool pages_free(const cpool__block *b) {
            round_down(b->addr + b->size, CPOOL__PAGE) > round_up(b->addr, CPOOL__PAGE);
 }
 
+/* Shrinks [*lo, *hi) to the whole units of the source in it (alloc.h: a
+ * unit goes back only whole; one that live blocks share stays until they
+ * are freed). Whether pages are left to unmap. */
+static bool whole_units(cpool__allocator *a, uintptr_t *lo, uintptr_t *hi) {
+    if (a->source.inside) a->source.inside(a->source.ctx, lo, hi);
+    return *lo < *hi;
+}
+
 /* Unmaps the whole pages of free block b (pages_free, in its heap), the
  * last ones, at most `most` bytes of them rounded up to a page: they become
  * a hole, merged with the holes beside it, and what is left of b on either
@@ -783,6 +791,7 @@ static cpool__block *unmap_pages(cpool__allocator *a, cpool__block *b, uint64_t 
     *given = 0;
     if (lo >= hi || most == 0) return b; /* no whole page, or none asked for */
     if (hi - lo > most) lo = hi - round_up(most, CPOOL__PAGE);
+    if (!whole_units(a, &lo, &hi)) return b;
     cpool__block *head = lo > b->addr ? block_new(a) : NULL;
     cpool__block *tail = hi < end ? block_new(a) : NULL;
     if ((lo > b->addr && !head) || (hi < end && !tail)) {
@@ -1378,9 +1387,8 @@ static uint64_t trim_pages(cpool__allocator *a, cpool__segment *seg) {
         }
         uint64_t n;
         cpool__block *hole = unmap_pages(a, b, UINT64_MAX, &n);
-        if (!n) return given; /* no host memory for records: keep the rest */
         given += n;
-        b = hole->next;
+        b = hole->next; /* nothing unmapped (a unit left whole, no records): b itself */
     }
     return given;
 }

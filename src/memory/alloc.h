@@ -80,6 +80,10 @@ typedef struct cpool__segment_source {
     void (*unreserve)(void *ctx, void *base, size_t bytes);
     cpool_status (*map)(void *ctx, void *addr, size_t bytes);
     void (*unmap)(void *ctx, void *addr, size_t bytes);
+    /* Where each map is one physical allocation (a unit, backend.h), given
+     * back only whole (NULL: any page goes alone): inside shrinks a range
+     * to the units wholly in it. */
+    void (*inside)(void *ctx, uintptr_t *lo, uintptr_t *hi);
 } cpool__segment_source;
 
 typedef struct cpool__block cpool__block;
@@ -261,7 +265,9 @@ void cpool__allocator_reclaim_graph(cpool__allocator *a);
 /* Gives back the memory of free, unrestricted blocks of general use: plain
  * segments that are one such block, and every whole page of one inside
  * growable segments (their address range stays reserved); returns the
- * bytes given back. */
+ * bytes given back. Where the source maps units, only whole units go: a
+ * unit that a free block covers only in part stays until all of it is
+ * free (alloc.h, cpool__segment_source). */
 uint64_t cpool__allocator_trim(cpool__allocator *a);
 
 /* ---- What graph pages ask of an allocator ----------------------------------

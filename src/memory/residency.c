@@ -185,7 +185,10 @@ cpool_status cpool__residency_resume(cpool__residency *r, cpool__allocator *a, c
     cpool_status st = mapped_runs(a, &mapped);
     size_t done = 0;
     for (; st == CPOOL_OK && done < mapped.count; done++) {
-        st = r->be->pages_map(r->dev, (void *)mapped.at[done].addr, mapped.at[done].bytes);
+        /* Each run of pages as one allocation, whatever it was before: a
+         * mapping per run, not per page (backend.h; it then goes back only
+         * whole, once all of it is free). */
+        st = r->be->pages_map(r->dev, (void *)mapped.at[done].addr, mapped.at[done].bytes, true);
         if (st != CPOOL_OK) break;
     }
     if (st == CPOOL_OK) st = cpool__graph_pages_resume(gp);

@@ -20,6 +20,7 @@ const cpool__backend cpool__backend_cuda = {
     .va_release = cpool__cuda_va_release,
     .pages_map = cpool__cuda_pages_map,
     .pages_unmap = cpool__cuda_pages_unmap,
+    .pages_inside = cpool__cuda_pages_inside,
     .mem_create = cpool__cuda_mem_create,
     .mem_release = cpool__cuda_mem_release,
     .mem_map = cpool__cuda_mem_map,

@@ -17,6 +17,7 @@
 
 #include "backend.h"
 #include "lock.h"
+#include "unit_table.h"
 
 /* Peer access knows the devices of ordinals below MAX_PEERS (peer.c). */
 enum { MAX_PEERS = 64 };
@@ -44,6 +45,9 @@ struct cpool__bdevice {
      * of reserving (under mapped_mu; at most CPOOL__CUDA_IDLE_RANGES). */
     reservation *idle_ranges;
     size_t idle_count;
+    /* The units of growable segments (backend.h, pages_map), under
+     * mapped_mu: one driver allocation each, mapped and unmapped whole. */
+    cpool__unit_table units;
 };
 
 #define CPOOL__CUDA_IDLE_RANGES 8
@@ -99,8 +103,9 @@ cpool_status cpool__cuda_va_reserve(cpool__bdevice *dev, size_t bytes, void **ou
 void cpool__cuda_va_release(cpool__bdevice *dev, void *base, size_t bytes);
 /* Gives back the ranges va_release kept (the device closing). */
 void cpool__cuda_release_idle_ranges(cpool__bdevice *dev);
-cpool_status cpool__cuda_pages_map(cpool__bdevice *dev, void *addr, size_t bytes);
+cpool_status cpool__cuda_pages_map(cpool__bdevice *dev, void *addr, size_t bytes, bool joined);
 void cpool__cuda_pages_unmap(cpool__bdevice *dev, void *addr, size_t bytes);
+void cpool__cuda_pages_inside(cpool__bdevice *dev, uintptr_t *lo, uintptr_t *hi);
 cpool_status cpool__cuda_mem_create(cpool__bdevice *dev, size_t bytes, cpool__bmem **out);
 void cpool__cuda_mem_release(cpool__bdevice *dev, cpool__bmem *m);
 cpool_status cpool__cuda_mem_map(cpool__bdevice *dev, void *addr, cpool__bmem *m);

@@ -202,6 +202,7 @@ failed:
 void cpool__cuda_device_close(cpool__bdevice *dev) {
     cpool__cuda_disconnect_peers(dev);
     if (dev->vmm) cpool__cuda_release_idle_ranges(dev);
+    cpool__units_free(&dev->units);
     cpool__mutex_destroy(&dev->mapped_mu);
     cpool__mutex_destroy(&dev->capture_graphs_mu);
     free(dev);

@@ -210,13 +210,18 @@ CUresult cpool__cuda_set_access_for(CUdeviceptr at, size_t bytes, int own, uint6
     return n ? vmm.set_access(at, bytes, access, n) : CUDA_SUCCESS;
 }
 
-/* Unmaps the pages of [at, at + bytes) one by one, as they were mapped. */
-static cudaError_t unmap_pages(CUdeviceptr at, size_t bytes) {
+/* Unmaps the units of [at, at + bytes) (whole ones: the allocator's
+ * ranges follow their edges, pages_inside and pages_split) and forgets
+ * them. */
+static cudaError_t unmap_units(cpool__bdevice *dev, CUdeviceptr at, size_t bytes) {
     CUresult first = CUDA_SUCCESS;
-    for (size_t off = 0; off < bytes; off += CPOOL__PAGE_BYTES) {
-        CUresult r = vmm.unmap(at + off, CPOOL__PAGE_BYTES);
+    cpool__mutex_lock(&dev->mapped_mu);
+    for (size_t i = cpool__units_from(&dev->units, at); i < dev->units.count && dev->units.at[i].base < at + bytes;) {
+        CUresult r = vmm.unmap(dev->units.at[i].base, dev->units.at[i].bytes);
         if (first == CUDA_SUCCESS) first = r;
+        cpool__units_remove(&dev->units, i);
     }
+    cpool__mutex_unlock(&dev->mapped_mu);
     return (cudaError_t)first;
 }
 
@@ -239,28 +244,40 @@ static cudaError_t open_access(cpool__bdevice *dev, CUdeviceptr at, size_t bytes
     return err;
 }
 
-/* A page at a time, each its own allocation: the mapping holds it, so its
- * handle goes at once and an unmap frees it. */
-static cudaError_t map_pages(cpool__bdevice *dev, CUdeviceptr at, size_t bytes) {
+/* [at, at + bytes) as one allocation (`joined`), or one a page: a create
+ * and a map each, then one access setting for the range. The driver
+ * charges per call, not per byte (a page at a time costs as much per 2 MiB
+ * as one call per GiB). A mapping holds its allocation, so the handle goes
+ * at once and an unmap frees it. On failure nothing stays mapped. */
+static cudaError_t map_units(cpool__bdevice *dev, CUdeviceptr at, size_t bytes, bool joined) {
     CUmemAllocationProp prop = page_prop(dev);
+    size_t step = joined ? bytes : CPOOL__PAGE_BYTES, done = 0;
     cudaError_t err = cudaSuccess;
-    size_t done = 0;
-    for (; done < bytes; done += CPOOL__PAGE_BYTES) {
+    for (; err == cudaSuccess && done < bytes; done += err == cudaSuccess ? step : 0) {
         CUmemGenericAllocationHandle h;
-        err = VMM_CALL(vmm.create(&h, CPOOL__PAGE_BYTES, &prop, 0));
+        err = VMM_CALL(vmm.create(&h, step, &prop, 0));
         if (err != cudaSuccess) break;
-        err = VMM_CALL(vmm.map(at + done, CPOOL__PAGE_BYTES, 0, h, 0));
+        err = VMM_CALL(vmm.map(at + done, step, 0, h, 0));
         vmm.release(h);
-        if (err != cudaSuccess) break;
     }
     if (err == cudaSuccess) err = open_access(dev, at, bytes);
-    if (err != cudaSuccess) unmap_pages(at, done);
+    cpool__mutex_lock(&dev->mapped_mu);
+    size_t noted = 0;
+    while (err == cudaSuccess && noted < bytes && cpool__units_add(&dev->units, at + noted, step)) noted += step;
+    if (err == cudaSuccess && noted < bytes) {
+        err = cudaErrorMemoryAllocation;
+        for (size_t k = 0; k < noted; k += step) cpool__units_remove(&dev->units, cpool__units_find(&dev->units, at + k));
+        mark_mapped(dev, at, bytes, false);
+    }
+    cpool__mutex_unlock(&dev->mapped_mu);
+    if (err != cudaSuccess)
+        for (size_t k = 0; k < done; k += step) vmm.unmap(at + k, step);
     return err;
 }
 
-cpool_status cpool__cuda_pages_map(cpool__bdevice *dev, void *addr, size_t bytes) {
+cpool_status cpool__cuda_pages_map(cpool__bdevice *dev, void *addr, size_t bytes, bool joined) {
     cudaError_t err;
-    GUARDED(err, dev, true, map_pages(dev, (CUdeviceptr)addr, bytes));
+    GUARDED(err, dev, true, map_units(dev, (CUdeviceptr)addr, bytes, joined));
     return err == cudaSuccess ? CPOOL_OK : cpool__cuda_fail(err, "mapping pages of a growable segment");
 }
 
@@ -268,7 +285,13 @@ void cpool__cuda_pages_unmap(cpool__bdevice *dev, void *addr, size_t bytes) {
     cpool__mutex_lock(&dev->mapped_mu); /* no grant touches them once unmarked */
     mark_mapped(dev, (CUdeviceptr)addr, bytes, false);
     cpool__mutex_unlock(&dev->mapped_mu);
-    GUARDED_QUIET(dev, unmap_pages((CUdeviceptr)addr, bytes));
+    GUARDED_QUIET(dev, unmap_units(dev, (CUdeviceptr)addr, bytes));
+}
+
+void cpool__cuda_pages_inside(cpool__bdevice *dev, uintptr_t *lo, uintptr_t *hi) {
+    cpool__mutex_lock(&dev->mapped_mu);
+    cpool__units_inside(&dev->units, lo, hi);
+    cpool__mutex_unlock(&dev->mapped_mu);
 }
 
 /* ---- graph pages: physical memory mapped at several addresses ------------ */

@@ -21,6 +21,7 @@ const cpool__backend cpool__backend_host = {
     .va_release = cpool__host_va_release,
     .pages_map = cpool__host_pages_map,
     .pages_unmap = cpool__host_pages_unmap,
+    .pages_inside = cpool__host_pages_inside,
     .mem_create = cpool__host_mem_create,
     .mem_release = cpool__host_mem_release,
     .mem_map = cpool__host_mem_map,

@@ -15,6 +15,7 @@
 
 #include "backend.h"
 #include "lock.h"
+#include "unit_table.h"
 
 /* The host device, one per open device (objects/device.c shares it between
  * opens): a GPU of `capacity` bytes, which its pools hold `held` of
@@ -29,6 +30,10 @@ struct cpool__bdevice {
     int memfd;            /* -1 until the first page */
     off_t end;
     struct host_extent *free;
+    /* The units of growable segments (backend.h, pages_map), under file_mu:
+     * the host maps any page alone, but models the GPU's rule that a unit
+     * is given back only whole, so that the tests see its granularity. */
+    cpool__unit_table units;
 };
 
 cpool_status cpool__host_device_open(int ordinal, cpool__bdevice **out);
@@ -40,8 +45,9 @@ void cpool__host_segment_free(cpool__bdevice *dev, void *base, size_t bytes);
 bool cpool__host_va_supported(cpool__bdevice *dev);
 cpool_status cpool__host_va_reserve(cpool__bdevice *dev, size_t bytes, void **out);
 void cpool__host_va_release(cpool__bdevice *dev, void *base, size_t bytes);
-cpool_status cpool__host_pages_map(cpool__bdevice *dev, void *addr, size_t bytes);
+cpool_status cpool__host_pages_map(cpool__bdevice *dev, void *addr, size_t bytes, bool joined);
 void cpool__host_pages_unmap(cpool__bdevice *dev, void *addr, size_t bytes);
+void cpool__host_pages_inside(cpool__bdevice *dev, uintptr_t *lo, uintptr_t *hi);
 
 cpool_status cpool__host_mem_create(cpool__bdevice *dev, size_t bytes, cpool__bmem **out);
 void cpool__host_mem_release(cpool__bdevice *dev, cpool__bmem *m);

@@ -21,6 +21,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -141,6 +142,7 @@ void cpool__host_device_close(cpool__bdevice *dev) {
         free(e);
     }
     if (dev->memfd >= 0) close(dev->memfd);
+    cpool__units_free(&dev->units);
     cpool__mutex_destroy(&dev->file_mu);
     free(dev);
 }
@@ -220,7 +222,19 @@ static void unback(void *addr, size_t bytes) {
     mmap(addr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
 }
 
-cpool_status cpool__host_pages_map(cpool__bdevice *dev, void *addr, size_t bytes) {
+/* Records [at, at + bytes) as one unit, or a unit a page; false: no host
+ * memory (those recorded are forgotten again). */
+static bool note_units(cpool__bdevice *dev, uintptr_t at, size_t bytes, bool joined) {
+    size_t step = joined ? bytes : CPOOL__PAGE_BYTES, done = 0;
+    cpool__mutex_lock(&dev->file_mu);
+    while (done < bytes && cpool__units_add(&dev->units, at + done, step)) done += step;
+    if (done < bytes) /* undo: none of the range stays recorded */
+        for (size_t k = 0; k < done; k += step) cpool__units_remove(&dev->units, cpool__units_find(&dev->units, at + k));
+    cpool__mutex_unlock(&dev->file_mu);
+    return done == bytes;
+}
+
+cpool_status cpool__host_pages_map(cpool__bdevice *dev, void *addr, size_t bytes, bool joined) {
     /* Two steps, as on a GPU: the memory, then access to it. */
     cpool_status st = hold(dev, bytes, "pages");
     if (st != CPOOL_OK) return st;
@@ -229,12 +243,42 @@ cpool_status cpool__host_pages_map(cpool__bdevice *dev, void *addr, size_t bytes
         unback(addr, bytes);
         return refused(dev, bytes, "pages");
     }
+    if (!note_units(dev, (uintptr_t)addr, bytes, joined)) {
+        unback(addr, bytes);
+        unhold(dev, bytes);
+        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for the record of mapped pages");
+    }
     return CPOOL_OK;
 }
 
+/* A unit given back in part would be a bug on a GPU (its driver unmaps
+ * only whole allocations): the host refuses it as loudly. */
+static void forget_units(cpool__bdevice *dev, uintptr_t lo, uintptr_t hi) {
+    cpool__mutex_lock(&dev->file_mu);
+    size_t i = cpool__units_find(&dev->units, lo);
+    if (i == SIZE_MAX) i = cpool__units_from(&dev->units, lo);
+    while (i < dev->units.count && dev->units.at[i].base < hi) {
+        const cpool__unit *u = &dev->units.at[i];
+        if (u->base < lo || u->base + u->bytes > hi) {
+            fprintf(stderr, "capturepool: pages unmapped from %#lx to %#lx cut the unit at %#lx of %zu bytes\n",
+                    (unsigned long)lo, (unsigned long)hi, (unsigned long)u->base, u->bytes);
+            abort();
+        }
+        cpool__units_remove(&dev->units, i);
+    }
+    cpool__mutex_unlock(&dev->file_mu);
+}
+
 void cpool__host_pages_unmap(cpool__bdevice *dev, void *addr, size_t bytes) {
+    forget_units(dev, (uintptr_t)addr, (uintptr_t)addr + bytes);
     unback(addr, bytes);
     unhold(dev, bytes);
+}
+
+void cpool__host_pages_inside(cpool__bdevice *dev, uintptr_t *lo, uintptr_t *hi) {
+    cpool__mutex_lock(&dev->file_mu);
+    cpool__units_inside(&dev->units, lo, hi);
+    cpool__mutex_unlock(&dev->file_mu);
 }
 
 /* ---- graph pages: extents of the memory file ------------------------------ */

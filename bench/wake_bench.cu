@@ -1,0 +1,201 @@
+/*
+ * Sleep and wake at the speed of the hardware: a pool of large eager
+ * allocations (a server's weights or KV cache) suspended and resumed,
+ * against the same bytes in one driver allocation per allocation (what a
+ * sleep mode that keeps a handle per tensor does: cuMemCreate, cuMemMap and
+ * cuMemSetAccess to wake, cuMemUnmap and cuMemRelease to sleep), side by
+ * side in one run, rounds alternating which holds the memory:
+ *
+ *   DISCARD  ours suspend / resume against the raw sleep / wake;
+ *   KEEP     ours suspend + resume against the raw sleep + wake plus a
+ *            pinned copy of the live bytes out and back (cudaMemcpyAsync,
+ *            measured in the same round);
+ *
+ * for 16 x 1 GiB, 32 x 1 GiB and a mix of 1 MiB to 4 GiB (about 16 GiB).
+ * The first round of each is not timed (the pool's pages become runs at
+ * its first resume; the host copy is made). Then a 1 GiB cpool_alloc into
+ * an empty pool against cudaMalloc of 1 GiB. Medians of the rounds;
+ * ratios ours / raw (goal <= 1.2). CUDA only: run by hand and by
+ * scripts/gpu-check.sh.
+ * Usage: wake_bench [ROUNDS]   (default 5)
+ */
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include "bench_util.h"
+
+#define MIB ((size_t)1 << 20)
+#define GIB ((size_t)1 << 30)
+enum { MAX_ALLOCS = 64, MAX_ROUNDS = 20 };
+
+static void check_cu(CUresult r, const char *call, int line) {
+    if (r == CUDA_SUCCESS) return;
+    const char *name = "?";
+    cuGetErrorName(r, &name);
+    fprintf(stderr, "wake_bench.cu:%d: %s failed: %s\n", line, call, name);
+    exit(1);
+}
+#define CU(call) check_cu((call), #call, __LINE__)
+#define RT(call) BENCH_CHECK((int)(call))
+
+typedef struct raw_set {
+    size_t n, bytes[MAX_ALLOCS];
+    CUdeviceptr va[MAX_ALLOCS];
+} raw_set;
+
+static CUmemAllocationProp prop_of(int device) {
+    CUmemAllocationProp p;
+    memset(&p, 0, sizeof p);
+    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p.location.id = device;
+    return p;
+}
+
+/* The raw wake: an allocation, a mapping and an access setting each. */
+static double raw_wake(raw_set *r, int device) {
+    CUmemAllocationProp prop = prop_of(device);
+    CUmemAccessDesc access = {{CU_MEM_LOCATION_TYPE_DEVICE, device}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    double t = bench_now_ns();
+    for (size_t i = 0; i < r->n; i++) {
+        CUmemGenericAllocationHandle h;
+        CU(cuMemCreate(&h, r->bytes[i], &prop, 0));
+        CU(cuMemMap(r->va[i], r->bytes[i], 0, h, 0));
+        CU(cuMemRelease(h));
+        CU(cuMemSetAccess(r->va[i], r->bytes[i], &access, 1));
+    }
+    return (bench_now_ns() - t) / 1e6;
+}
+
+static double raw_sleep(raw_set *r) {
+    double t = bench_now_ns();
+    for (size_t i = 0; i < r->n; i++) CU(cuMemUnmap(r->va[i], r->bytes[i]));
+    return (bench_now_ns() - t) / 1e6;
+}
+
+/* A pinned copy of `bytes` out of the device and back, in `chunk`s. */
+static double pinned_copy(void *dev_buf, void *pinned, size_t bytes, size_t chunk, cudaStream_t s) {
+    double t = bench_now_ns();
+    for (size_t off = 0; off < bytes; off += chunk)
+        RT(cudaMemcpyAsync((char *)pinned + off, dev_buf, chunk, cudaMemcpyDeviceToHost, s));
+    for (size_t off = 0; off < bytes; off += chunk)
+        RT(cudaMemcpyAsync(dev_buf, (char *)pinned + off, chunk, cudaMemcpyHostToDevice, s));
+    RT(cudaStreamSynchronize(s));
+    return (bench_now_ns() - t) / 1e6;
+}
+
+static double timed_ms(cpool_status (*fn)(cpool_pool *), cpool_pool *pool) {
+    double t = bench_now_ns();
+    BENCH_CHECK(fn(pool));
+    return (bench_now_ns() - t) / 1e6;
+}
+
+static cpool_status suspend_discard(cpool_pool *p) { return cpool_pool_suspend(p, CPOOL_SUSPEND_DISCARD); }
+static cpool_status suspend_keep(cpool_pool *p) { return cpool_pool_suspend(p, CPOOL_SUSPEND_KEEP_CONTENTS); }
+
+/* One set of allocations; `keep`: the KEEP_CONTENTS rounds too (their
+ * host copies take the set's size twice in pinned memory). */
+static void run_set(const char *name, const size_t *sizes, size_t n, bool keep, int rounds, cpool_device *dev,
+                    cpool_stream *s, int device) {
+    raw_set raw;
+    memset(&raw, 0, sizeof raw);
+    raw.n = n;
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        raw.bytes[i] = sizes[i];
+        total += sizes[i];
+        CU(cuMemAddressReserve(&raw.va[i], sizes[i], 0, 0, 0));
+    }
+    cpool_pool *pool;
+    BENCH_CHECK(cpool_pool_create(dev, NULL, &pool));
+    void *ptr[MAX_ALLOCS];
+    for (size_t i = 0; i < n; i++) BENCH_CHECK(cpool_alloc(pool, sizes[i], s, &ptr[i]));
+    BENCH_CHECK(cpool_memset_async(s, ptr[0], 7, sizes[0]));
+    BENCH_CHECK(cpool_stream_synchronize(s));
+    /* The pinned buffer the KEEP pool's host copy is compared with: the
+     * live bytes, copied through the largest allocation in turns. */
+    void *pinned = NULL;
+    if (keep) RT(cudaHostAlloc(&pinned, total, cudaHostAllocDefault));
+    cudaStream_t cs;
+    RT(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
+    double ds[MAX_ROUNDS], dr[MAX_ROUNDS], rs[MAX_ROUNDS], rw[MAX_ROUNDS], ks[MAX_ROUNDS], kr[MAX_ROUNDS],
+        cp[MAX_ROUNDS];
+    for (int round = 0; round <= rounds; round++) {
+        int k = round - 1; /* round 0 is not timed */
+        double d_s = timed_ms(suspend_discard, pool);
+        double r_w = raw_wake(&raw, device), r_s = raw_sleep(&raw);
+        double d_r = timed_ms(cpool_pool_resume, pool);
+        double copy = keep ? pinned_copy(ptr[0], pinned, total, sizes[0], cs) : 0;
+        double k_s = keep ? timed_ms(suspend_keep, pool) : 0, k_r = keep ? timed_ms(cpool_pool_resume, pool) : 0;
+        if (k < 0) continue;
+        ds[k] = d_s, dr[k] = d_r, rs[k] = r_s, rw[k] = r_w, ks[k] = k_s, kr[k] = k_r, cp[k] = copy;
+    }
+    double mds = bench_median(ds, rounds), mdr = bench_median(dr, rounds), mrs = bench_median(rs, rounds);
+    double mrw = bench_median(rw, rounds), mks = bench_median(ks, rounds), mkr = bench_median(kr, rounds);
+    double mcp = bench_median(cp, rounds);
+    printf("%-8s %5.1f GiB %3zu allocs | DISCARD suspend / resume: ours %8.2f / %8.2f ms, raw %8.2f / %8.2f ms:"
+           " %5.2fx / %5.2fx\n",
+           name, (double)total / GIB, n, mds, mdr, mrs, mrw, mds / mrs, mdr / mrw);
+    if (keep)
+        printf("%-8s KEEP suspend + resume: ours %8.2f ms, raw + pinned copies %8.2f ms (copies %.2f ms, %.1f GB/s):"
+               " %5.2fx\n",
+               name, mks + mkr, mrs + mrw + mcp, mcp, 2.0 * (double)total / (mcp * 1e6), (mks + mkr) / (mrs + mrw + mcp));
+    printf("csv,wake_bench,%s,%zu,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f\n", name, total, mds, mdr, mrs, mrw, mks, mkr,
+           mcp);
+    for (size_t i = 0; i < n; i++) BENCH_CHECK(cpool_free(pool, ptr[i], s));
+    BENCH_CHECK(cpool_stream_synchronize(s));
+    cpool_pool_release(pool);
+    cpool_wait_deferred();
+    RT(cudaStreamDestroy(cs));
+    if (pinned) RT(cudaFreeHost(pinned));
+    for (size_t i = 0; i < n; i++) CU(cuMemAddressFree(raw.va[i], raw.bytes[i]));
+}
+
+/* A 1 GiB cpool_alloc into an empty pool against cudaMalloc of 1 GiB. */
+static void eager_growth(int rounds, cpool_device *dev, cpool_stream *s) {
+    double ours[MAX_ROUNDS], raw[MAX_ROUNDS];
+    for (int k = 0; k < rounds; k++) {
+        cpool_pool *pool;
+        BENCH_CHECK(cpool_pool_create(dev, NULL, &pool));
+        void *p;
+        double t = bench_now_ns();
+        BENCH_CHECK(cpool_alloc(pool, GIB, s, &p));
+        ours[k] = (bench_now_ns() - t) / 1e3;
+        BENCH_CHECK(cpool_free(pool, p, s));
+        BENCH_CHECK(cpool_stream_synchronize(s));
+        cpool_pool_release(pool);
+        cpool_wait_deferred();
+        t = bench_now_ns();
+        RT(cudaMalloc(&p, GIB));
+        raw[k] = (bench_now_ns() - t) / 1e3;
+        RT(cudaFree(p));
+    }
+    double o = bench_median(ours, rounds), r = bench_median(raw, rounds);
+    printf("eager growth: 1 GiB cpool_alloc into an empty pool %.1f us, cudaMalloc %.1f us: %.2fx\n", o, r, o / r);
+    printf("csv,wake_bench,eager_1gib,%.3f,%.3f\n", o, r);
+}
+
+int main(int argc, char **argv) {
+    int rounds = argc > 1 ? atoi(argv[1]) : 5;
+    if (rounds < 1 || rounds > MAX_ROUNDS) {
+        fprintf(stderr, "usage: wake_bench [ROUNDS, 1 to %d]\n", MAX_ROUNDS);
+        return 2;
+    }
+    cpool_device *dev;
+    cpool_stream *s;
+    bench_open(&dev, &s, NULL);
+    int device = 0;
+    RT(cudaGetDevice(&device));
+    size_t gibs[32];
+    for (int i = 0; i < 32; i++) gibs[i] = GIB;
+    static const size_t mix[] = {4 * GIB, 2 * GIB, 2 * GIB, GIB, GIB, GIB, GIB, 512 * MIB, 512 * MIB, 512 * MIB,
+                                 512 * MIB, 256 * MIB, 256 * MIB, 256 * MIB, 256 * MIB, 64 * MIB, 64 * MIB, 64 * MIB,
+                                 64 * MIB, 16 * MIB, 16 * MIB, 16 * MIB, 16 * MIB, 4 * MIB, 4 * MIB, MIB, MIB};
+    printf("wake_bench: %d rounds; suspend / resume of a pool against one driver allocation per allocation\n", rounds);
+    run_set("16x1GiB", gibs, 16, true, rounds, dev, s, device);
+    run_set("32x1GiB", gibs, 32, false, rounds, dev, s, device);
+    run_set("mix", mix, sizeof mix / sizeof *mix, true, rounds, dev, s, device);
+    eager_growth(rounds, dev, s);
+    bench_close(dev, s, NULL);
+    return 0;
+}
