@@ -121,6 +121,8 @@ step page-bench build-gpu/rel/bench/page_bench 200
 step page-bench-host env CPOOL_BACKEND=host build-gpu/rel/bench/page_bench 200
 step launch-bench build-gpu/rel/bench/launch_bench
 step torch-launch python3 bench/torch_launch.py
+step torch-bridge-replay bash -c '"$@"; rc=$?; ((rc == 0 || rc == 77))' _ "${python_env[@]}" python3 \
+    bench/torch_bridge_replay.py
 step update-bench build-gpu/rel/bench/update_bench
 step graph-memory bash -c "build-gpu/rel/bench/graph_memory_bench && python3 bench/graph_memory_torch.py"
 step event-bench build-gpu/rel/bench/event_bench
