@@ -102,7 +102,7 @@ static void run_set(const char *name, const size_t *sizes, size_t n, bool keep, 
     raw.n = n;
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
-        raw.bytes[i] = sizes[i];
+        raw.bytes[i] = (sizes[i] + 2 * MIB - 1) / (2 * MIB) * (2 * MIB); /* the driver's granularity */
         total += sizes[i];
         CU(cuMemAddressReserve(&raw.va[i], sizes[i], 0, 0, 0));
     }
