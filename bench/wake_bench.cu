@@ -104,7 +104,7 @@ static void run_set(const char *name, const size_t *sizes, size_t n, bool keep, 
     for (size_t i = 0; i < n; i++) {
         raw.bytes[i] = (sizes[i] + 2 * MIB - 1) / (2 * MIB) * (2 * MIB); /* the driver's granularity */
         total += sizes[i];
-        CU(cuMemAddressReserve(&raw.va[i], sizes[i], 0, 0, 0));
+        CU(cuMemAddressReserve(&raw.va[i], raw.bytes[i], 0, 0, 0));
     }
     cpool_pool *pool;
     BENCH_CHECK(cpool_pool_create(dev, NULL, &pool));

@@ -736,8 +736,8 @@ cpool_status cpool_pool_get_stats(const cpool_pool *pool, cpool_pool_stats *out)
  * between live blocks (the address range stays reserved and maps again on
  * demand; no address in use moves), in the pieces it was mapped in: a
  * growth of less than 1 GiB page by page (2 MiB), a growth of 1 GiB or
- * more, and each run of pages that a cpool_pool_resume mapped, only whole,
- * once no live block is in it (each is one device allocation, as a
+ * more, and each piece (up to 2 GiB) of a run of pages that a
+ * cpool_pool_resume mapped, only whole, once no live block is in it (each is one device allocation, as a
  * driver's mapping is given back only whole: a GiB costs one mapping, not
  * 512). Waits for the stream work of the
  * device first, as cudaFree does. Of graph memory it gives back the idle
@@ -796,9 +796,10 @@ cpool_status cpool_pool_suspend(cpool_pool *pool, cpool_suspend_mode mode);
  * hold unspecified bytes until written). Resuming a pool that is not
  * suspended returns CPOOL_OK and changes nothing. The host buffer of the
  * copy is kept for the next suspend (host_reserved_bytes); cpool_pool_trim
- * gives it back. Each run of contiguous pages comes back as one device
- * allocation, one mapping (a wake costs a mapping per run, not per page),
- * which a later trim gives back only whole (cpool_pool_trim).
+ * gives it back. Each run of contiguous pages comes back in device
+ * allocations of up to 2 GiB, a mapping each (a wake costs a mapping per
+ * piece of a run, not per page), which a later trim gives back only whole
+ * (cpool_pool_trim).
  * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL or dead pool, or
  * inside a stream callback), CPOOL_ERR_OUT_OF_MEMORY (the device memory
  * cannot be had: the pool stays suspended, nothing leaked, and a later

@@ -368,6 +368,12 @@ class GraphStats(PoolStats):
         return "GraphStats(" + ", ".join(f"{k}={v}" for k, v in self.as_dict().items()) + ")"
 
 
+# The C pools suspended through this package (Pool.suspend, until
+# Pool.resume): a check cheap enough for every replay of capturepool.torch,
+# where the C query would cost a call through ctypes.
+_suspended_pools = set()
+
+
 class Pool(_Handle):
     """A capture pool: memory and recorded objects that graphs captured
     with it keep alive (reference counted; graphs hold references of
@@ -473,11 +479,13 @@ class Pool(_Handle):
             raise TypeError(f"keep_contents must be a bool, not {type(keep_contents).__name__}")
         h = self._handle("suspend")
         _check(_c.cpool_pool_suspend(h, 0 if keep_contents else 1))
+        _suspended_pools.add(h)
 
     def resume(self):
         """Maps the memory back at the same addresses."""
         h = self._handle("resume")
         _check(_c.cpool_pool_resume(h))
+        _suspended_pools.discard(h)
 
     @property
     def suspended(self):

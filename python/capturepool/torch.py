@@ -48,7 +48,7 @@ try:
 except ImportError as e:  # pragma: no cover - depends on the machine
     raise ImportError("capturepool.torch needs PyTorch (import torch failed: " + str(e) + ")") from e
 
-from . import Device, Error, GraphCacheStats, Pool, Status, _report_unraisable, _size
+from . import Device, Error, GraphCacheStats, Pool, Status, _report_unraisable, _size, _suspended_pools
 from ._shim import Slot
 
 __all__ = ["TorchPool", "TorchGraphCache"]
@@ -104,6 +104,7 @@ class TorchPool:
         self._device = Device("cuda", self.ordinal)
         try:
             self.pool = Pool(self._device, reserve_bytes=reserve_bytes, max_reserved_bytes=max_reserved_bytes)
+            self._pool_h = self.pool._h
             self._slot = Slot(self.pool, "cuda", self.ordinal)
         except BaseException:
             getattr(self, "pool", None) and self.pool.release()
@@ -232,11 +233,23 @@ class TorchPool:
 
     def replay(self, g):
         """g.replay(), or cp.Error (CPOOL_ERR_SUSPENDED) while suspended: a
-        replay of a suspended pool's graph would fault the CUDA context."""
+        replay of a suspended pool's graph would fault the CUDA context.
+        The check sees suspends made through capturepool's Python API
+        (tp.suspend, tp.pool.suspend), at the cost of a few attribute reads
+        (bench/torch_bridge_replay.py)."""
+        if self._closed or self._pool_h in _suspended_pools or (self._broken and g in self._broken):
+            self._replay_checked(g)
+        else:
+            g.replay()
+
+    def _replay_checked(self, g):
+        """replay's slow path: the full checks, and the pool's state from C
+        (resumed elsewhere: the note of its suspension goes)."""
         self._check_awake("replay")
         if g in self._broken:
             raise Error(Status.ERR_INVALID_ARGUMENT,
                         "TorchPool.replay: the graph's memory went back to the pool when its capture failed")
+        _suspended_pools.discard(self._pool_h)
         g.replay()
 
     @contextlib.contextmanager
