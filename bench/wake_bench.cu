@@ -77,9 +77,11 @@ static double raw_sleep(raw_set *r) {
 static double pinned_copy(void *dev_buf, void *pinned, size_t bytes, size_t chunk, cudaStream_t s) {
     double t = bench_now_ns();
     for (size_t off = 0; off < bytes; off += chunk)
-        RT(cudaMemcpyAsync((char *)pinned + off, dev_buf, chunk, cudaMemcpyDeviceToHost, s));
+        RT(cudaMemcpyAsync((char *)pinned + off, dev_buf, bytes - off < chunk ? bytes - off : chunk,
+                           cudaMemcpyDeviceToHost, s));
     for (size_t off = 0; off < bytes; off += chunk)
-        RT(cudaMemcpyAsync(dev_buf, (char *)pinned + off, chunk, cudaMemcpyHostToDevice, s));
+        RT(cudaMemcpyAsync(dev_buf, (char *)pinned + off, bytes - off < chunk ? bytes - off : chunk,
+                           cudaMemcpyHostToDevice, s));
     RT(cudaStreamSynchronize(s));
     return (bench_now_ns() - t) / 1e6;
 }
