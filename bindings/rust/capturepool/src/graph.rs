@@ -7,7 +7,7 @@ use std::sync::{Arc, Weak};
 use capturepool_sys as sys;
 
 use crate::error::{Error, Result, Status};
-use crate::ffi_safety::{self, RawGraph, RawStream};
+use crate::ffi_safety::{self, RawGraph, RawStream, StreamHandle};
 use crate::{CapturePool, Stream};
 
 /// How a capture treats unsafe calls on other threads (`cpool_capture_mode`).
@@ -102,17 +102,24 @@ where
 pub struct CapturedGraph {
     raw: RawGraph,
     stream: Option<Weak<RawStream>>,
+    /// The capture stream's handle, for a launch that takes no reference.
+    stream_handle: Option<StreamHandle>,
     pool: Option<Arc<CapturePool>>,
 }
 
 impl CapturedGraph {
     fn new(raw: RawGraph, stream: &Stream, pool: Option<Arc<CapturePool>>) -> CapturedGraph {
-        CapturedGraph { raw, stream: Some(Arc::downgrade(&stream.raw)), pool }
+        CapturedGraph {
+            raw,
+            stream: Some(Arc::downgrade(&stream.raw)),
+            stream_handle: Some(stream.raw.handle()),
+            pool,
+        }
     }
 
     /// A graph of a cache's, captured into `pool` on a stream it does not know.
     pub(crate) fn kept(raw: RawGraph, pool: Arc<CapturePool>) -> CapturedGraph {
-        CapturedGraph { raw, stream: None, pool: Some(pool) }
+        CapturedGraph { raw, stream: None, stream_handle: None, pool: Some(pool) }
     }
 
     fn capture_stream(&self, what: &str) -> Result<Arc<RawStream>> {
@@ -129,7 +136,15 @@ impl CapturedGraph {
 
     /// Launches the graph on the stream it was captured on.
     pub fn launch(&self) -> Result<()> {
-        self.raw.launch(&*self.capture_stream("launch")?)
+        let Some(handle) = self.stream_handle else {
+            return self.capture_stream("launch").map(|_| ());
+        };
+        // A stream dropped since is refused by the library; the error then
+        // says which stream.
+        self.raw.launch_on_handle(handle).map_err(|e| match self.capture_stream("launch") {
+            Err(dead) => dead,
+            Ok(_) => e,
+        })
     }
 
     /// Uploads the graph ahead of its first launch, on the stream it was

@@ -267,3 +267,20 @@ fn panics_in_callbacks_stop_at_the_library() {
     pool.clear_buffers();
     assert_eq!(logged(&log), vec![1], "the drops after a panicking one still run");
 }
+
+#[test]
+fn launch_after_its_stream_is_dropped_is_refused() {
+    let (dev, stream) = setup();
+    let pool = Arc::new(CapturePool::on(&dev).unwrap());
+    let graph = capture(&stream, Some(&pool), CaptureMode::Global, |s| pool.alloc::<u32>(256, s)?.memset(0, s)).unwrap();
+    graph.launch().unwrap();
+    stream.synchronize().unwrap();
+    drop(stream);
+    let e = is_err_with(graph.launch(), Status::InvalidArgument);
+    assert!(e.message.contains("destroyed"), "{}", e.message);
+    // Launched on a live stream, it still runs.
+    let other = Stream::new(&dev).unwrap();
+    graph.launch_on(&other).unwrap();
+    other.synchronize().unwrap();
+    assert_eq!(graph.num_replays(), 2);
+}
