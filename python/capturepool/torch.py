@@ -117,6 +117,7 @@ class TorchPool:
         self._graph_pools = weakref.WeakKeyDictionary()
         # Graphs whose memory went back at a failed detach: never replayed.
         self._broken = weakref.WeakSet()
+        self._any_broken = False  # replay's fast path reads this, not the WeakSet
         # Each attached graph's hold (a cp.Graph without an executable).
         self._holds = weakref.WeakKeyDictionary()
 
@@ -193,6 +194,7 @@ class TorchPool:
                 self._keep(g, self._slot.detach(native, self._device))
             except Error:
                 self._broken.add(g)
+                self._any_broken = True
                 raise
 
     def _free_scratch(self, mp, native):
@@ -237,7 +239,7 @@ class TorchPool:
         The check sees suspends made through capturepool's Python API
         (tp.suspend, tp.pool.suspend), at the cost of a few attribute reads
         (bench/torch_bridge_replay.py)."""
-        if self._closed or self._pool_h in _suspended_pools or (self._broken and g in self._broken):
+        if self._closed or self._any_broken or self._pool_h in _suspended_pools:
             self._replay_checked(g)
         else:
             g.replay()
