@@ -787,6 +787,19 @@ class GraphCacheStats(PoolStats):
         return "GraphCacheStats(" + ", ".join(f"{k}={v}" for k, v in self.as_dict().items()) + ")"
 
 
+def _cache_bounds(max_bytes, max_graphs, on_evict):
+    """Checks a graph cache's bounds and on_evict (cp.GraphCache and
+    capturepool.torch.TorchGraphCache); returns max_bytes as a size."""
+    max_bytes = _size("max_bytes", max_bytes)
+    if isinstance(max_graphs, bool) or not isinstance(max_graphs, int):
+        raise TypeError(f"max_graphs must be an int, not {type(max_graphs).__name__}")
+    if not 0 <= max_graphs < 1 << 32:
+        raise ValueError(f"max_graphs must be in [0, 2**32), got {max_graphs}")
+    if on_evict is not None and not callable(on_evict):
+        raise TypeError(f"on_evict must be callable or None, not {type(on_evict).__name__}")
+    return max_bytes
+
+
 class GraphCache(_Handle):
     """Graphs of one pool kept by key (cpool_graph_cache_*): launch(key, ...)
     launches the key's graph, or captures body(stream) into the pool on a
@@ -807,13 +820,7 @@ class GraphCache(_Handle):
         super().__init__()
         self._user = None
         _expect("pool", pool, Pool)
-        max_bytes = _size("max_bytes", max_bytes)
-        if isinstance(max_graphs, bool) or not isinstance(max_graphs, int):
-            raise TypeError(f"max_graphs must be an int, not {type(max_graphs).__name__}")
-        if not 0 <= max_graphs < 1 << 32:
-            raise ValueError(f"max_graphs must be in [0, 2**32), got {max_graphs}")
-        if on_evict is not None and not callable(on_evict):
-            raise TypeError(f"on_evict must be callable or None, not {type(on_evict).__name__}")
+        max_bytes = _cache_bounds(max_bytes, max_graphs, on_evict)
         h = pool._handle("GraphCache")
         user = next(_keys)
         opts = _lib.GraphCacheOptions(ctypes.sizeof(_lib.GraphCacheOptions), max_bytes, max_graphs,

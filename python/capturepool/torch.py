@@ -48,7 +48,7 @@ try:
 except ImportError as e:  # pragma: no cover - depends on the machine
     raise ImportError("capturepool.torch needs PyTorch (import torch failed: " + str(e) + ")") from e
 
-from . import Device, Error, GraphCacheStats, Pool, Status, _report_unraisable, _size, _suspended_pools
+from . import Device, Error, GraphCacheStats, Pool, Status, _cache_bounds, _report_unraisable, _size, _suspended_pools
 from ._shim import Slot
 
 __all__ = ["TorchPool", "TorchGraphCache"]
@@ -388,13 +388,7 @@ class TorchGraphCache:
     def __init__(self, tp, *, max_bytes=0, max_graphs=0, on_evict=None, warmup=2):
         if not isinstance(tp, TorchPool):
             raise TypeError(f"tp must be a capturepool.torch.TorchPool, not {type(tp).__name__}")
-        max_bytes = _size("max_bytes", max_bytes)
-        if isinstance(max_graphs, bool) or not isinstance(max_graphs, int):
-            raise TypeError(f"max_graphs must be an int, not {type(max_graphs).__name__}")
-        if not 0 <= max_graphs < 1 << 32:
-            raise ValueError(f"max_graphs must be in [0, 2**32), got {max_graphs}")
-        if on_evict is not None and not callable(on_evict):
-            raise TypeError(f"on_evict must be callable or None, not {type(on_evict).__name__}")
+        max_bytes = _cache_bounds(max_bytes, max_graphs, on_evict)
         if isinstance(warmup, bool) or not isinstance(warmup, int):
             raise TypeError(f"warmup must be an int, not {type(warmup).__name__}")
         if warmup < 0:
