@@ -8,7 +8,9 @@
  *   page_seal.c     a capture's end: own pages, settling, tails
  *   arena_map.c     the allocators' segment sources: map, unmap
  *   page_runs.c     runs, and the numbers an arena's pages map
- *   page_table.c    records, the shared set, the one page swap, loans
+ *   page_table.c    records, whether an arena is idle, the shared set,
+ *                   the one page swap, loans (tests/check_layers.sh
+ *                   --calls holds them to this order)
  *
  * Everything runs under the pool's lock.
  */
