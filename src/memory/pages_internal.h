@@ -9,8 +9,8 @@
  *   arena_map.c     the allocators' segment sources: map, unmap
  *   page_runs.c     runs, and the numbers an arena's pages map
  *   page_table.c    records, whether an arena is idle, the shared set,
- *                   the one page swap, loans (tests/check_layers.sh
- *                   --calls holds them to this order)
+ *                   the one page swap, loans (a call upwards would close
+ *                   a circle, which tests/check_layers.sh --calls fails)
  *
  * Everything runs under the pool's lock.
  */
