@@ -120,9 +120,10 @@ static void run_set(const char *name, const size_t *sizes, size_t n, bool keep, 
     if (keep) RT(cudaHostAlloc(&pinned, total, cudaHostAllocDefault));
     cudaStream_t cs;
     RT(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
-    double ds[MAX_ROUNDS] = {0}, dr[MAX_ROUNDS] = {0}, rs[MAX_ROUNDS] = {0}, rw[MAX_ROUNDS] = {0}, ks[MAX_ROUNDS] = {0},
-        kr[MAX_ROUNDS] = {0},
-        cp[MAX_ROUNDS] = {0};
+    /* Ours and raw, DISCARD suspend (ds, rs) and resume (dr, rw); KEEP
+     * suspend (ks) and resume (kr); the pinned copies (cp). */
+    double ds[MAX_ROUNDS] = {0}, dr[MAX_ROUNDS] = {0}, rs[MAX_ROUNDS] = {0}, rw[MAX_ROUNDS] = {0};
+    double ks[MAX_ROUNDS] = {0}, kr[MAX_ROUNDS] = {0}, cp[MAX_ROUNDS] = {0};
     /* The DISCARD rounds first, then the KEEP ones: each measure after the
      * same step as itself (a DISCARD suspend right after a KEEP resume of
      * 16 GiB took half as long again on an H100). */

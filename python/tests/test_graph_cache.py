@@ -55,10 +55,14 @@ class World:
             cp.memset_async(s, out, pattern(key), out_bytes)
             self.pool.free(scratch, s)
             with self.lock:
-                assert key not in self.outs
-                self.outs[key] = (out, s)
+                self.keep_output(key, out, s)
                 self.captures[key] = self.captures.get(key, 0) + 1
         return body
+
+    def keep_output(self, key, out, s):
+        """Where a body's output goes (under the lock)."""
+        assert key not in self.outs
+        self.outs[key] = (out, s)
 
     def on_evict(self, key, graph):
         assert isinstance(graph, cp.Graph) and not graph.closed
@@ -486,18 +490,8 @@ class OwnedWorld(World):
         self.by_graph = {}  # graph id -> (key, address, stream)
         self.pending = {}  # stream -> outputs of graphs gone, for its owner to free
 
-    def body(self, key):
-        def body(s):
-            out_bytes, scratch_bytes = self.size(key)
-            out = self.pool.alloc(out_bytes, s)
-            scratch = self.pool.alloc(scratch_bytes, s)
-            cp.memset_async(s, scratch, 0xEE, scratch_bytes)
-            cp.memset_async(s, out, pattern(key), out_bytes)
-            self.pool.free(scratch, s)
-            with self.lock:
-                self.fresh[key] = (out, s)
-                self.captures[key] = self.captures.get(key, 0) + 1
-        return body
+    def keep_output(self, key, out, s):
+        self.fresh[key] = (out, s)
 
     def launched(self, cache, key, s, hit):
         """The owner's part after each launch of key on s, s synchronized."""

@@ -2,9 +2,8 @@
  * The physical allocations behind a backend's growable segments (units):
  * each is mapped whole at one range, as the GPU's driver maps an
  * allocation only whole, so a backend records them to give pages back
- * along their edges and to map them again as they were (backend.h,
- * pages_*). A sorted array; the
- * caller's lock guards it.
+ * only along their edges (backend.h, pages_inside and pages_unmap). A
+ * sorted array; the caller's lock guards it.
  */
 #ifndef CPOOL_UNIT_TABLE_H
 #define CPOOL_UNIT_TABLE_H
