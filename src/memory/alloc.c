@@ -66,80 +66,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
+#include "alloc_internal.h"
 #include "fault.h"
 #include "status.h"
 
-struct cpool__block {
-    uintptr_t addr;
-    size_t size;
-    size_t requested; /* live: the caller's size */
-    cpool__block *prev, *next;           /* address order in the segment */
-    cpool__block *free_prev, *free_next; /* bin list while free */
-    cpool__segment *seg;
-    uint64_t stream;   /* free general block: the only stream that may reuse it, 0 for any */
-    uint64_t used_by;  /* the stream it was last handed out or freed on, 0 if unknown (snapshots) */
-    uint64_t free_seq; /* when it was freed, or became its branch's (restricted blocks) */
-    /* A general block freed in a capture with branches waits for its
-     * stream's earlier work (`stream` is that stream); then it goes to
-     * this branch, not to every one (0: none). */
-    uint64_t pending_branch;
-    uint16_t bin;
-    bool live;
-    bool graph;
-    bool pinned; /* live for the pool's whole life: never freed by a caller */
-    bool hole;   /* unmapped pages of a growable segment (never live, in no heap) */
-    bool lent;   /* live and pinned: bytes lent elsewhere (cpool__allocator_lend) */
-    uint64_t serial; /* which allocation handed it out last */
-};
-
-struct cpool__segment {
-    uintptr_t base;
-    size_t size; /* growable: the reserved range, mapped or not */
-    bool large;
-    bool growable;
-    /* The branch of a capture that owns the span (takes its blocks, grows
-     * it; graph_branch), or 0; and who owned it in the last capture. */
-    uint64_t branch, last_branch;
-    uintptr_t high; /* the end of the highest block ever handed out (cpool__allocator_tails) */
-    cpool__segment *prev, *next;
-    cpool__block *first;
-};
-
-/* ---- size classes -------------------------------------------------------- */
-
-static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
-
-static unsigned bin_of(size_t size) {
-    size_t units = size / CPOOL__BLOCK_ALIGN; /* >= 1 */
-    if (units < 16) return (unsigned)units;
-    unsigned e = 63u - (unsigned)__builtin_clzll((unsigned long long)units); /* >= 4 */
-    unsigned m = (unsigned)(units >> (e - 3)) & 7u;
-    unsigned bin = 16u + (e - 4u) * 8u + m;
-    return bin < CPOOL__BINS ? bin : CPOOL__BINS - 1;
-}
-
-/* ---- heaps --------------------------------------------------------------- */
-
-static void heap_insert(cpool__heap *h, cpool__block *b) {
-    unsigned bin = bin_of(b->size);
-    b->bin = (uint16_t)bin;
-    b->free_prev = NULL;
-    b->free_next = h->bins[bin];
-    if (h->bins[bin]) h->bins[bin]->free_prev = b;
-    h->bins[bin] = b;
-    h->nonempty[bin / 64] |= 1ull << (bin % 64);
-}
-
-static void heap_remove(cpool__heap *h, cpool__block *b) {
-    if (b->free_prev)
-        b->free_prev->free_next = b->free_next;
-    else
-        h->bins[b->bin] = b->free_next;
-    if (b->free_next) b->free_next->free_prev = b->free_prev;
-    if (!h->bins[b->bin]) h->nonempty[b->bin / 64] &= ~(1ull << (b->bin % 64));
-    b->free_prev = b->free_next = NULL;
-}
+/* ---- heaps (alloc_internal.h has the rest) ------------------------------- */
 
 /* The next non-empty bin at or above `bin`, or CPOOL__BINS. */
 static unsigned next_bin(const cpool__heap *h, unsigned bin) {
@@ -190,7 +121,7 @@ static cpool__block *heap_find(const cpool__heap *h, size_t size, uint64_t strea
 
 /* ---- block records ------------------------------------------------------- */
 
-static cpool__block *block_new(cpool__allocator *a) {
+cpool__block *cpool__alloc_block_new(cpool__allocator *a) {
     cpool__block *b = a->spare_blocks;
     if (b)
         a->spare_blocks = b->next;
@@ -200,16 +131,7 @@ static cpool__block *block_new(cpool__allocator *a) {
     return b;
 }
 
-static void block_recycle(cpool__allocator *a, cpool__block *b) {
-    b->next = a->spare_blocks;
-    a->spare_blocks = b;
-}
-
 /* ---- the live-block map -------------------------------------------------- */
-
-static size_t map_slot(uintptr_t addr, size_t cap) {
-    return (size_t)(((uint64_t)addr >> 9) * 0x9E3779B97F4A7C15ull >> 20) & (cap - 1);
-}
 
 static bool map_grow(cpool__allocator *a) {
     size_t cap = a->map_cap ? a->map_cap * 2 : 256;
@@ -234,13 +156,6 @@ static void map_insert(cpool__allocator *a, cpool__block *b) {
     while (a->map[j]) j = (j + 1) & (a->map_cap - 1);
     a->map[j] = b;
     a->map_count++;
-}
-
-static size_t map_find(const cpool__allocator *a, uintptr_t addr) {
-    if (!a->map_cap) return SIZE_MAX;
-    for (size_t j = map_slot(addr, a->map_cap); a->map[j]; j = (j + 1) & (a->map_cap - 1))
-        if (a->map[j]->addr == addr) return j;
-    return SIZE_MAX;
 }
 
 /* Removes slot j, shifting later entries of its probe run back. */
@@ -285,41 +200,6 @@ void cpool__allocator_init_layout(cpool__allocator *a, const cpool__segment_sour
     a->top_down_max = layout->top_down_max;
 }
 
-/* The set a block is in: general 0, graph-reserved 1. */
-static unsigned set_of(bool graph) { return graph ? 1u : 0u; }
-
-static unsigned heap_index(unsigned set, bool large) { return set * 2u + (large ? 1u : 0u); }
-
-static cpool__heap *heap_for(cpool__allocator *a, const cpool__block *b) {
-    return &a->heaps[heap_index(set_of(b->graph), b->seg->large)];
-}
-
-/* Whether a free block of graph memory is kept from captures by its tag:
- * a stream's (no capture's until a fence of that stream's work is seen
- * over) or one graph's (a packed block its graph keeps until its
- * release). A branch's tag inside a capture is neither. */
-static bool kept_graph_block(const cpool__block *b) {
-    return b->graph && b->stream &&
-           (!(b->stream & CPOOL__KEY_BRANCH_BIT) || (b->stream & CPOOL__KEY_GRAPH_BIT));
-}
-
-/* Free neighbours merge when they are of the same set and their stream tags
- * agree, or one is free for any stream: the merged block then keeps the
- * other's tag, which only narrows who may reuse the free part. Graph
- * memory kept from captures by its tag merges only with a block of the
- * same tag (a stream's: freed at the same point): a merged block is kept
- * as long as the latest of its frees, so a free every round (a fence
- * behind, or the live graph's output) would keep the whole run, and what
- * it took in, from every capture for ever. */
-static bool mergeable(const cpool__block *x, const cpool__block *y) {
-    if (!x || !y || x->live || y->live || x->hole || y->hole || x->graph != y->graph) return false;
-    if ((kept_graph_block(x) || kept_graph_block(y)) &&
-        (x->stream != y->stream || (!(x->stream & CPOOL__KEY_GRAPH_BIT) && x->free_seq != y->free_seq)))
-        return false;
-    return (x->stream == y->stream || !x->stream || !y->stream) &&
-           (x->pending_branch == y->pending_branch || !x->pending_branch || !y->pending_branch);
-}
-
 /* Merges free block `right` (in no heap) into its left neighbour `left`. */
 static void absorb(cpool__allocator *a, cpool__block *left, cpool__block *right) {
     if (left->stream && right->stream) a->restricted_blocks--;
@@ -334,7 +214,7 @@ static void absorb(cpool__allocator *a, cpool__block *left, cpool__block *right)
 
 /* Merges free block b (in no heap) with its mergeable free neighbours, then
  * puts the result in its heap and returns it. */
-static cpool__block *release_block(cpool__allocator *a, cpool__block *b) {
+cpool__block *cpool__alloc_release(cpool__allocator *a, cpool__block *b) {
     cpool__block *prev = b->prev;
     if (mergeable(prev, b)) {
         heap_remove(heap_for(a, prev), prev);
@@ -359,13 +239,13 @@ static uint64_t graph_branch(uint64_t tag) { return tag & CPOOL__KEY_BRANCH_BIT 
  * own: branches that take turns in one segment would leave it in pieces
  * that no branch can merge until the capture ends. Fails only when a record
  * or map slot cannot be had. */
-static bool hand_out(cpool__allocator *a, cpool__block *b, size_t bytes, size_t rounded, cpool__use use,
+bool cpool__alloc_hand_out(cpool__allocator *a, cpool__block *b, size_t bytes, size_t rounded, cpool__use use,
                      uint64_t stream) {
     uint64_t branch = use != CPOOL__USE_STREAM ? graph_branch(stream) : 0;
     bool graph = use != CPOOL__USE_STREAM;
     if (a->map_count + 1 > a->map_cap / 2 && !map_grow(a)) return false;
     if (b->size - rounded >= CPOOL__BLOCK_ALIGN) {
-        cpool__block *rest = block_new(a);
+        cpool__block *rest = cpool__alloc_block_new(a);
         if (!rest) return false;
         rest->addr = b->addr + rounded;
         rest->size = b->size - rounded;
@@ -404,7 +284,6 @@ static bool hand_out(cpool__allocator *a, cpool__block *b, size_t bytes, size_t 
     return true;
 }
 
-
 static span_pick spans_for(cpool__allocator *a, cpool__use use, uint64_t stream);
 
 /* The heap block that serves a request, searched in this order: for a graph,
@@ -438,7 +317,7 @@ static void link_before(cpool__block *at, cpool__block *b);
 
 /* Splits free block b (out of its heap) at `at`, inside it: record `head`
  * takes [b->addr, at), free as b was, back in its heap; b keeps the rest. */
-static void split_front(cpool__allocator *a, cpool__block *b, uintptr_t at, cpool__block *head) {
+void cpool__alloc_split_front(cpool__allocator *a, cpool__block *b, uintptr_t at, cpool__block *head) {
     *head = *b;
     head->size = at - b->addr;
     link_before(b, head);
@@ -456,8 +335,8 @@ static void split_front(cpool__allocator *a, cpool__block *b, uintptr_t at, cpoo
  * cost engine_bench 1360 two pages more (1.025x against 1.004x). */
 static cpool__block *carve_top(cpool__allocator *a, cpool__block *b, uintptr_t end, size_t rounded) {
     if (rounded > a->top_down_max || end - rounded <= b->addr) return b;
-    cpool__block *head = block_new(a);
-    if (head) split_front(a, b, end - rounded, head);
+    cpool__block *head = cpool__alloc_block_new(a);
+    if (head) cpool__alloc_split_front(a, b, end - rounded, head);
     return b;
 }
 
@@ -473,8 +352,8 @@ static cpool__block *align_to_page(cpool__allocator *a, cpool__block *b, size_t 
     if (rounded < CPOOL__PAGE || !b->seg->growable) return b;
     uintptr_t at = round_up(b->addr, CPOOL__PAGE);
     if (at == b->addr || at - b->addr > CPOOL__PAGE / 2 || at + rounded > b->addr + b->size) return b;
-    cpool__block *head = block_new(a);
-    if (head) split_front(a, b, at, head);
+    cpool__block *head = cpool__alloc_block_new(a);
+    if (head) cpool__alloc_split_front(a, b, at, head);
     return b;
 }
 
@@ -488,8 +367,8 @@ bool cpool__allocator_alloc_cached(cpool__allocator *a, size_t bytes, cpool__str
     heap_remove(from, b);
     if (use == CPOOL__USE_STREAM) b = align_to_page(a, b, rounded);
     b = carve_top(a, b, b->addr + b->size, rounded);
-    if (!hand_out(a, b, bytes, rounded, use, stream)) {
-        release_block(a, b); /* back in its heap, merged with a piece split off */
+    if (!cpool__alloc_hand_out(a, b, bytes, rounded, use, stream)) {
+        cpool__alloc_release(a, b); /* back in its heap, merged with a piece split off */
         return false;
     }
     *out = (void *)b->addr;
@@ -527,7 +406,7 @@ static cpool_status grow_plain(cpool__allocator *a, size_t bytes, uint64_t strea
     cpool__block *b = NULL;
     cpool_status st = segment_new(a, seg_size, use, large, &b);
     if (st != CPOOL_OK) return st;
-    if (!hand_out(a, b, bytes, rounded, use, stream)) {
+    if (!cpool__alloc_hand_out(a, b, bytes, rounded, use, stream)) {
         /* The segment stays, free and cached: nothing is lost. */
         heap_insert(heap_for(a, b), b);
         return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for allocator records");
@@ -560,7 +439,7 @@ cpool_status cpool__allocator_reserve(cpool__allocator *a, size_t bytes) {
 static cpool_status segment_new(cpool__allocator *a, size_t seg_size, cpool__use use, bool large, cpool__block **out) {
     bool graph = use != CPOOL__USE_STREAM;
     cpool__segment *seg = cpool__calloc(1, sizeof *seg);
-    cpool__block *b = block_new(a);
+    cpool__block *b = cpool__alloc_block_new(a);
     if (!seg || !b) {
         free(seg);
         free(b);
@@ -593,11 +472,6 @@ static cpool_status segment_new(cpool__allocator *a, size_t seg_size, cpool__use
 }
 
 /* ---- growable segments --------------------------------------------------- */
-
-static size_t round_down(size_t n, size_t to) { return n / to * to; }
-
-/* Whether b (NULL: the segment's edge) is mapped memory. */
-static int mapped(const cpool__block *b) { return b && !b->hole; }
 
 static void hole_link(cpool__allocator *a, cpool__block *h) {
     cpool__block **list = &a->holes[h->seg->large];
@@ -668,7 +542,7 @@ static size_t span_size(const cpool__allocator *a, bool large, uint64_t owner, s
 static cpool_status span_new(cpool__allocator *a, bool large, size_t bytes, uint64_t owner, cpool__block **hole) {
     size_t need = round_up(bytes, CPOOL__PAGE), span = span_size(a, large, owner, need);
     cpool__segment *seg = cpool__calloc(1, sizeof *seg);
-    cpool__block *h = block_new(a);
+    cpool__block *h = cpool__alloc_block_new(a);
     if (!seg || !h) {
         free(seg);
         free(h);
@@ -725,8 +599,8 @@ static cpool_status map_in_hole(cpool__allocator *a, cpool__block *h, uintptr_t 
                            "%zu more bytes would take the pool past max_reserved_bytes (%llu reserved of %llu)",
                            bytes, (unsigned long long)bound_reserved(a), (unsigned long long)a->max_reserved);
     /* Records first: nothing to undo once the pages are mapped. */
-    cpool__block *left = at > h->addr ? block_new(a) : NULL;
-    cpool__block *right = at + bytes < h->addr + h->size ? block_new(a) : NULL;
+    cpool__block *left = at > h->addr ? cpool__alloc_block_new(a) : NULL;
+    cpool__block *right = at + bytes < h->addr + h->size ? cpool__alloc_block_new(a) : NULL;
     if ((at > h->addr && !left) || (at + bytes < h->addr + h->size && !right)) {
         if (left) block_recycle(a, left);
         if (right) block_recycle(a, right);
@@ -792,8 +666,8 @@ static cpool__block *unmap_pages(cpool__allocator *a, cpool__block *b, uint64_t 
     if (lo >= hi || most == 0) return b; /* no whole page, or none asked for */
     if (hi - lo > most) lo = hi - round_up(most, CPOOL__PAGE);
     if (!whole_units(a, &lo, &hi)) return b;
-    cpool__block *head = lo > b->addr ? block_new(a) : NULL;
-    cpool__block *tail = hi < end ? block_new(a) : NULL;
+    cpool__block *head = lo > b->addr ? cpool__alloc_block_new(a) : NULL;
+    cpool__block *tail = hi < end ? cpool__alloc_block_new(a) : NULL;
     if ((lo > b->addr && !head) || (hi < end && !tail)) {
         if (head) block_recycle(a, head);
         if (tail) block_recycle(a, tail);
@@ -1001,7 +875,7 @@ static cpool_status grow_in_place(cpool__allocator *a, size_t bytes, uint64_t st
      * capture places its blocks in as it would in an empty pool. As general
      * memory the rest would split that block in two (grows_graph). */
     bool graph = plan.like ? plan.like->graph : grows_graph(a, use, stream);
-    cpool__block *fresh, *spare = block_new(a); /* for the split at plan.start */
+    cpool__block *fresh, *spare = cpool__alloc_block_new(a); /* for the split at plan.start */
     cpool_status st = spare ? map_in_hole(a, plan.hole, plan.at, plan.bytes, graph, &fresh)
                             : cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for allocator records");
     if (st != CPOOL_OK) {
@@ -1019,20 +893,20 @@ static cpool_status grow_in_place(cpool__allocator *a, size_t bytes, uint64_t st
         heap_remove(heap_for(a, plan.like), plan.like);
         absorb(a, fresh, plan.like);
     }
-    cpool__block *b = release_block(a, fresh);
+    cpool__block *b = cpool__alloc_release(a, fresh);
     CPOOL__INVARIANT("allocator", b->addr <= plan.start && plan.start + rounded <= b->addr + b->size,
                      "grown block does not hold the planned range");
     heap_remove(heap_for(a, b), b);
     if (plan.start > b->addr)
-        split_front(a, b, plan.start, spare);
+        cpool__alloc_split_front(a, b, plan.start, spare);
     else
         block_recycle(a, spare);
     /* Top down: at the top of the planned range's last page, all of it
      * usable (the planned range, then new pages). */
     uintptr_t top = round_up(b->addr + rounded, CPOOL__PAGE);
     b = carve_top(a, b, top < b->addr + b->size ? top : b->addr + b->size, rounded);
-    if (!hand_out(a, b, bytes, rounded, use, stream)) {
-        release_block(a, b); /* mapped and cached (merged with the piece split off): nothing is lost */
+    if (!cpool__alloc_hand_out(a, b, bytes, rounded, use, stream)) {
+        cpool__alloc_release(a, b); /* mapped and cached (merged with the piece split off): nothing is lost */
         return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for allocator records");
     }
     *out = (void *)b->addr;
@@ -1076,20 +950,17 @@ cpool_status cpool__fail_not_live(const void *ptr) {
     return cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "%p was not handed out by this pool, or is already freed", ptr);
 }
 
-static cpool_status free_block(cpool__allocator *a, void *ptr, uint64_t stream, bool graph, uint64_t branch,
-                               size_t *requested, uint64_t seq);
-
 cpool_status cpool__allocator_free(cpool__allocator *a, void *ptr, cpool__stream_key stream, cpool__use use,
                                    cpool__stream_key branch, size_t *requested) {
-    return free_block(a, ptr, stream.word, use == CPOOL__USE_GRAPH, branch.word, requested, cpool__free_clock_read());
+    return cpool__alloc_free_block(a, ptr, stream.word, use == CPOOL__USE_GRAPH, branch.word, requested, cpool__free_clock_read());
 }
 
 void cpool__allocator_free_as_of(cpool__allocator *a, void *ptr, cpool__stream_key stream, uint64_t seq) {
-    free_block(a, ptr, stream.word, false, 0, NULL, seq);
+    cpool__alloc_free_block(a, ptr, stream.word, false, 0, NULL, seq);
 }
 
-static cpool_status free_block(cpool__allocator *a, void *ptr, uint64_t stream, bool graph, uint64_t branch,
-                               size_t *requested, uint64_t seq) {
+cpool_status cpool__alloc_free_block(cpool__allocator *a, void *ptr, uint64_t stream, bool graph, uint64_t branch,
+                                     size_t *requested, uint64_t seq) {
     size_t j = map_find(a, (uintptr_t)ptr);
     if (j == SIZE_MAX)
         return cpool__fail_not_live(ptr);
@@ -1118,231 +989,8 @@ static cpool_status free_block(cpool__allocator *a, void *ptr, uint64_t stream, 
      * back to the set it was placed in. */
     b->free_seq = seq;
     if (b->stream) a->restricted_blocks++;
-    release_block(a, b);
+    cpool__alloc_release(a, b);
     return CPOOL_OK;
-}
-
-/* The mapped run that starts at block b: its bytes in *bytes; returns the
- * block after it (a hole, or NULL at the segment's end). */
-static const cpool__block *mapped_run(const cpool__block *b, size_t *bytes) {
-    *bytes = 0;
-    for (; b && !b->hole; b = b->next) *bytes += b->size;
-    return b;
-}
-
-void cpool__allocator_walk(const cpool__allocator *a, const cpool__walker *w) {
-    for (const cpool__segment *seg = a->segments; seg; seg = seg->next) {
-        const cpool__block *b = seg->first;
-        while (b) {
-            if (b->hole) {
-                b = b->next;
-                continue;
-            }
-            size_t run;
-            const cpool__block *end = mapped_run(b, &run);
-            w->segment(w->ctx, b->addr, run);
-            for (; b != end; b = b->next) {
-                /* Lent bytes show as what they are used as: graphs' free scratch. */
-                cpool__block_view v = {.addr = b->addr, .size = b->size, .requested = b->lent ? 0 : b->requested,
-                                       .stream = b->used_by, .live = b->live && !b->lent, .graph = b->graph,
-                                       .pinned = b->pinned && !b->lent, .output = b->live && b->graph && !b->lent,
-                                       .serial = b->serial};
-                w->block(w->ctx, &v);
-            }
-        }
-    }
-}
-
-bool cpool__allocator_holds(const cpool__allocator *a, uintptr_t addr) {
-    for (const cpool__segment *seg = a->segments; seg; seg = seg->next)
-        if (addr >= seg->base && addr < seg->base + seg->size) return true;
-    return false;
-}
-
-void cpool__allocator_pin(cpool__allocator *a, void *ptr) {
-    size_t j = map_find(a, (uintptr_t)ptr);
-    if (j != SIZE_MAX) a->map[j]->pinned = true;
-}
-
-bool cpool__allocator_lend(cpool__allocator *a, uintptr_t addr, size_t bytes) {
-    const cpool__segment *seg = a->segments;
-    while (seg && (addr < seg->base || addr >= seg->base + seg->size)) seg = seg->next;
-    cpool__block *b = seg ? seg->first : NULL;
-    while (b && b->addr + b->size <= addr) b = b->next;
-    size_t rounded = cpool__block_size(bytes);
-    if (!b || b->live || b->hole || b->stream || b->pending_branch || addr + rounded > b->addr + b->size) return false;
-    cpool__block *head = addr > b->addr ? block_new(a) : NULL;
-    if (addr > b->addr && !head) return false;
-    heap_remove(heap_for(a, b), b);
-    if (head) split_front(a, b, addr, head);
-    if (!hand_out(a, b, rounded, rounded, CPOOL__USE_GRAPH, 0)) {
-        release_block(a, b);
-        return false;
-    }
-    b->pinned = b->lent = true;
-    return true;
-}
-
-void cpool__allocator_end_loan(cpool__allocator *a, uintptr_t addr) {
-    size_t j = map_find(a, addr);
-    if (j == SIZE_MAX || !a->map[j]->lent) return;
-    a->map[j]->pinned = a->map[j]->lent = false;
-    free_block(a, (void *)addr, 0, false, 0, NULL, cpool__free_clock_read());
-}
-
-void cpool__allocator_tails(const cpool__allocator *a, void (*tail)(void *ctx, uintptr_t page, size_t extent),
-                            void *ctx) {
-    for (const cpool__segment *seg = a->segments; seg; seg = seg->next)
-        if (seg->growable && seg->high > seg->base) {
-            uintptr_t page = (seg->high - 1) / CPOOL__PAGE * CPOOL__PAGE;
-            tail(ctx, page, seg->high - page);
-        }
-}
-
-void cpool__allocator_set_requested(cpool__allocator *a, void *ptr, size_t requested) {
-    size_t j = map_find(a, (uintptr_t)ptr);
-    if (j == SIZE_MAX) return;
-    a->allocated = a->allocated - a->map[j]->requested + requested;
-    a->map[j]->requested = requested;
-}
-
-void cpool__allocator_note_user(cpool__allocator *a, const void *ptr, uint64_t stream_id) {
-    size_t j = map_find(a, (uintptr_t)ptr);
-    if (j != SIZE_MAX) a->map[j]->used_by = stream_id;
-}
-
-bool cpool__allocator_live_block(const cpool__allocator *a, const void *ptr, cpool__block_info *info) {
-    size_t j = map_find(a, (uintptr_t)ptr);
-    if (j == SIZE_MAX) return false;
-    const cpool__block *b = a->map[j];
-    *info = (cpool__block_info){.size = b->size,
-                                .requested = b->requested,
-                                .serial = b->serial,
-                                .graph = b->graph,
-                                .pinned = b->pinned};
-    return true;
-}
-
-
-size_t cpool__allocator_restricted_streams(const cpool__allocator *a, uint64_t *streams, uint64_t *seqs, size_t cap) {
-    /* A restricted block's `stream` is a stream's id unless it is a branch. */
-    size_t n = 0;
-    if (!a->restricted_blocks) return 0;
-    for (const cpool__segment *seg = a->segments; seg; seg = seg->next)
-        for (const cpool__block *b = seg->first; b; b = b->next) {
-            if (b->live || !b->stream || b->stream & CPOOL__KEY_BRANCH_BIT) continue; /* no stream to fence */
-            size_t i = 0;
-            while (i < n && streams[i] != b->stream) i++;
-            if (i == n) {
-                if (n == cap) continue;
-                streams[n] = b->stream;
-                seqs[n++] = b->free_seq;
-            } else if (b->free_seq > seqs[i]) {
-                seqs[i] = b->free_seq;
-            }
-        }
-    return n;
-}
-
-/* What a retag changes in the free blocks `pick` selects: their stream tag
- * (their work is over: free for all, or for their pending branch), their
- * branch or, for a block still waiting for its stream, the branch it goes to
- * (a join, or the capture's end), or their graph reservation (no graph can
- * run). */
-typedef enum { RETAG_UNFENCE, RETAG_UNGRAPH, RETAG_BRANCH } retag_kind;
-
-/* Retags every free block that `pick` selects, merging as it goes. A merge
- * can hand the result a neighbour's tag that `pick` selects again: then the
- * result is looked at once more. */
-static void retag_free_blocks(cpool__allocator *a, retag_kind kind,
-                              bool (*pick)(const cpool__block *, uint64_t, uint64_t), uint64_t x, uint64_t y,
-                              uint64_t to) {
-    uint64_t now = cpool__free_clock_read();
-    for (cpool__segment *seg = a->segments; seg; seg = seg->next) {
-        cpool__block *b = seg->first;
-        while (b) {
-            if (b->live || b->hole || !pick(b, x, y)) {
-                b = b->next;
-                continue;
-            }
-            heap_remove(heap_for(a, b), b);
-            if (kind == RETAG_UNFENCE) {
-                /* A block of a branch goes to it now: a join is told
-                 * from records made before (see free_seq). */
-                b->stream = b->pending_branch;
-                b->pending_branch = 0;
-                if (b->stream)
-                    b->free_seq = now;
-                else
-                    a->restricted_blocks--;
-            } else if (kind == RETAG_BRANCH) {
-                if (b->stream == x) {
-                    if (!to) a->restricted_blocks--;
-                    b->stream = to;
-                } else {
-                    /* Still waits for its stream. The stamp below is newer
-                     * than the mark of a fence recorded before: a later
-                     * fence (every capture's own covers all its stream's
-                     * earlier work) covers it. */
-                    b->pending_branch = to;
-                }
-                if (to) b->free_seq = now; /* the branch's from now on */
-            } else {
-                a->graph_reserved -= b->size;
-                b->graph = false;
-            }
-            b = release_block(a, b);
-        }
-    }
-}
-
-static bool pick_fenced(const cpool__block *b, uint64_t stream, uint64_t upto) {
-    return b->stream == stream && b->free_seq <= upto;
-}
-/* A branch's blocks, and those that go to it once their stream's work is
- * over (a block is one or the other). */
-static bool pick_branch(const cpool__block *b, uint64_t branch, uint64_t upto) {
-    return (b->stream == branch || b->pending_branch == branch) && b->free_seq <= upto;
-}
-/* Branch tags are cleared only by their capture (retag_branch). */
-static bool pick_restricted(const cpool__block *b, uint64_t x, uint64_t upto) {
-    (void)x;
-    return b->stream != 0 && !(b->stream & CPOOL__KEY_BRANCH_BIT) && b->free_seq <= upto;
-}
-static bool pick_graph(const cpool__block *b, uint64_t x, uint64_t y) {
-    (void)x;
-    (void)y;
-    return b->graph;
-}
-
-void cpool__allocator_unfence(cpool__allocator *a, uint64_t stream_id, uint64_t upto) {
-    if (a->restricted_blocks) retag_free_blocks(a, RETAG_UNFENCE, pick_fenced, stream_id, upto, 0);
-}
-
-void cpool__allocator_unfence_all(cpool__allocator *a, uint64_t upto) {
-    if (a->restricted_blocks) retag_free_blocks(a, RETAG_UNFENCE, pick_restricted, 0, upto, 0);
-}
-
-void cpool__allocator_share_spans(cpool__allocator *a) {
-    for (cpool__segment *seg = a->segments; seg; seg = seg->next) {
-        seg->last_branch = seg->branch;
-        seg->branch = 0;
-    }
-}
-
-void cpool__allocator_retag_branch(cpool__allocator *a, cpool__stream_key from, uint64_t upto, cpool__stream_key to) {
-    if (a->restricted_blocks && !cpool__key_equal(from, to))
-        retag_free_blocks(a, RETAG_BRANCH, pick_branch, from.word, upto, to.word);
-}
-
-void cpool__allocator_reclaim_graph(cpool__allocator *a) { retag_free_blocks(a, RETAG_UNGRAPH, pick_graph, 0, 0, 0); }
-
-static bool pick_graph_unkept(const cpool__block *b, uint64_t x, uint64_t y) {
-    return pick_graph(b, x, y) && !b->stream && !b->pending_branch;
-}
-
-void cpool__allocator_reclaim_unkept(cpool__allocator *a) {
-    retag_free_blocks(a, RETAG_UNGRAPH, pick_graph_unkept, 0, 0, 0);
 }
 
 /* Gives a segment back: a plain one whole; a growable one's mapped runs,
@@ -1432,127 +1080,3 @@ void cpool__allocator_destroy(cpool__allocator *a) {
     memset(a, 0, sizeof *a);
 }
 
-/* ---- invariants ---------------------------------------------------------- */
-
-#define INVARIANT(cond, ...) CPOOL__INVARIANT("allocator", cond, __VA_ARGS__)
-
-static bool in_heap(const cpool__heap *h, const cpool__block *b) {
-    for (const cpool__block *c = h->bins[b->bin]; c; c = c->free_next)
-        if (c == b) return true;
-    return false;
-}
-
-/* Live blocks lie in mapped memory, in blocks as large as they were asked
- * for; graph-reserved blocks are mapped; a mapped run holds bytes. */
-void cpool__allocator_check_counters(const cpool__allocator *a) {
-    INVARIANT(a->reserved <= a->reserved_peak, "reserved %llu past its peak %llu", (unsigned long long)a->reserved,
-              (unsigned long long)a->reserved_peak);
-    INVARIANT(a->allocated <= a->live_block_bytes && a->live_block_bytes <= a->reserved,
-              "allocated %llu, live blocks %llu, reserved %llu", (unsigned long long)a->allocated,
-              (unsigned long long)a->live_block_bytes, (unsigned long long)a->reserved);
-    INVARIANT(a->graph_reserved <= a->reserved, "graph_reserved %llu of %llu reserved",
-              (unsigned long long)a->graph_reserved, (unsigned long long)a->reserved);
-    INVARIANT((a->map_count == 0) == (a->live_block_bytes == 0), "%zu live blocks of %llu bytes", a->map_count,
-              (unsigned long long)a->live_block_bytes);
-    INVARIANT(a->map_count * 2 <= a->map_cap, "the live-block map holds %zu in %zu slots", a->map_count, a->map_cap);
-    INVARIANT((a->segment_count == 0) == (a->reserved == 0), "%llu mapped runs of %llu bytes",
-              (unsigned long long)a->segment_count, (unsigned long long)a->reserved);
-}
-
-/* What cpool__allocator_check counts over the blocks, to hold against the
- * allocator's counters. */
-typedef struct block_counts {
-    uint64_t reserved, graph, live_bytes, requested, segments;
-    size_t live, restricted, free_blocks, holes;
-} block_counts;
-
-static void check_block(const cpool__allocator *a, const cpool__segment *seg, const cpool__block *b, block_counts *c) {
-    INVARIANT(b->seg == seg, "block %#lx names another segment", (unsigned long)b->addr);
-    INVARIANT(b->size >= CPOOL__BLOCK_ALIGN && b->size % CPOOL__BLOCK_ALIGN == 0, "block size %zu", b->size);
-    INVARIANT(!b->next || b->next->prev == b, "block list links");
-    if (b->graph) c->graph += b->size;
-    if (seg->growable && !b->hole) {
-        c->reserved += b->size;
-        if (!mapped(b->prev)) c->segments++;
-    }
-    if (b->hole) {
-        c->holes++;
-        INVARIANT(seg->growable && !b->live && !b->graph && !b->stream, "a hole outside a growable segment, or in use");
-        INVARIANT(b->addr % CPOOL__PAGE == 0 && b->size % CPOOL__PAGE == 0, "a hole of part of a page");
-        INVARIANT(!b->next || !b->next->hole, "two holes side by side");
-    } else if (b->live) {
-        c->live++;
-        c->live_bytes += b->size;
-        c->requested += b->requested;
-        INVARIANT(b->requested > 0 && b->requested <= b->size, "live block's requested size");
-        INVARIANT(map_find(a, b->addr) != SIZE_MAX, "live block missing from the map");
-    } else {
-        INVARIANT(!b->pinned, "a free block is pinned");
-        c->free_blocks++;
-        if (b->stream) c->restricted++;
-        INVARIANT(b->bin == bin_of(b->size), "free block in the wrong class");
-        INVARIANT(in_heap(heap_for((cpool__allocator *)a, b), b), "free block missing from its heap");
-        INVARIANT(!mergeable(b, b->next), "two mergeable free blocks side by side");
-    }
-}
-
-static void check_segments(const cpool__allocator *a, block_counts *c) {
-    for (const cpool__segment *seg = a->segments; seg; seg = seg->next) {
-        if (!seg->growable) {
-            c->segments++;
-            c->reserved += seg->size;
-        } else {
-            INVARIANT(seg->base % CPOOL__PAGE == 0 && seg->size % CPOOL__PAGE == 0, "growable segment alignment");
-        }
-        INVARIANT(!seg->next || seg->next->prev == seg, "segment list links");
-        uintptr_t at = seg->base;
-        INVARIANT(seg->first && !seg->first->prev, "segment's first block");
-        for (const cpool__block *b = seg->first; b; b = b->next) {
-            INVARIANT(b->addr == at, "blocks do not tile their segment at %#lx", (unsigned long)at);
-            at += b->size;
-            check_block(a, seg, b, c);
-        }
-        INVARIANT(at == seg->base + seg->size, "blocks do not cover their segment");
-    }
-}
-
-/* The heaps and the hole lists hold exactly the free blocks and holes. */
-static void check_lists(const cpool__allocator *a, const block_counts *c) {
-    size_t in_heaps = 0;
-    for (unsigned h = 0; h < CPOOL__HEAPS; h++)
-        for (unsigned bin = 0; bin < CPOOL__BINS; bin++) {
-            bool bit = (a->heaps[h].nonempty[bin / 64] >> (bin % 64)) & 1;
-            INVARIANT(bit == (a->heaps[h].bins[bin] != NULL), "class bitmap disagrees with class %u", bin);
-            for (const cpool__block *b = a->heaps[h].bins[bin]; b; b = b->free_next) {
-                in_heaps++;
-                INVARIANT(!b->live && heap_for((cpool__allocator *)a, b) == &a->heaps[h],
-                          "heap holds a live block or a foreign one");
-            }
-        }
-    INVARIANT(in_heaps == c->free_blocks, "heaps hold %zu blocks, segments %zu free ones", in_heaps, c->free_blocks);
-    size_t listed = 0;
-    for (int cls = 0; cls < 2; cls++)
-        for (const cpool__block *h = a->holes[cls]; h; h = h->free_next) {
-            INVARIANT(h->hole && h->seg->large == (cls == 1), "the hole list holds a block that is no hole of its class");
-            INVARIANT(!h->free_next || h->free_next->free_prev == h, "hole list links");
-            listed++;
-        }
-    INVARIANT(listed == c->holes, "hole lists hold %zu, segments %zu holes", listed, c->holes);
-}
-
-void cpool__allocator_check(const cpool__allocator *a) {
-    block_counts c = {0};
-    check_segments(a, &c);
-    check_lists(a, &c);
-    INVARIANT(c.live == a->map_count, "map holds %zu blocks, segments %zu live ones", a->map_count, c.live);
-    INVARIANT(c.reserved == a->reserved, "reserved %llu, segments sum to %llu", (unsigned long long)a->reserved,
-              (unsigned long long)c.reserved);
-    INVARIANT(c.segments == a->segment_count, "segment count");
-    INVARIANT(c.graph == a->graph_reserved, "graph_reserved %llu, blocks sum to %llu",
-              (unsigned long long)a->graph_reserved, (unsigned long long)c.graph);
-    INVARIANT(c.live_bytes == a->live_block_bytes, "live block bytes");
-    INVARIANT(c.requested == a->allocated, "allocated %llu, live blocks ask %llu", (unsigned long long)a->allocated,
-              (unsigned long long)c.requested);
-    INVARIANT(c.restricted == a->restricted_blocks, "restricted block count");
-    INVARIANT(a->reserved <= a->reserved_peak, "peak");
-}
