@@ -4,7 +4,7 @@
  * against the same bytes in one driver allocation per allocation (what a
  * sleep mode that keeps a handle per tensor does: cuMemCreate, cuMemMap and
  * cuMemSetAccess to wake, cuMemUnmap and cuMemRelease to sleep), side by
- * side in one run, rounds alternating which holds the memory:
+ * side in one run, rounds taking turns which goes first:
  *
  *   DISCARD  ours suspend / resume against the raw sleep / wake;
  *   KEEP     ours suspend + resume against the raw sleep + wake plus a
@@ -13,7 +13,11 @@
  *
  * for 16 x 1 GiB, 32 x 1 GiB and a mix of 1 MiB to 4 GiB (about 16 GiB).
  * The first round of each is not timed (the pool's pages become runs at
- * its first resume; the host copy is made). Then a 1 GiB cpool_alloc into
+ * its first resume; the host copy is made). Then a pool of 64 graphs
+ * (scratch of 16 MiB to 1 GiB, 64 KiB outputs), captured in ascending and
+ * in shuffled order: its DISCARD resume against the floor of one driver
+ * allocation per graph's scratch (64 mappings), every graph launched after
+ * each resume and its output checked. Then a 1 GiB cpool_alloc into
  * an empty pool against cudaMalloc of 1 GiB. Medians of the rounds;
  * ratios ours / raw (goal <= 1.2). CUDA only: run by hand and by
  * scripts/gpu-check.sh.
@@ -95,6 +99,24 @@ static double timed_ms(cpool_status (*fn)(cpool_pool *), cpool_pool *pool) {
 static cpool_status suspend_discard(cpool_pool *p) { return cpool_pool_suspend(p, CPOOL_SUSPEND_DISCARD); }
 static cpool_status suspend_keep(cpool_pool *p) { return cpool_pool_suspend(p, CPOOL_SUSPEND_KEEP_CONTENTS); }
 
+/* A DISCARD round: ours suspended and resumed, the raw set woken and put
+ * to sleep, in turns which goes first (the driver takes longer to hand out
+ * memory the other side gave back a moment ago: a resume right after the
+ * raw sleep of 16 GiB took from 0.5x to 1.7x of the raw wake, run to run). */
+static void discard_round(cpool_pool *pool, raw_set *raw, int device, int round, double *d_s, double *d_r,
+                          double *r_s, double *r_w) {
+    if (round % 2) {
+        *r_w = raw_wake(raw, device);
+        *r_s = raw_sleep(raw);
+    }
+    *d_s = timed_ms(suspend_discard, pool);
+    *d_r = timed_ms(cpool_pool_resume, pool);
+    if (round % 2 == 0) {
+        *r_w = raw_wake(raw, device);
+        *r_s = raw_sleep(raw);
+    }
+}
+
 /* One set of allocations; `keep`: the KEEP_CONTENTS rounds too (their
  * host copies take the set's size twice in pinned memory). */
 static void run_set(const char *name, const size_t *sizes, size_t n, bool keep, int rounds, cpool_device *dev,
@@ -129,9 +151,8 @@ static void run_set(const char *name, const size_t *sizes, size_t n, bool keep, 
      * 16 GiB took half as long again on an H100). */
     for (int round = 0; round <= rounds; round++) {
         int k = round - 1; /* round 0 is not timed */
-        double d_s = timed_ms(suspend_discard, pool);
-        double r_w = raw_wake(&raw, device), r_s = raw_sleep(&raw);
-        double d_r = timed_ms(cpool_pool_resume, pool);
+        double d_s, d_r, r_w, r_s;
+        discard_round(pool, &raw, device, round, &d_s, &d_r, &r_s, &r_w);
         if (k < 0) continue;
         ds[k] = d_s, dr[k] = d_r, rs[k] = r_s, rw[k] = r_w;
     }
@@ -161,6 +182,108 @@ static void run_set(const char *name, const size_t *sizes, size_t n, bool keep, 
     RT(cudaStreamDestroy(cs));
     if (pinned) RT(cudaFreeHost(pinned));
     for (size_t i = 0; i < n; i++) CU(cuMemAddressFree(raw.va[i], raw.bytes[i]));
+}
+
+/* ---- a pool of graphs --------------------------------------------------- */
+
+enum { GRAPHS = 64 };
+#define GRAPH_OUTPUT (64 * 1024)
+
+typedef struct bench_graph {
+    cpool_pool *pool;
+    size_t scratch;
+    int pattern;
+    void *output;
+    cpool_graph *graph;
+} bench_graph;
+
+/* Scratch written with the graph's pattern, 64 KiB of it copied to the
+ * output it keeps. */
+static cpool_status graph_body(cpool_stream *s, void *ctx) {
+    bench_graph *g = (bench_graph *)ctx;
+    void *scratch;
+    cpool_status rc = cpool_alloc(g->pool, g->scratch, s, &scratch);
+    if (rc == CPOOL_OK) rc = cpool_memset_async(s, scratch, g->pattern, g->scratch);
+    if (rc == CPOOL_OK) rc = cpool_alloc_output(g->pool, GRAPH_OUTPUT, s, &g->output);
+    if (rc == CPOOL_OK) rc = cpool_memcpy_async(s, g->output, (char *)scratch + g->scratch - GRAPH_OUTPUT, GRAPH_OUTPUT);
+    if (rc == CPOOL_OK) rc = cpool_free(g->pool, scratch, s);
+    return rc;
+}
+
+/* Launches every graph and counts the outputs that do not hold its pattern. */
+static int wrong_outputs(bench_graph *g, cpool_stream *s, unsigned char *host) {
+    int wrong = 0;
+    for (int i = 0; i < GRAPHS; i++) BENCH_CHECK(cpool_graph_launch(g[i].graph, s));
+    for (int i = 0; i < GRAPHS; i++) {
+        BENCH_CHECK(cpool_memcpy_async(s, host, g[i].output, GRAPH_OUTPUT));
+        BENCH_CHECK(cpool_stream_synchronize(s));
+        for (size_t k = 0; k < GRAPH_OUTPUT; k++)
+            if (host[k] != (unsigned char)g[i].pattern) {
+                wrong++;
+                break;
+            }
+    }
+    return wrong;
+}
+
+static void graph_pool(const char *name, bool shuffled, int rounds, cpool_device *dev, cpool_stream *s, int device) {
+    bench_graph g[GRAPHS];
+    raw_set raw;
+    memset(&raw, 0, sizeof raw);
+    raw.n = GRAPHS;
+    cpool_pool *pool;
+    BENCH_CHECK(cpool_pool_create(dev, NULL, &pool));
+    int order[GRAPHS];
+    for (int i = 0; i < GRAPHS; i++) order[i] = i;
+    uint64_t rng = 42;
+    for (int i = GRAPHS - 1; shuffled && i > 0; i--) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        int j = (int)((rng >> 33) % (uint64_t)(i + 1)), t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+    for (int i = 0; i < GRAPHS; i++) {
+        size_t bytes = 16 * MIB + (size_t)i * (1008 * MIB) / (GRAPHS - 1);
+        memset(&g[i], 0, sizeof g[i]);
+        g[i].pool = pool;
+        g[i].scratch = (bytes + 2 * MIB - 1) / (2 * MIB) * (2 * MIB);
+        g[i].pattern = i + 1;
+        raw.bytes[i] = g[i].scratch;
+        CU(cuMemAddressReserve(&raw.va[i], raw.bytes[i], 0, 0, 0));
+    }
+    for (int k = 0; k < GRAPHS; k++)
+        BENCH_CHECK(cpool_capture(s, pool, CPOOL_CAPTURE_GLOBAL, graph_body, &g[order[k]], &g[order[k]].graph));
+    unsigned char *host = (unsigned char *)malloc(GRAPH_OUTPUT);
+    int wrong = wrong_outputs(g, s, host);
+    double ds[MAX_ROUNDS] = {0}, dr[MAX_ROUNDS] = {0}, rs[MAX_ROUNDS] = {0}, rw[MAX_ROUNDS] = {0};
+    for (int round = 0; round <= rounds; round++) {
+        int k = round - 1; /* round 0 is not timed */
+        double d_s, d_r, r_w, r_s;
+        discard_round(pool, &raw, device, round, &d_s, &d_r, &r_s, &r_w);
+        wrong += wrong_outputs(g, s, host);
+        if (k < 0) continue;
+        ds[k] = d_s, dr[k] = d_r, rs[k] = r_s, rw[k] = r_w;
+    }
+    cpool_pool_stats st;
+    memset(&st, 0, sizeof st);
+    st.struct_size = sizeof st;
+    BENCH_CHECK(cpool_pool_get_stats(pool, &st));
+    double mds = bench_median(ds, rounds), mdr = bench_median(dr, rounds), mrs = bench_median(rs, rounds);
+    double mrw = bench_median(rw, rounds);
+    printf("%-8s 64 graphs, graph memory %.0f MiB | DISCARD suspend / resume: ours %8.2f / %8.2f ms, floor %8.2f / "
+           "%8.2f ms: %5.2fx / %5.2fx | outputs wrong after resumes: %d\n",
+           name, (double)st.graph_reserved_bytes / MIB, mds, mdr, mrs, mrw, mds / mrs, mdr / mrw, wrong);
+    printf("csv,wake_bench,%s,%llu,%.3f,%.3f,%.3f,%.3f,%d\n", name, (unsigned long long)st.graph_reserved_bytes, mds,
+           mdr, mrs, mrw, wrong);
+    for (int i = 0; i < GRAPHS; i++) {
+        BENCH_CHECK(cpool_free(pool, g[i].output, s));
+        cpool_graph_release(g[i].graph);
+    }
+    BENCH_CHECK(cpool_stream_synchronize(s));
+    cpool_pool_release(pool);
+    cpool_wait_deferred();
+    free(host);
+    for (int i = 0; i < GRAPHS; i++) CU(cuMemAddressFree(raw.va[i], raw.bytes[i]));
 }
 
 /* A 1 GiB cpool_alloc into an empty pool against cudaMalloc of 1 GiB. */
@@ -207,6 +330,8 @@ int main(int argc, char **argv) {
     run_set("16x1GiB", gibs, 16, true, rounds, dev, s, device);
     run_set("32x1GiB", gibs, 32, false, rounds, dev, s, device);
     run_set("mix", mix, sizeof mix / sizeof *mix, true, rounds, dev, s, device);
+    graph_pool("graphs", false, rounds, dev, s, device);
+    graph_pool("shuffled", true, rounds, dev, s, device);
     eager_growth(rounds, dev, s);
     bench_close(dev, s, NULL);
     return 0;
