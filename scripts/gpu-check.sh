@@ -140,7 +140,7 @@ step capture-cost build-gpu/rel/bench/capture_cost_bench
 step suspend-bench build-gpu/rel/bench/suspend_bench
 # The snapshot file (about 11 MiB) goes to /tmp, not into OUTDIR.
 [[ -x build-gpu/rel/bench/vmm_probe ]] && step vmm-probe build-gpu/rel/bench/vmm_probe
-[[ -x build-gpu/rel/bench/wake_bench ]] && step wake-bench build-gpu/rel/bench/wake_bench 3
+[[ -x build-gpu/rel/bench/wake_bench ]] && step wake-bench build-gpu/rel/bench/wake_bench 4
 step snapshot-bench build-gpu/rel/bench/snapshot_bench 100000 /tmp/capturepool_snapshot_bench.json
 if [[ ! -s bench/traces/resnet50_train.trace || ${CPOOL_RECORD_TRACES:-0} == 1 ]]; then
     step record-traces python3 bench/traces/record_traces.py "$out/traces"
