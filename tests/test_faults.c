@@ -591,6 +591,131 @@ static void scenario_live_bytes(world *w) {
 
 typedef void (*scenario_fn)(world *);
 
+/* Graphs with nested scratch (4 to 12 MiB, ascending), each keeping a
+ * 64 KiB output: they share the pages of the smallest, so a resume maps
+ * their numbers as runs that several arenas map. Suspended and resumed,
+ * launched (every output checked), one released and a new graph captured
+ * (it may take that arena, whose runs then become pages alone),
+ * launched, released, trimmed. */
+enum { NESTED = 3 };
+typedef struct nested_ctx {
+    cpool_pool *pool;
+    size_t scratch;
+    int pattern;
+    void *out;
+} nested_ctx;
+
+static cpool_status body_nested(cpool_stream *s, void *arg) {
+    nested_ctx *c = (nested_ctx *)arg;
+    void *scratch = NULL;
+    cpool_status st = cpool_alloc(c->pool, c->scratch, s, &scratch);
+    if (st == CPOOL_OK) st = cpool_memset_async(s, scratch, c->pattern, c->scratch);
+    if (st == CPOOL_OK) st = cpool_alloc_output(c->pool, 64u << 10, s, &c->out);
+    if (st == CPOOL_OK) st = cpool_memcpy_async(s, c->out, (char *)scratch + c->scratch - 4096, 4096);
+    if (scratch && st == CPOOL_OK) st = cpool_free(c->pool, scratch, s);
+    return st;
+}
+
+/* Launches the graphs there are and checks the outputs of those launched. */
+static void launch_nested(world *w, cpool_stream *s, cpool_graph **g, const nested_ctx *c, int n) {
+    bool launched[NESTED + 1] = {false};
+    for (int i = 0; i < n; i++) launched[i] = g[i] && TRY(w, cpool_graph_launch(g[i], s));
+    if (!TRY(w, cpool_stream_synchronize(s))) return;
+    unsigned char host[4096];
+    for (int i = 0; i < n; i++) {
+        if (!launched[i] || !TRY(w, cpool_memcpy_async(s, host, c[i].out, sizeof host)) ||
+            !TRY(w, cpool_stream_synchronize(s)))
+            continue;
+        size_t bad = 0;
+        while (bad < sizeof host && host[bad] == (unsigned char)c[i].pattern) bad++;
+        if (bad < sizeof host)
+            check_report_(__FILE__, __LINE__, "graph %d's output reads %u at byte %zu, not %u", i, host[bad], bad,
+                          (unsigned)c[i].pattern);
+    }
+}
+
+static void suspend_resume_nested(world *w, cpool_pool *pool) {
+    if (TRY(w, cpool_pool_suspend(pool, CPOOL_SUSPEND_DISCARD)) && !TRY(w, cpool_pool_resume(pool)))
+        TRY(w, cpool_pool_resume(pool)); /* a failed resume leaves it suspended; the next one works */
+    cpool__pool_check(pool);
+}
+
+static void scenario_nested_resume(world *w) {
+    cpool_stream *s = NULL;
+    cpool_pool *pool = NULL;
+    cpool_graph *g[NESTED + 1] = {NULL};
+    nested_ctx c[NESTED + 1];
+    memset(c, 0, sizeof c);
+    if (!TRY(w, cpool_stream_create(w->dev, &s))) return;
+    if (TRY(w, cpool_pool_create(w->dev, NULL, &pool))) {
+        record_objects(w, pool);
+        for (int i = 0; i <= NESTED; i++) c[i] = (nested_ctx){pool, (size_t)(4 + 4 * i) << 20, 0x21 + i, NULL};
+        c[NESTED].scratch = 6u << 20;
+        for (int i = 0; i < NESTED; i++)
+            if (!TRY(w, cpool_capture(s, pool, CPOOL_CAPTURE_GLOBAL, body_nested, &c[i], &g[i])) && c[i].out) {
+                TRY(w, cpool_free(pool, c[i].out, s)); /* a failed capture's blocks are the caller's */
+                c[i].out = NULL;
+            }
+        launch_nested(w, s, g, c, NESTED);
+        suspend_resume_nested(w, pool);
+        launch_nested(w, s, g, c, NESTED);
+        cpool_graph_release(g[1]);
+        g[1] = NULL;
+        if (!TRY(w, cpool_capture(s, pool, CPOOL_CAPTURE_GLOBAL, body_nested, &c[NESTED], &g[NESTED])) &&
+            c[NESTED].out) {
+            TRY(w, cpool_free(pool, c[NESTED].out, s));
+            c[NESTED].out = NULL;
+        }
+        cpool__pool_check(pool);
+        launch_nested(w, s, g, c, NESTED + 1);
+        TRY(w, cpool_stream_synchronize(s));
+        for (int i = 0; i <= NESTED; i++) {
+            cpool_graph_release(g[i]);
+            if (c[i].out) TRY(w, cpool_free(pool, c[i].out, s));
+        }
+        TRY(w, cpool_pool_trim(pool));
+        cpool__pool_check(pool);
+        cpool_pool_release(pool);
+    }
+    cpool_stream_destroy(s);
+}
+
+/* A resume maps a stretch of shared pages that the same graphs map at
+ * consecutive addresses once per graph, not page by page: eight graphs
+ * with nested scratch (8 to 64 MiB, ascending) share 32 pages in eight
+ * stretches, which they map 8 + 7 + ... + 1 = 36 times, where page by page
+ * would be 4 + 8 + ... + 32 = 144 mappings and 32 allocations. Counted as
+ * the acquisitions the resume makes (each allocation, mapping and record). */
+static void nested_resume_maps_runs(cpool_device *dev) {
+    enum { GRAPHS = 8 };
+    cpool_stream *s;
+    cpool_pool *pool;
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    cpool_graph *g[GRAPHS];
+    nested_ctx c[GRAPHS];
+    for (int i = 0; i < GRAPHS; i++) {
+        c[i] = (nested_ctx){pool, (size_t)(8 + 8 * i) << 20, 0x31 + i, NULL};
+        REQUIRE_OK(cpool_capture(s, pool, CPOOL_CAPTURE_GLOBAL, body_nested, &c[i], &g[i]));
+    }
+    REQUIRE_OK(cpool_pool_suspend(pool, CPOOL_SUSPEND_DISCARD));
+    cpool__fault_arm(0);
+    REQUIRE_OK(cpool_pool_resume(pool));
+    uint64_t used = cpool__fault_count();
+    printf("  a resume of %d nested graphs: %llu acquisitions\n", GRAPHS, (unsigned long long)used);
+    CHECK_LE(used, 100);
+    cpool__pool_check(pool);
+    for (int i = 0; i < GRAPHS; i++) CHECK_OK(cpool_graph_launch(g[i], s));
+    for (int i = 0; i < GRAPHS; i++) CHECK_BYTES(s, c[i].out, 4096, c[i].pattern);
+    for (int i = 0; i < GRAPHS; i++) {
+        cpool_graph_release(g[i]);
+        CHECK_OK(cpool_free(pool, c[i].out, s));
+    }
+    CHECK_OK(cpool_stream_synchronize(s));
+    cpool_pool_release(pool);
+    cpool_stream_destroy(s);
+}
+
 static void run_once(cpool_device *dev, scenario_fn fn, uint64_t nth, world *w) {
     memset(w, 0, sizeof *w);
     w->dev = dev;
@@ -644,6 +769,9 @@ static void sweep_runs_in_use(cpool_device *dev) {
 }
 static void sweep_live_bytes(cpool_device *dev) {
     sweep(dev, scenario_live_bytes, "live blocks keep their bytes: capture, arena taken again, trim, suspend");
+}
+static void sweep_nested_resume(cpool_device *dev) {
+    sweep(dev, scenario_nested_resume, "graph pages: nested graphs resumed as runs several arenas map, an arena taken again");
 }
 static void sweep_growable(cpool_device *dev) { sweep(dev, scenario_growable, "growable segments: grow, trim inside, regrow"); }
 static void sweep_growable_split(cpool_device *dev) {
@@ -864,6 +992,8 @@ static const check_case cases[] = {
     CHECK_CASE(sweep_attach),
     CHECK_CASE(sweep_runs_in_use),
     CHECK_CASE(sweep_live_bytes),
+    CHECK_CASE(sweep_nested_resume),
+    CHECK_CASE(nested_resume_maps_runs),
     CHECK_CASE(update_failure_keeps_outputs),
     CHECK_CASE(suspend_resume_failures_change_nothing),
     CHECK_CASE(report_total),

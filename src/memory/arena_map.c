@@ -47,9 +47,10 @@ static void unmap_page(cpool__arena *ar, cpool__page_span *sp, size_t i) {
     *pg = (cpool__page){.state = CPOOL__PAGE_UNMAPPED};
 }
 
-/* A run goes whole; one only partly in the range is split first (the
- * arena's allocator unmaps only where no work is: its arena is its own).
- * Should even that fail, it goes whole, and its other pages with it. */
+/* A run goes whole from this arena; one only partly in the range is split
+ * first (the arena's allocator unmaps only where no work is: its arena is
+ * its own). Should even that fail, it goes whole, and its other pages in
+ * this arena with it. */
 static void arena_unmap(void *ctx, void *addr, size_t bytes) {
     cpool__arena *ar = ctx;
     cpool__page_span *sp = cpool__span_of(&ar->spans, (uintptr_t)addr);
@@ -58,11 +59,11 @@ static void arena_unmap(void *ctx, void *addr, size_t bytes) {
         const cpool__page *pg = &sp->page[i];
         if (pg->state == CPOOL__PAGE_UNMAPPED) continue;
         cpool__page_run *run = pg->state == CPOOL__PAGE_SHARED ? ar->gp->shared[pg->number].run : NULL;
-        bool part = run && (run->addr < (uintptr_t)addr ||
-                            run->addr + run->pages * CPOOL__PAGE > (uintptr_t)addr + bytes);
+        uintptr_t at_run = run ? cpool__run_addr_in(run, ar) : 0;
+        bool part = run && (at_run < (uintptr_t)addr || at_run + run->pages * CPOOL__PAGE > (uintptr_t)addr + bytes);
         if (part && cpool__run_split_quiet(ar->gp, run, ar, 0, run->pages)) run = NULL; /* single pages now */
         if (run)
-            cpool__run_drop(ar->gp, run, true);
+            cpool__run_drop(ar->gp, run, ar, true); /* this arena's mapping of it */
         else
             unmap_page(ar, sp, i);
     }

@@ -62,6 +62,20 @@ static void mark_work(cpool__graph_pages *gp, cpool__arena *ar) {
     ar->work_frees = cpool__free_clock_tick();
 }
 
+/* The runs that other arenas map too (made by a resume) become pages
+ * alone, if no work can use them: a capture in this arena must be free to
+ * swap, split and renumber its pages without touching other graphs'. */
+static bool runs_alone(cpool__graph_pages *gp, cpool__arena *ar) {
+    for (size_t s = 0; s < ar->spans.count; s++) {
+        cpool__page_span *sp = &ar->spans.spans[s];
+        for (size_t i = 0; i < sp->pages; i++) {
+            cpool__page_run *run = cpool__run_starting_at(gp, sp, i);
+            if (run && run->maps > 1 && !cpool__run_split_quiet(gp, run, ar, 0, run->pages)) return false;
+        }
+    }
+    return true;
+}
+
 /* An idle arena a capture may take: its marked work is over (queried, never
  * waited for), or it holds no memory for that work to use, and its
  * borrowed pages could go back. The work before its blocks' frees being
@@ -69,6 +83,7 @@ static void mark_work(cpool__graph_pages *gp, cpool__arena *ar) {
 static bool reusable(cpool__graph_pages *gp, cpool__arena *ar) {
     if (!cpool__arena_idle(ar)) return false;
     if (holds_memory(ar) && !cpool__arena_work_over(ar)) return false;
+    if (!runs_alone(gp, ar)) return false;
     release_packed(gp, ar);
     if (cpool__seal_return_borrowed(gp, ar) != CPOOL_OK) return false;
     if (ar->work) cpool__allocator_unfence_all(&ar->alloc, ar->work_frees);
@@ -373,7 +388,7 @@ void cpool__graph_pages_destroy(cpool__graph_pages *gp) {
     for (size_t k = 0; k < gp->shared_count; k++) {
         cpool__page_run *run = gp->shared[k].run;
         if (cpool__shared_allocation_at(gp, k)) cpool__pages_release(gp, gp->shared[k].page);
-        if (run && run->first + run->pages == k + 1) free(run);
+        if (run && run->first + run->pages == k + 1) cpool__run_free(run);
     }
     free(gp->shared);
     *gp = (cpool__graph_pages){0};
@@ -515,10 +530,11 @@ static void check_shared_page(const cpool__graph_pages *gp, const cpool__arena *
                      "page number %zu is not noted taken", d);
     CPOOL__INVARIANT("graph pages", !seen || !seen[d], "two pages of one arena map shared page %zu", d);
     const cpool__page_run *run = gp->shared[d].run;
+    uintptr_t at = run ? cpool__run_addr_in(run, ar) : 0;
     CPOOL__INVARIANT("graph pages",
-                     !run || (run->arena == ar && d >= run->first && d < run->first + run->pages &&
-                              run->addr + (d - run->first) * CPOOL__PAGE == sp->base + i * CPOOL__PAGE &&
-                              run->mem == gp->shared[d].page && gp->shared[d].maps == 1),
+                     !run || (at && d >= run->first && d < run->first + run->pages &&
+                              at + (d - run->first) * CPOOL__PAGE == sp->base + i * CPOOL__PAGE &&
+                              run->mem == gp->shared[d].page && gp->shared[d].maps == run->maps),
                      "shared page %zu is in a run that arena %llu does not map whole in order", d,
                      (unsigned long long)ar->id);
     if (seen) seen[d] = 1;
@@ -679,11 +695,12 @@ static void **visited_memory(cpool__graph_pages *gp, const page_visit *v) {
     return pg->state == CPOOL__PAGE_SHARED ? &gp->shared[pg->number].page : &pg->mem;
 }
 
-/* Whether a visited page begins a mapping: a page alone, or a run's first. */
+/* Whether a visited page begins a mapping: a page alone, or a run's first
+ * in its arena. */
 static bool maps_here(const cpool__graph_pages *gp, const page_visit *v) {
     const cpool__page *pg = visited(v);
     const cpool__page_run *run = pg->state == CPOOL__PAGE_SHARED ? gp->shared[pg->number].run : NULL;
-    return !run || run->addr == (uintptr_t)visited_addr(v);
+    return !run || cpool__run_addr_in(run, v->ar) == (uintptr_t)visited_addr(v);
 }
 
 /* The place of the packed page at addr among the own pages a resume makes:
@@ -774,6 +791,7 @@ static cpool_status resume_make(cpool__graph_pages *gp, void **fresh_own, size_t
 
 cpool_status cpool__graph_pages_resume(cpool__graph_pages *gp) {
     if (!gp->suspended) return CPOOL_OK;
+    cpool__runs_regroup(gp); /* nothing is mapped: the same arenas' stretches map as one */
     /* New memory for every page first, then every mapping; a failure gives
      * back what was made and leaves the records as they were. */
     size_t own = 0, made = 0, mapped = 0;

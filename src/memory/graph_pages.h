@@ -18,6 +18,9 @@
  *   (its graph never launched, or the device idle; launches are held back
  *   meanwhile, never waited for). Until then the other capture maps other
  *   pages, and it settles onto the run's later (a capture's end, a trim).
+ *   A resume, which maps everything anew, makes a run of every stretch of
+ *   shared pages that the same arenas map at consecutive addresses, mapped
+ *   whole by each of them (page_runs.c, cpool__runs_regroup).
  * - At the end of a capture its arena is sealed: every page that holds a
  *   live block (an output) is backed by a page of the arena's own instead
  *   of the shared one, so no other graph's replay writes it. The graph has

@@ -38,21 +38,47 @@ static void unblock(cpool__graph_pages *gp, size_t first, size_t n) {
             if (ar->taken[d] == CPOOL__NUMBER_BLOCKED) cpool__number_untake(ar, d);
 }
 
-void cpool__run_drop(cpool__graph_pages *gp, cpool__page_run *run, bool mapped) {
-    cpool__arena *ar = run->arena;
-    cpool__page_span *sp = cpool__span_of(&ar->spans, run->addr);
-    size_t at = cpool__page_index(sp, run->addr);
-    if (mapped) cpool__pages_unmap(gp, (void *)run->addr, run->mem);
-    cpool__pages_release(gp, run->mem);
-    unblock(gp, run->first, run->pages);
+void cpool__run_free(cpool__page_run *run) {
+    if (run) free(run->more);
+    free(run);
+}
+
+/* Mapping m of run goes: its arena's pages of the run are unmapped. */
+static void drop_mapping(cpool__graph_pages *gp, const cpool__page_run *run, const cpool__run_map *m, bool mapped) {
+    cpool__page_span *sp = cpool__span_of(&m->arena->spans, m->addr);
+    size_t at = cpool__page_index(sp, m->addr);
+    if (mapped) cpool__pages_unmap(gp, (void *)m->addr, run->mem);
     for (size_t j = 0; j < run->pages; j++) {
         sp->page[at + j] = (cpool__page){.state = CPOOL__PAGE_UNMAPPED};
-        cpool__number_untake(ar, run->first + j);
-        gp->shared[run->first + j] = (cpool__shared_page){0};
+        cpool__number_untake(m->arena, run->first + j);
     }
+}
+
+void cpool__run_drop(cpool__graph_pages *gp, cpool__page_run *run, cpool__arena *ar, bool mapped) {
+    cpool__run_map *m = cpool__run_maps(run);
+    size_t kept = 0;
+    for (size_t x = 0; x < run->maps; x++) {
+        if (ar && m[x].arena != ar)
+            m[kept++] = m[x];
+        else
+            drop_mapping(gp, run, &m[x], mapped);
+    }
+    if (kept) { /* other arenas map it still */
+        run->maps = kept;
+        if (kept == 1) {
+            run->one = m[0];
+            free(run->more);
+            run->more = NULL;
+        }
+        for (size_t j = 0; j < run->pages; j++) gp->shared[run->first + j].maps = (uint32_t)kept;
+        return;
+    }
+    cpool__pages_release(gp, run->mem);
+    unblock(gp, run->first, run->pages);
+    for (size_t j = 0; j < run->pages; j++) gp->shared[run->first + j] = (cpool__shared_page){0};
     gp->shared_bytes -= run->pages * CPOOL__PAGE;
     cpool__shared_trim_count(gp);
-    free(run);
+    cpool__run_free(run);
 }
 
 cpool_status cpool__run_map_new(cpool__arena *ar, cpool__page_span *sp, size_t at, size_t n, size_t first) {
@@ -62,10 +88,10 @@ cpool_status cpool__run_map_new(cpool__arena *ar, cpool__page_span *sp, size_t a
     if (st != CPOOL_OK) return st;
     cpool__page_run *run = cpool__calloc(1, sizeof *run);
     if (!run) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a run of graph pages");
-    *run = (cpool__page_run){.first = first, .pages = n, .arena = ar, .addr = sp->base + at * CPOOL__PAGE};
+    *run = (cpool__page_run){.first = first, .pages = n, .maps = 1, .one = {ar, sp->base + at * CPOOL__PAGE}};
     st = gp->source.create(gp->source.ctx, n, &run->mem);
     if (st == CPOOL_OK) {
-        st = gp->source.map(gp->source.ctx, (void *)run->addr, run->mem);
+        st = gp->source.map(gp->source.ctx, (void *)run->one.addr, run->mem);
         if (st != CPOOL_OK) gp->source.release(gp->source.ctx, run->mem);
     }
     if (st != CPOOL_OK) {
@@ -101,33 +127,45 @@ static size_t cut_pieces(const cpool__page_run *run, const uint8_t *cut, run_pie
     return count;
 }
 
-/* Memory and records for every piece; on failure *made says how far it got. */
-static cpool_status make_pieces(cpool__graph_pages *gp, run_piece *piece, size_t count, size_t *made) {
+/* Memory and records for every piece (a piece's run mapped where the run
+ * is); on failure *made says how far it got. */
+static cpool_status make_pieces(cpool__graph_pages *gp, const cpool__page_run *run, run_piece *piece, size_t count,
+                                size_t *made) {
     for (*made = 0; *made < count; (*made)++) {
         run_piece *p = &piece[*made];
-        if (p->pages > 1 && !(p->run = cpool__calloc(1, sizeof *p->run)))
-            return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory splitting a run of graph pages");
+        if (p->pages > 1) {
+            p->run = cpool__calloc(1, sizeof *p->run);
+            if (p->run && run->more) p->run->more = cpool__calloc(run->maps, sizeof *run->more);
+            if (!p->run || (run->more && !p->run->more))
+                return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory splitting a run of graph pages");
+        }
         cpool_status st = gp->source.create(gp->source.ctx, p->pages, &p->mem);
         if (st != CPOOL_OK) return st;
     }
     return CPOOL_OK;
 }
 
-/* Maps the pieces where the run was; on failure the run is mapped back
- * (*lost: not even that). */
+/* Maps the pieces where the run is, at each of its mappings; on failure
+ * the run is mapped back (*lost: not even that). */
 static cpool_status map_pieces(cpool__graph_pages *gp, cpool__page_run *run, run_piece *piece, size_t count,
                                bool *lost) {
-    cpool__pages_unmap(gp, (void *)run->addr, run->mem);
-    size_t mapped = 0;
+    cpool__run_map *m = cpool__run_maps(run);
+    for (size_t x = 0; x < run->maps; x++) cpool__pages_unmap(gp, (void *)m[x].addr, run->mem);
     cpool_status st = CPOOL_OK;
-    for (; mapped < count; mapped++) {
-        st = gp->source.map(gp->source.ctx, (void *)(run->addr + piece[mapped].start * CPOOL__PAGE), piece[mapped].mem);
+    size_t x = 0, k = 0;
+    for (; x < run->maps; x++) {
+        for (k = 0; k < count; k++) {
+            st = gp->source.map(gp->source.ctx, (void *)(m[x].addr + piece[k].start * CPOOL__PAGE), piece[k].mem);
+            if (st != CPOOL_OK) break;
+        }
         if (st != CPOOL_OK) break;
     }
     if (st == CPOOL_OK) return CPOOL_OK;
-    while (mapped--)
-        gp->source.unmap(gp->source.ctx, (void *)(run->addr + piece[mapped].start * CPOOL__PAGE), piece[mapped].mem);
-    *lost = gp->source.map(gp->source.ctx, (void *)run->addr, run->mem) != CPOOL_OK;
+    for (size_t y = 0; y <= x; y++) /* every piece of the mappings before x, those before k of x */
+        for (size_t j = 0; j < (y < x ? count : k); j++)
+            gp->source.unmap(gp->source.ctx, (void *)(m[y].addr + piece[j].start * CPOOL__PAGE), piece[j].mem);
+    for (size_t y = 0; y < run->maps; y++)
+        if (gp->source.map(gp->source.ctx, (void *)m[y].addr, run->mem) != CPOOL_OK) *lost = true;
     return st;
 }
 
@@ -136,43 +174,60 @@ cpool_status cpool__run_split(cpool__graph_pages *gp, cpool__page_run *run, cons
     if (!piece) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory splitting a run of graph pages");
     size_t count = cut_pieces(run, cut, piece), made;
     bool lost = false;
-    cpool_status st = make_pieces(gp, piece, count, &made);
+    cpool_status st = make_pieces(gp, run, piece, count, &made);
     if (st == CPOOL_OK) st = map_pieces(gp, run, piece, count, &lost);
     if (st != CPOOL_OK) {
         for (size_t k = 0; k <= made && k < count; k++) {
             if (piece[k].mem) gp->source.release(gp->source.ctx, piece[k].mem);
-            free(piece[k].run);
+            cpool__run_free(piece[k].run);
         }
         free(piece);
-        if (lost) cpool__run_drop(gp, run, false);
+        if (lost) cpool__run_drop(gp, run, NULL, false);
         return st;
     }
+    const cpool__run_map *from = cpool__run_maps(run);
     for (size_t k = 0; k < count; k++) {
         cpool__page_run *r = piece[k].run;
-        if (r)
-            *r = (cpool__page_run){.mem = piece[k].mem, .first = run->first + piece[k].start, .pages = piece[k].pages,
-                                   .arena = run->arena, .addr = run->addr + piece[k].start * CPOOL__PAGE};
+        if (r) {
+            r->mem = piece[k].mem;
+            r->first = run->first + piece[k].start;
+            r->pages = piece[k].pages;
+            r->maps = run->maps;
+            cpool__run_map *m = cpool__run_maps(r);
+            for (size_t x = 0; x < run->maps; x++)
+                m[x] = (cpool__run_map){from[x].arena, from[x].addr + piece[k].start * CPOOL__PAGE};
+        }
         for (size_t j = 0; j < piece[k].pages; j++)
-            gp->shared[run->first + piece[k].start + j] = (cpool__shared_page){.page = piece[k].mem, .maps = 1, .run = r};
+            gp->shared[run->first + piece[k].start + j] =
+                (cpool__shared_page){.page = piece[k].mem, .maps = (uint32_t)run->maps, .run = r};
     }
     gp->source.release(gp->source.ctx, run->mem);
     unblock(gp, run->first, run->pages);
-    free(run);
+    cpool__run_free(run);
     free(piece);
     return CPOOL_OK;
 }
 
-/* Whether no work can use run's memory now: its arena is `asking`, or a
- * capture's (nothing ran there since it was taken), or idle with its
- * marked work over, or its graph's launches are held back now (*held:
- * release them after). Never waits. */
-static bool run_quiet(cpool__graph_pages *gp, const cpool__page_run *run, const cpool__arena *asking, bool *held) {
-    const cpool__arena *ar = run->arena;
+/* Whether no work can use run's memory now: each arena that maps it is
+ * `asking`, or a capture's (nothing ran there since it was taken), or idle
+ * with its marked work over, or its graph's launches are held back now
+ * (*held: release them after). Never waits. */
+static bool run_quiet(cpool__graph_pages *gp, cpool__page_run *run, const cpool__arena *asking, bool *held) {
+    const cpool__run_map *m = cpool__run_maps(run);
+    bool graphs = false, launched = false;
     *held = false;
-    if (ar == asking || (ar->in_use && !ar->graph)) return true;
-    if (!ar->in_use) return cpool__arena_work_over(ar);
-    if (gp->holding) return true;
-    *held = gp->source.hold_launches && gp->source.hold_launches(gp->source.ctx, !atomic_load(&ar->launched));
+    for (size_t x = 0; x < run->maps; x++) {
+        const cpool__arena *ar = m[x].arena;
+        if (ar == asking || (ar->in_use && !ar->graph)) continue;
+        if (!ar->in_use) {
+            if (!cpool__arena_work_over(ar)) return false;
+            continue;
+        }
+        graphs = true;
+        launched = launched || atomic_load(&ar->launched);
+    }
+    if (!graphs || gp->holding) return true;
+    *held = gp->source.hold_launches && gp->source.hold_launches(gp->source.ctx, !launched);
     return *held;
 }
 
@@ -195,7 +250,11 @@ bool cpool__run_split_quiet(cpool__graph_pages *gp, cpool__page_run *run, const 
 cpool__page_run *cpool__run_starting_at(const cpool__graph_pages *gp, const cpool__page_span *sp, size_t i) {
     const cpool__page *pg = &sp->page[i];
     cpool__page_run *run = pg->state == CPOOL__PAGE_SHARED ? gp->shared[pg->number].run : NULL;
-    return run && run->addr == sp->base + i * CPOOL__PAGE ? run : NULL;
+    if (!run) return NULL;
+    const cpool__run_map *m = cpool__run_maps(run);
+    for (size_t x = 0; x < run->maps; x++)
+        if (m[x].addr == sp->base + i * CPOOL__PAGE) return run;
+    return NULL;
 }
 
 /* The lowest number none of the arena's pages maps; false when there is no
@@ -230,4 +289,89 @@ bool cpool__number_next(cpool__arena *ar, size_t want, size_t *out, cpool_status
             ar->unsettled = gp->unsettled = true;
         }
     }
+}
+
+/* ---- runs again at a resume -------------------------------------------------- */
+
+/* Where each shared number is mapped: the mappings of number k are
+ * at[start[k] .. start[k + 1]), in the order of the arenas' list. */
+typedef struct number_maps {
+    size_t *start;
+    cpool__run_map *at;
+    const cpool__page_span **span; /* the span of each mapping */
+} number_maps;
+
+static bool list_number_maps(cpool__graph_pages *gp, number_maps *nm) {
+    size_t total = 0;
+    for (size_t k = 0; k < gp->shared_count; k++) total += gp->shared[k].maps;
+    nm->start = cpool__calloc(gp->shared_count + 1, sizeof *nm->start);
+    nm->at = cpool__calloc(total ? total : 1, sizeof *nm->at);
+    nm->span = cpool__calloc(total ? total : 1, sizeof *nm->span);
+    size_t *fill = cpool__calloc(gp->shared_count ? gp->shared_count : 1, sizeof *fill);
+    bool ok = nm->start && nm->at && nm->span && fill;
+    for (size_t k = 0; ok && k < gp->shared_count; k++) nm->start[k + 1] = nm->start[k] + gp->shared[k].maps;
+    for (cpool__arena *ar = gp->arenas; ok && ar; ar = ar->next)
+        for (size_t s = 0; s < ar->spans.count; s++) {
+            const cpool__page_span *sp = &ar->spans.spans[s];
+            for (size_t i = 0; i < sp->pages; i++) {
+                size_t k = sp->page[i].number;
+                if (sp->page[i].state != CPOOL__PAGE_SHARED || fill[k] == gp->shared[k].maps) continue;
+                size_t at = nm->start[k] + fill[k]++;
+                nm->at[at] = (cpool__run_map){ar, sp->base + i * CPOOL__PAGE};
+                nm->span[at] = sp;
+            }
+        }
+    free(fill);
+    return ok;
+}
+
+/* Whether number k + 1 continues the mappings of number k: the same
+ * arenas, each at the next page of the same span. */
+static bool continues(const cpool__graph_pages *gp, const number_maps *nm, size_t k) {
+    size_t n = gp->shared[k].maps;
+    if (!n || gp->shared[k + 1].maps != n || !gp->shared[k + 1].page) return false;
+    for (size_t x = 0; x < n; x++) {
+        const cpool__run_map *a = &nm->at[nm->start[k] + x], *b = &nm->at[nm->start[k + 1] + x];
+        const cpool__page_span *sp = nm->span[nm->start[k] + x];
+        if (a->arena != b->arena || b->addr != a->addr + CPOOL__PAGE || b->addr >= sp->base + sp->pages * CPOOL__PAGE)
+            return false;
+    }
+    return true;
+}
+
+/* Numbers [k, end) as one run, mapped where number k is. */
+static bool make_group(cpool__graph_pages *gp, const number_maps *nm, size_t k, size_t end) {
+    size_t n = gp->shared[k].maps;
+    cpool__page_run *run = cpool__calloc(1, sizeof *run);
+    if (run && n > 1 && !(run->more = cpool__calloc(n, sizeof *run->more))) {
+        free(run);
+        run = NULL;
+    }
+    if (!run) return false;
+    *run = (cpool__page_run){.mem = gp->shared[k].page, .first = k, .pages = end - k, .maps = n, .more = run->more};
+    memcpy(cpool__run_maps(run), &nm->at[nm->start[k]], n * sizeof *run->more);
+    for (size_t j = k; j < end; j++) {
+        gp->shared[j].run = run;
+        gp->shared[j].page = run->mem;
+    }
+    return true;
+}
+
+void cpool__runs_regroup(cpool__graph_pages *gp) {
+    for (size_t k = 0; k < gp->shared_count; k++) { /* the old runs' records go (no memory exists now) */
+        cpool__page_run *run = gp->shared[k].run;
+        gp->shared[k].run = NULL;
+        if (run && run->first + run->pages == k + 1) cpool__run_free(run);
+    }
+    number_maps nm = {0};
+    bool ok = list_number_maps(gp, &nm);
+    for (size_t k = 0; ok && k < gp->shared_count;) {
+        size_t end = k + 1;
+        while (end < gp->shared_count && continues(gp, &nm, end - 1)) end++;
+        if (end - k > 1) ok = make_group(gp, &nm, k, end);
+        k = end;
+    }
+    free(nm.start);
+    free(nm.at);
+    free(nm.span);
 }

@@ -160,7 +160,7 @@ static void slide_runs(cpool__graph_pages *gp, cpool__arena *ar) {
         cpool__page_span *sp = &ar->spans.spans[s];
         for (size_t i = 0; i < sp->pages; i++) {
             cpool__page_run *run = cpool__run_starting_at(gp, sp, i);
-            if (!run) continue;
+            if (!run || run->maps > 1) continue; /* other arenas' records would change too */
             size_t d = 0;
             while (d < run->first && !run_fits(gp, run, d)) d++;
             if (d < run->first) renumber_run(gp, ar, sp, i, run, d);
@@ -180,6 +180,7 @@ static void split_run_tails(cpool__graph_pages *gp, cpool__arena *ar) {
             cpool__page_run *run = cpool__run_starting_at(gp, sp, i);
             if (!run) continue;
             i += run->pages - 1;
+            if (run->maps > 1) continue; /* other arenas' graphs may be running on it */
             size_t free_below = 0;
             for (size_t d = 0; d < run->first; d++)
                 free_below += (d >= ar->taken_cap || !ar->taken[d]) && !gp->shared[d].run;
@@ -453,9 +454,9 @@ static cpool_status split_live_runs(cpool__graph_pages *gp, cpool__arena *ar, co
         if (!run) continue;
         uint8_t *cut = cpool__calloc(run->pages, 1);
         if (!cut) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory sealing a graph's pages");
-        uintptr_t end = run->addr + run->pages * CPOOL__PAGE;
+        uintptr_t at = cpool__run_addr_in(run, ar), end = at + run->pages * CPOOL__PAGE;
         for (size_t m = 0; m < l->count; m++)
-            if (l->addr[m] >= run->addr && l->addr[m] < end) cut[(l->addr[m] - run->addr) / CPOOL__PAGE] = 1;
+            if (l->addr[m] >= at && l->addr[m] < end) cut[(l->addr[m] - at) / CPOOL__PAGE] = 1;
         cpool_status st = cpool__run_split(gp, run, cut);
         free(cut);
         if (st != CPOOL_OK) return st;

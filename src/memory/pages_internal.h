@@ -57,14 +57,35 @@ typedef struct cpool__span_list {
     size_t count, cap;
 } cpool__span_list;
 
+/* Where a run is mapped whole: at `addr`, in `arena`'s addresses. */
+typedef struct cpool__run_map {
+    cpool__arena *arena;
+    uintptr_t addr;
+} cpool__run_map;
+
 /* A run: one allocation behind the shared numbers [first, first + pages),
- * mapped whole by `arena` at `addr`, its pages in number order. */
+ * its pages in number order, mapped whole by the arena whose capture made
+ * it (`one`) or, once a resume made it, by every arena that maps those
+ * numbers at consecutive addresses (`more`, `maps` of them): a wake then
+ * costs a mapping per run and arena, not per page. Each of its numbers'
+ * shared pages counts `maps` mappings. */
 struct cpool__page_run {
     void *mem;
     size_t first, pages;
-    cpool__arena *arena;
-    uintptr_t addr;
+    size_t maps;         /* 1, or more after a resume */
+    cpool__run_map one;  /* the mapping where maps is 1 */
+    cpool__run_map *more; /* the mappings where maps is more than 1 */
 };
+
+/* A run's mappings (maps of them), and where arena ar maps it (0: it does
+ * not). */
+static inline cpool__run_map *cpool__run_maps(cpool__page_run *run) { return run->more ? run->more : &run->one; }
+static inline uintptr_t cpool__run_addr_in(const cpool__page_run *run, const cpool__arena *ar) {
+    const cpool__run_map *m = run->more ? run->more : &run->one;
+    for (size_t x = 0; x < run->maps; x++)
+        if (m[x].arena == ar) return m[x].addr;
+    return 0;
+}
 
 /* An arena's note of a shared number (`taken`): one of its pages maps it,
  * or it is a page of another arena's run that could not be split when the
@@ -193,24 +214,33 @@ bool cpool__arena_work_over(const cpool__arena *ar);
 
 /* ---- page_runs.c: runs and numbers --------------------------------------- */
 
-/* Takes run down from its arena (unless `mapped` is false: its mapping is
- * gone already) and gives its memory back. */
-void cpool__run_drop(cpool__graph_pages *gp, cpool__page_run *run, bool mapped);
+/* Takes arena ar's mapping of run down (every one where ar is NULL;
+ * unless `mapped` is false: they are gone already); its memory goes back
+ * with its last mapping. */
+void cpool__run_drop(cpool__graph_pages *gp, cpool__page_run *run, cpool__arena *ar, bool mapped);
+/* Frees a run's records (its memory is the caller's). */
+void cpool__run_free(cpool__page_run *run);
+/* While suspended: the shared numbers that the same arenas map at
+ * consecutive addresses become runs, so that the resume maps each once
+ * per arena (records only; a failure leaves pages alone, which is no
+ * error). */
+void cpool__runs_regroup(cpool__graph_pages *gp);
 /* Makes pages [at, at + n) of span sp one new run behind the numbers from
  * `first` (none of them exists yet) and maps it; all or nothing. */
 cpool_status cpool__run_map_new(cpool__arena *ar, cpool__page_span *sp, size_t at, size_t n, size_t first);
 /* Replaces run's memory with pieces: each page with cut[j] set alone, each
- * stretch between one run; mapped where it was, nothing copied (no work
- * may use it). On failure nothing changed, unless the run could not even
- * be mapped back: then it is gone and its pages unbacked. */
+ * stretch between one run; mapped where it was (at each of its mappings),
+ * nothing copied (no work may use it). On failure nothing changed, unless
+ * the run could not even be mapped back: then it is gone and its pages
+ * unbacked. */
 cpool_status cpool__run_split(cpool__graph_pages *gp, cpool__page_run *run, const uint8_t *cut);
 /* Makes run's pages [from, from + count) pages alone if no work can use
- * it now (its arena is `asking`, a capture's, idle with its work over, or
- * its graph's launches held back); whether it did. Never waits; the last
- * error stays as it was. */
+ * it now (each arena mapping it is `asking`, a capture's, idle with its
+ * work over, or its graph's launches held back); whether it did. Never
+ * waits; the last error stays as it was. */
 bool cpool__run_split_quiet(cpool__graph_pages *gp, cpool__page_run *run, const cpool__arena *asking, size_t from,
                             size_t count);
-/* The run whose first page is page i of span sp, or NULL. */
+/* The run one of whose mappings begins at page i of span sp, or NULL. */
 cpool__page_run *cpool__run_starting_at(const cpool__graph_pages *gp, const cpool__page_span *sp, size_t i);
 /* The lowest number the arena may map a page of its own to: one no page
  * of it maps, and not a page of another arena's run. Such a run is split
