@@ -799,7 +799,9 @@ cpool_status cpool_pool_suspend(cpool_pool *pool, cpool_suspend_mode mode);
  * gives it back. Each run of contiguous pages comes back in device
  * allocations of up to 2 GiB, a mapping each (a wake costs a mapping per
  * piece of a run, not per page), which a later trim gives back only whole
- * (cpool_pool_trim).
+ * (cpool_pool_trim). Graph memory comes back the same way: each stretch of
+ * pages that the same graphs share at consecutive addresses is one
+ * allocation, mapped once in each of them.
  * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL or dead pool, or
  * inside a stream callback), CPOOL_ERR_OUT_OF_MEMORY (the device memory
  * cannot be had: the pool stays suspended, nothing leaked, and a later
