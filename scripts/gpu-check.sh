@@ -115,6 +115,8 @@ step python-torch "${python_env[@]}" python3 -m pytest -v -p no:cacheprovider py
 step python-gpu-smoke bash -c '"$@"; rc=$?; ((rc == 0 || rc == 77))' _ "${python_env[@]}" python3 python/tests/gpu_smoke.py
 step python-sleep-wake bash -c '"$@"; rc=$?; ((rc == 0 || rc == 77))' _ "${python_env[@]}" python3 \
     examples/python/sleep_wake_server.py
+step decoder-graphs bash -c '"$@"; rc=$?; ((rc == 0 || rc == 77))' _ "${python_env[@]}" python3 \
+    bench/decoder_graphs_torch.py
 step alloc-bench build-gpu/rel/bench/alloc_bench
 step alloc-bench-host env CPOOL_BACKEND=host build-gpu/rel/bench/alloc_bench
 step page-bench build-gpu/rel/bench/page_bench 200

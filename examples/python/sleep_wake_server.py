@@ -39,7 +39,6 @@ from capturepool.torch import TorchPool  # noqa: E402
 
 VOCAB, WIDTH, HEADS, LAYERS, CONTEXT = 4096, 512, 8, 4, 128
 BATCHES = range(1, 65)
-CYCLES = int(sys.argv[1]) if len(sys.argv) > 1 else 50
 DTYPE = torch.bfloat16
 
 
@@ -83,7 +82,7 @@ def pool_bytes(*tps):
 
 
 @torch.no_grad()
-def main():
+def main(cycles=50):
     dev = torch.device("cuda")
     keep = TorchPool(keep_contents=True)      # weights
     kv = TorchPool(keep_contents=False)       # KV cache, static inputs
@@ -151,7 +150,7 @@ def main():
           f"graphs {graphs.stats().reserved_bytes >> 20})")
 
     rises, wakes, keep_s, resumes = [], [], [], []
-    for cycle in range(CYCLES):
+    for cycle in range(cycles):
         torch.cuda.synchronize()
         free_awake = torch.cuda.mem_get_info()[0]
         t0 = time.perf_counter()
@@ -185,7 +184,7 @@ def main():
                 print(f"FAIL: cycle {cycle}, batch {b}: logits differ after wake")
                 return 1
     rise, held_then = rises[-1]
-    print(f"{CYCLES} cycles: every graph replayed bit for bit after each wake")
+    print(f"{cycles} cycles: every graph replayed bit for bit after each wake")
     print(f"sleep: free memory rose by {rise >> 20} MiB; the pools held {held_then >> 20} MiB")
     wakes.sort()
     wake_ms, recapture_ms = wakes[len(wakes) // 2], capture_ms * len(BATCHES)
@@ -220,4 +219,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(int(sys.argv[1]) if len(sys.argv) > 1 else 50))
