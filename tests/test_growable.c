@@ -710,6 +710,37 @@ static void a_large_growth_goes_back_whole(cpool_device *dev) {
     cpool_stream_destroy(s);
 }
 
+/* A growth past the peak first gives back the pages of free blocks that
+ * no work uses, largest first; a block whose pages lie in a unit that a
+ * live block shares gives nothing, and the smaller ones after it still
+ * go: the pool grows by the request less what they gave. */
+static void a_unit_in_use_does_not_stop_the_give_back(cpool_device *dev) {
+    cpool_stream *s;
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    cpool_pool *pool = growable_pool(dev);
+    const size_t gib = (size_t)1 << 30;
+    void *small = NULL, *sep[2] = {NULL, NULL}, *big = NULL, *half = NULL, *more = NULL;
+    REQUIRE_OK(cpool_alloc(pool, 64 * MiB, s, &small)); /* pages, a unit each */
+    REQUIRE_OK(cpool_alloc(pool, 2 * MiB, s, &sep[0]));
+    REQUIRE_OK(cpool_alloc(pool, gib, s, &big)); /* one unit */
+    REQUIRE_OK(cpool_alloc(pool, 2 * MiB, s, &sep[1]));
+    CHECK_EQ(stats_of(pool).reserved_bytes, gib + 68 * MiB);
+    CHECK_OK(cpool_free(pool, big, s));
+    CHECK_OK(cpool_free(pool, small, s));
+    CHECK_OK(cpool_stream_synchronize(s));
+    REQUIRE_OK(cpool_alloc(pool, gib / 2, s, &half)); /* in the unit: the rest of it cannot go */
+    CHECK_PTR_EQ(half, big);
+    CHECK_OK(cpool_stream_synchronize(s));
+    REQUIRE_OK(cpool_alloc(pool, 700 * MiB, s, &more)); /* past the peak, fits no free block */
+    CHECK_EQ(stats_of(pool).reserved_bytes, gib + 4 * MiB + 700 * MiB); /* small's pages went */
+    CHECK_OK(cpool_free(pool, half, s));
+    CHECK_OK(cpool_free(pool, more, s));
+    for (int i = 0; i < 2; i++) CHECK_OK(cpool_free(pool, sep[i], s));
+    CHECK_OK(cpool_stream_synchronize(s));
+    cpool_pool_release(pool);
+    cpool_stream_destroy(s);
+}
+
 /* A resume maps each run of pages mapped at the suspend as one allocation
  * (a mapping a run, not a page): afterwards a run goes back only whole,
  * and its bytes are kept. */
@@ -762,6 +793,7 @@ static const check_case cases[] = {
     CHECK_CASE(more_than_the_device_holds_is_refused),
     CHECK_CASE(a_large_growth_goes_back_whole),
     CHECK_CASE(a_resumed_run_goes_back_whole),
+    CHECK_CASE(a_unit_in_use_does_not_stop_the_give_back),
 };
 
 CHECK_MAIN(cases, CHECK_ON_ALL)

@@ -721,19 +721,31 @@ static cpool__block *unmap_pages(cpool__allocator *a, cpool__block *b, uint64_t 
  * trace moved about a GiB each; without moving pages, the traces' peaks
  * ended 1.11x-1.29x of their peak live bytes after a few replays. */
 static void give_back_pages(cpool__allocator *a, uint64_t want, const cpool__block *keep1, const cpool__block *keep2) {
+    /* Blocks that gave nothing (their pages in a unit that live blocks
+     * share, or one larger than the budget left) are passed over; a few
+     * of them, so that the search stays short. */
+    const cpool__block *passed[8] = {keep1, keep2};
+    size_t passed_count = 2;
     uint64_t given = 0;
     while (given < want) {
         cpool__block *pick = NULL;
         for (int cls = 1; cls >= 0 && !pick; cls--) {
             const cpool__heap *h = &a->heaps[heap_index(0, cls == 1)];
             for (unsigned bin = CPOOL__BINS; bin-- > bin_of(CPOOL__PAGE) && !pick;)
-                for (cpool__block *b = h->bins[bin]; b && !pick; b = b->free_next)
-                    if (b != keep1 && b != keep2 && pages_free(b)) pick = b;
+                for (cpool__block *b = h->bins[bin]; b && !pick; b = b->free_next) {
+                    size_t k = 0;
+                    while (k < passed_count && passed[k] != b) k++;
+                    if (k == passed_count && pages_free(b)) pick = b;
+                }
         }
         if (!pick) return;
         uint64_t n;
         unmap_pages(a, pick, a->remap_budget, &n); /* a large block: no more than the budget left */
-        if (!n) return;
+        if (!n) {
+            if (passed_count == sizeof passed / sizeof *passed) return;
+            passed[passed_count++] = pick; /* unchanged by unmap_pages, so still in its heap */
+            continue;
+        }
         given += n;
         a->remap_budget -= n < a->remap_budget ? n : a->remap_budget;
     }
