@@ -184,7 +184,10 @@ CPOOL_TORCH_API void cpool_torch_counts(int slot, uint64_t counts[5]) {
     pthread_mutex_unlock(&t->mu);
 }
 
-static void *slot_alloc(int slot, size_t bytes, int device, void *stream) {
+/* `output`: the segment is for graphs' outputs (cpool_alloc_output: under
+ * an attached capture, from the packed region that no graph's scratch
+ * shares). */
+static void *slot_alloc(int slot, size_t bytes, int device, void *stream, bool output) {
     (void)device; /* the slot's pool is on one device; torch asks on it */
     torch_slot *t = slot_at(slot);
     void *ptr = NULL;
@@ -192,7 +195,9 @@ static void *slot_alloc(int slot, size_t bytes, int device, void *stream) {
     int st = CPOOL_ERR_INVALID_ARGUMENT;
     if (t->pool && !t->unbinding) {
         cpool_stream *s = slot_stream(t, stream);
-        st = s ? cpool_alloc(t->pool, bytes, s, &ptr) : CPOOL_ERR_OUT_OF_MEMORY;
+        st = !s        ? CPOOL_ERR_OUT_OF_MEMORY
+             : output ? cpool_alloc_output(t->pool, bytes, s, &ptr)
+                      : cpool_alloc(t->pool, bytes, s, &ptr);
     }
     if (st == CPOOL_OK) {
         t->live++, t->allocs++;
@@ -305,10 +310,14 @@ CPOOL_TORCH_API int cpool_torch_detach(int slot, void *native, cpool_graph **hol
     return st;
 }
 
-/* The entry points, one pair per slot. */
+/* The entry points, one pair per slot, and an allocation for outputs
+ * (freed by the pair's free). */
 #define CPOOL_TORCH_PAIR(n)                                                                                  \
     CPOOL_TORCH_API void *cpool_torch_alloc_##n(size_t bytes, int device, void *stream) {                    \
-        return slot_alloc(n, bytes, device, stream);                                                         \
+        return slot_alloc(n, bytes, device, stream, false);                                                  \
+    }                                                                                                        \
+    CPOOL_TORCH_API void *cpool_torch_alloc_output_##n(size_t bytes, int device, void *stream) {             \
+        return slot_alloc(n, bytes, device, stream, true);                                                   \
     }                                                                                                        \
     CPOOL_TORCH_API void cpool_torch_free_##n(void *ptr, size_t bytes, int device, void *stream) {           \
         slot_free(n, ptr, bytes, device, stream);                                                            \

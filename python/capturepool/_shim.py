@@ -85,6 +85,7 @@ class Slot:
                             "(close a TorchPool, and free its tensors, to give one back)")
         self.path = shim_path()
         self.alloc_name = f"cpool_torch_alloc_{self.index}"
+        self.alloc_output_name = f"cpool_torch_alloc_output_{self.index}"
         self.free_name = f"cpool_torch_free_{self.index}"
         self._so = so
 

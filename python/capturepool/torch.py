@@ -113,6 +113,10 @@ class TorchPool:
         self._allocator = _torch.cuda.memory.CUDAPluggableAllocator(self._slot.path, self._slot.alloc_name,
                                                                     self._slot.free_name)
         self.mempool = self._new_mempool()
+        # Graphs' outputs (TorchPool.output): one MemPool for all graphs,
+        # whose segments come from the packed region; made when first used.
+        self._outputs = None
+        self._capturing = threading.local()  # .native: the stream tp.graph captures on, in this thread
         # Each graph's MemPool lives as long as the graph (or until close).
         self._graph_pools = weakref.WeakKeyDictionary()
         # Graphs whose memory went back at a failed detach: never replayed.
@@ -164,6 +168,7 @@ class TorchPool:
             if own:
                 self._slot.attach(native)
                 attached = True
+                self._capturing.native = native
             yield g
         except BaseException:
             try:  # the capture's memory stays with g, which its owner may replay
@@ -184,6 +189,7 @@ class TorchPool:
         """Before torch ends the capture: the scratch segments freed in it
         (with mp, g's MemPool), then the detach; a failed detach gave the
         memory back, and g is never replayed (TorchPool.replay refuses)."""
+        self._capturing.native = None
         if not attached:
             return
         try:
@@ -215,6 +221,35 @@ class TorchPool:
             for block in seg.get("blocks", ()):
                 if block.get("state") == "inactive":
                     self._slot.note_scratch(native, seg["address"], block["address"] - seg["address"], block["size"])
+
+    def output(self, t):
+        """Inside tp.graph(g): a copy of tensor t, made by g at every replay,
+        on pages that the outputs of all the pool's graphs share. An output
+        returned as it is (t itself) keeps the pages it lies on for its graph
+        alone, 2 MiB at least, as the rest of the page is that graph's
+        scratch; through output() small outputs (a batch's logits) of many
+        graphs pack together, and t becomes scratch once dropped. The copy
+        is one kernel more in g (docs/PYTHON.md, "Graphs that share
+        pages")."""
+        self._check_awake("output")
+        if not isinstance(t, _torch.Tensor):
+            raise TypeError(f"TorchPool.output: t must be a torch.Tensor, not {type(t).__name__}")
+        native = getattr(self._capturing, "native", None)
+        if native is None or _torch.cuda.current_stream(self.device).cuda_stream != native:
+            raise Error(Status.ERR_INVALID_ARGUMENT,
+                        "TorchPool.output: only inside tp.graph(g), on its capture stream")
+        if t.device != self.device:
+            raise Error(Status.ERR_INVALID_ARGUMENT, f"TorchPool.output: t is on {t.device}, the pool on {self.device}")
+        with self._lock:
+            if self._outputs is None:
+                allocator = _torch.cuda.memory.CUDAPluggableAllocator(self._slot.path, self._slot.alloc_output_name,
+                                                                      self._slot.free_name)
+                with _torch.cuda.device(self.ordinal):
+                    self._outputs = _torch.cuda.MemPool(allocator.allocator())
+        with _torch.cuda.use_mem_pool(self._outputs, device=self.device):
+            out = _torch.empty_like(t, memory_format=_torch.contiguous_format)
+        out.copy_(t)
+        return out
 
     def _keep(self, g, hold):
         """The hold keeps g's memory until g is collected."""
@@ -301,6 +336,7 @@ class TorchPool:
         _torch.cuda.synchronize(self.device)
         self._graph_pools = {}
         self.mempool = None
+        self._outputs = None
         _torch.cuda.empty_cache()
         self._slot.unbind()
         self.pool.release()

@@ -204,6 +204,48 @@ def test_graphs_of_batch_sizes_share_pages(tp):
 
 
 @torch.no_grad()
+def test_outputs_pack_together(tp):
+    """tp.output(t) inside tp.graph(g): small outputs of many graphs share
+    pages, so graph memory is about the largest graph's scratch plus the
+    outputs, not a page a graph; replays in any order leave every other
+    graph's output as it was. Misuse is refused."""
+    m = model(seed=5, width=512, depth=3)
+    graphs = []
+    for b in range(1, 17):
+        x = torch.randn(b, 512, device="cuda")
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            m(x)
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with tp.graph(g):
+            y = tp.output(m(x))
+        graphs.append((g, x, y, m(x).clone()))
+    st = tp.stats()
+    per = [tp.graph_stats(g) for g, *_ in graphs]
+    outputs = sum(y.numel() * y.element_size() for _, _, y, _ in graphs)
+    print(f"graph_reserved {st.graph_reserved_bytes >> 10} KiB for 16 graphs; outputs {outputs >> 10} KiB; "
+          f"own {sum(p.own_bytes for p in per) >> 10} KiB")
+    assert st.graph_reserved_bytes <= max(p.write_bytes for p in per) + outputs + 2 * (2 << 20)
+    order = list(range(len(graphs)))
+    random.Random(3).shuffle(order)
+    for i in order + order[::-1]:
+        tp.replay(graphs[i][0])
+    torch.cuda.synchronize()
+    for g, x, y, ref in graphs:
+        assert torch.equal(y, ref)
+    with pytest.raises(cp.Error, match="only inside tp.graph"):
+        tp.output(torch.ones(4, device="cuda"))
+    with pytest.raises(TypeError):
+        g = torch.cuda.CUDAGraph()
+        with tp.graph(g):
+            tp.output([1, 2])
+    del graphs, per, g, x, y, ref
+    gc.collect()
+
+
+@torch.no_grad()
 def test_suspended_graph_is_not_replayed(tp):
     m = model(seed=5)
     x = torch.randn(8, 256, device="cuda")
