@@ -1664,6 +1664,138 @@ static void frees_and_clears_race_with_suspend(cpool_device *dev) {
     CHECK_EQ(stats_of(fx.pool).reserved_bytes, 0);
 }
 
+/* Graphs of nested scratch share pages; each resume maps the stretches
+ * they share as runs that several of them map. While one thread suspends
+ * and resumes the pool, another launches the graphs, and a third captures
+ * a graph into the same pool and releases it (a capture may take a
+ * released graph's arena, whose runs then become pages alone, only while
+ * no launch can use them): no step may crash, every launch that is not
+ * refused writes its graph's output, and at the end every graph replays
+ * its bytes. */
+enum { NEST_GRAPHS = 4, NEST_ROUNDS = 24 };
+typedef struct nest_ctx {
+    cpool_pool *pool;
+    size_t scratch;
+    int fill;
+    void *out;
+} nest_ctx;
+
+typedef struct nest_race {
+    cpool_device *dev;
+    cpool_pool *pool;
+    cpool_graph *g[NEST_GRAPHS];
+    int stop, suspends, launches, captures;
+} nest_race;
+
+static cpool_status body_nest(cpool_stream *s, void *arg) {
+    nest_ctx *c = (nest_ctx *)arg;
+    void *scratch = NULL;
+    cpool_status st = cpool_alloc(c->pool, c->scratch, s, &scratch);
+    if (st == CPOOL_OK) st = cpool_memset_async(s, scratch, c->fill, c->scratch);
+    if (st == CPOOL_OK) st = cpool_alloc_output(c->pool, 16 * KiB, s, &c->out);
+    if (st == CPOOL_OK) st = cpool_memcpy_async(s, c->out, scratch, 16 * KiB);
+    if (scratch && st == CPOOL_OK) st = cpool_free(c->pool, scratch, s);
+    return st;
+}
+
+/* Suspends and resumes until NEST_ROUNDS suspends were made and the
+ * others had their turns awake (a bound on the tries, for a slow machine). */
+static void *nest_suspender(void *arg) {
+    nest_race *r = (nest_race *)arg;
+    for (int tries = 0; tries < 4000; tries++) {
+        if (r->suspends >= NEST_ROUNDS && aload(&r->launches) >= 16 && aload(&r->captures) >= 4) break;
+        sleep_ms(2); /* awake a while */
+        cpool_status st = cpool_pool_suspend(r->pool, tries % 2 ? CPOOL_SUSPEND_DISCARD : CPOOL_SUSPEND_KEEP_CONTENTS);
+        if (st == CPOOL_ERR_INVALID_ARGUMENT) continue; /* a capture uses the pool */
+        CHECK_OK(st);
+        r->suspends++;
+        sleep_ms(1);
+        CHECK_OK(cpool_pool_resume(r->pool));
+    }
+    astore(&r->stop, 1);
+    return NULL;
+}
+
+static void *nest_launcher(void *arg) {
+    nest_race *r = (nest_race *)arg;
+    cpool_stream *s = NULL;
+    if (!CHECK_OK(cpool_stream_create(r->dev, &s))) return NULL;
+    for (int n = 0; !aload(&r->stop); n++) {
+        cpool_status st = cpool_graph_launch(r->g[n % NEST_GRAPHS], s);
+        if (st == CPOOL_OK)
+            astore(&r->launches, r->launches + 1); /* this thread alone writes it */
+        else if (CHECK_STATUS(st, CPOOL_ERR_SUSPENDED))
+            sleep_ms(1);
+        if (n % 8 == 7) CHECK_OK(cpool_stream_synchronize(s));
+    }
+    CHECK_OK(cpool_stream_synchronize(s));
+    cpool_stream_destroy(s);
+    return NULL;
+}
+
+static void *nest_capturer(void *arg) {
+    nest_race *r = (nest_race *)arg;
+    cpool_stream *s = NULL;
+    if (!CHECK_OK(cpool_stream_create(r->dev, &s))) return NULL;
+    while (!aload(&r->stop)) {
+        nest_ctx c = {r->pool, 6 * MiB, 0x77, NULL};
+        cpool_graph *g = NULL;
+        cpool_status st = cpool_capture(s, r->pool, CPOOL_CAPTURE_RELAXED, body_nest, &c, &g);
+        if (st == CPOOL_OK) {
+            cpool_status launched = cpool_graph_launch(g, s);
+            if (launched == CPOOL_OK) {
+                CHECK_OK(cpool_stream_synchronize(s));
+                astore(&r->captures, r->captures + 1); /* this thread alone writes it */
+            } else {
+                CHECK_STATUS(launched, CPOOL_ERR_SUSPENDED);
+            }
+            cpool_graph_release(g);
+        } else {
+            CHECK_STATUS(st, CPOOL_ERR_SUSPENDED);
+            sleep_ms(1);
+        }
+        if (c.out) CHECK_OK(cpool_free(r->pool, c.out, s));
+        CHECK_OK(cpool_stream_synchronize(s));
+    }
+    cpool_stream_destroy(s);
+    return NULL;
+}
+
+static void nested_graphs_race_suspend_launch_and_capture(cpool_device *dev) {
+    static nest_race r;
+    memset(&r, 0, sizeof r);
+    r.dev = dev;
+    cpool_stream *s;
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &r.pool));
+    nest_ctx c[NEST_GRAPHS];
+    for (int i = 0; i < NEST_GRAPHS; i++) {
+        c[i] = (nest_ctx){r.pool, (size_t)(4 + 4 * i) * MiB, 0x41 + i, NULL};
+        REQUIRE_OK(cpool_capture(s, r.pool, CPOOL_CAPTURE_GLOBAL, body_nest, &c[i], &r.g[i]));
+    }
+    pthread_t t[3];
+    void *(*fn[3])(void *) = {nest_suspender, nest_launcher, nest_capturer};
+    int started = 0;
+    for (; started < 3; started++)
+        if (pthread_create(&t[started], NULL, fn[started], &r) != 0) break;
+    CHECK_EQ(started, 3);
+    if (started < 3) astore(&r.stop, 1);
+    for (int i = 0; i < started; i++) pthread_join(t[i], NULL);
+    printf("  %d suspends, %d launches, %d captures launched\n", r.suspends, r.launches, r.captures);
+    CHECK_GE(r.suspends, NEST_ROUNDS);
+    CHECK(!cpool_pool_is_suspended(r.pool));
+    for (int i = 0; i < NEST_GRAPHS; i++) CHECK_OK(cpool_graph_launch(r.g[i], s));
+    for (int i = 0; i < NEST_GRAPHS; i++) CHECK_BYTES(s, c[i].out, 16 * KiB, c[i].fill);
+    for (int i = 0; i < NEST_GRAPHS; i++) {
+        cpool_graph_release(r.g[i]);
+        CHECK_OK(cpool_free(r.pool, c[i].out, s));
+    }
+    CHECK_OK(cpool_stream_synchronize(s));
+    CHECK_OK(cpool_pool_trim(r.pool));
+    cpool_pool_release(r.pool);
+    cpool_stream_destroy(s);
+}
+
 static const check_case cases[] = {
     CHECK_CASE(keep_contents_brings_every_live_byte_back),
     CHECK_CASE(graph_first_launched_after_resume),
@@ -1683,6 +1815,7 @@ static const check_case cases[] = {
     CHECK_CASE(free_and_trim_while_suspended_then_resume),
     CHECK_CASE(last_release_while_suspended),
     CHECK_CASE(suspend_and_resume_race_with_the_pools_users),
+    CHECK_CASE(nested_graphs_race_suspend_launch_and_capture),
     CHECK_CASE(frees_and_clears_race_with_suspend),
     /* Last: where the library runs the copy on memory given back, the
      * process ends there, after every other case has reported. */
