@@ -229,8 +229,7 @@ class TorchPool:
         alone, 2 MiB at least, as the rest of the page is that graph's
         scratch; through output() small outputs (a batch's logits) of many
         graphs pack together, and t becomes scratch once dropped. The copy
-        is one kernel more in g (docs/PYTHON.md, "Graphs that share
-        pages")."""
+        is one kernel more in g (docs/PYTHON.md, "Small outputs")."""
         self._check_awake("output")
         if not isinstance(t, _torch.Tensor):
             raise TypeError(f"TorchPool.output: t must be a torch.Tensor, not {type(t).__name__}")
