@@ -479,6 +479,7 @@ void op_eager_free(rd *r, int s) {
     int pi = pick_resident_pool(b);
     if (pi < 0 || P[pi].sealed || C[s].active || !size || size > HUGE_LIMIT) return;
     int t = pick_stream(tb);
+    int tm = fork_of[t] >= 0 ? fork_of[t] : t; /* a fork allocates in its origin's capture */
     TRACE("eager block freed under capture: #%u %zu bytes on stream %d, other stream %d\n", P[pi].uid, size, s, t);
     int ai = do_alloc_want(pi, size, s, -1); /* (a bounded pool opens the gates here) */
     if (ai < 0) return;
@@ -494,13 +495,13 @@ void op_eager_free(rd *r, int s) {
         model_capture_begin(t, pi, CPOOL_CAPTURE_GLOBAL);
     }
     for (int k = 0; k < 1 + (v & 3); k++) {
-        do_alloc(pi, size, t);
+        (void)do_alloc_on(pi, size, tm, t, -1);
         if (v & 4) do_alloc(pi, size, s);
     }
     if (v & 8) { /* the gated work runs: now the block may go to a capture */
         TRACE("open gates\n");
         open_gates();
-        do_alloc(pi, size, t);
+        (void)do_alloc_on(pi, size, tm, t, -1);
     }
 }
 
