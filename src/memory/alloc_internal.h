@@ -2,7 +2,8 @@
  * The allocator's own records, for its files alone (alloc.c, alloc_views.c,
  * alloc_retag.c, alloc_check.c); everyone else goes through alloc.h. Only
  * these files see a block or a segment, or write the allocator's fields
- * (others read its counters: reserved, allocated, segment_count).
+ * (others read its counters: reserved, allocated, graph_reserved,
+ * segment_count).
  *
  * alloc.c places and frees blocks and maps pages; alloc_views.c answers
  * what the pool, graph pages and residency ask of blocks (walks, loans);
