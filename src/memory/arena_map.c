@@ -47,8 +47,9 @@ static void unmap_page(cpool__arena *ar, cpool__page_span *sp, size_t i) {
     *pg = (cpool__page){.state = CPOOL__PAGE_UNMAPPED};
 }
 
-/* A run goes whole from this arena; one only partly in the range is split
- * first (the arena's allocator unmaps only where no work is: its arena is
+/* A run goes whole from this arena (with its spare addresses past the
+ * arena's pages); one whose pages here lie only partly in the range is
+ * split first (the arena's allocator unmaps only where no work is: its arena is
  * its own). Should even that fail, it goes whole, and its other pages in
  * this arena with it. */
 static void arena_unmap(void *ctx, void *addr, size_t bytes) {
@@ -59,8 +60,8 @@ static void arena_unmap(void *ctx, void *addr, size_t bytes) {
         const cpool__page *pg = &sp->page[i];
         if (pg->state == CPOOL__PAGE_UNMAPPED) continue;
         cpool__page_run *run = pg->state == CPOOL__PAGE_SHARED ? ar->gp->shared[pg->number].run : NULL;
-        uintptr_t at_run = run ? cpool__run_addr_in(run, ar) : 0;
-        bool part = run && (at_run < (uintptr_t)addr || at_run + run->pages * CPOOL__PAGE > (uintptr_t)addr + bytes);
+        const cpool__run_map *m = run ? cpool__run_map_of(run, ar) : NULL; /* its pages here: m->used from m->addr */
+        bool part = m && (m->addr < (uintptr_t)addr || m->addr + m->used * CPOOL__PAGE > (uintptr_t)addr + bytes);
         if (part && cpool__run_split_quiet(ar->gp, run, ar, 0, run->pages)) run = NULL; /* single pages now */
         if (run)
             cpool__run_drop(ar->gp, run, ar, true); /* this arena's mapping of it */

@@ -62,15 +62,17 @@ static void mark_work(cpool__graph_pages *gp, cpool__arena *ar) {
     ar->work_frees = cpool__free_clock_tick();
 }
 
-/* The runs that other arenas map too (made by a resume) become pages
- * alone, if no work can use them: a capture in this arena must be free to
- * swap, split and renumber its pages without touching other graphs'. */
+/* The runs that other arenas map too, or that reach past this arena's
+ * pages (both made by a resume), become pages alone, if no work can use
+ * them: a capture in this arena must be free to swap, split and renumber
+ * its pages without touching other graphs', and to map where no page of
+ * its own is. */
 static bool runs_alone(cpool__graph_pages *gp, cpool__arena *ar) {
     for (size_t s = 0; s < ar->spans.count; s++) {
         cpool__page_span *sp = &ar->spans.spans[s];
         for (size_t i = 0; i < sp->pages; i++) {
             cpool__page_run *run = cpool__run_starting_at(gp, sp, i);
-            if (run && run->maps > 1 && !cpool__run_split_quiet(gp, run, ar, 0, run->pages)) return false;
+            if (run && !cpool__run_alone_in_one(run) && !cpool__run_split_quiet(gp, run, ar, 0, run->pages)) return false;
         }
     }
     return true;
@@ -118,7 +120,7 @@ static bool quiet(const cpool__arena *ar) { return cpool__arena_idle(ar) && cpoo
  * after the resume gives the rest). */
 static void give_back_quiet_arenas(cpool__graph_pages *gp, bool keep_newest) {
     if (gp->suspended || cpool__on_stream_thread()) return;
-    bool kept = !keep_newest;
+    bool kept = !keep_newest, gone = false;
     for (cpool__arena **at = &gp->arenas; *at;) {
         cpool__arena *ar = *at;
         bool is_quiet = quiet(ar);
@@ -131,7 +133,9 @@ static void give_back_quiet_arenas(cpool__graph_pages *gp, bool keep_newest) {
         gp->arena_count--;
         release_packed(gp, ar);
         arena_destroy(ar);
+        gone = true;
     }
+    if (gone) cpool__runs_shed_spare(gp); /* what only its pages mapped of others' runs */
 }
 
 /* The physical bytes that idle arenas (only the quiet ones, with
@@ -374,6 +378,7 @@ uint64_t cpool__graph_pages_trim(cpool__graph_pages *gp, uint64_t released_by, b
         arena_destroy(ar);
     }
     trim_packed(gp, released_by, no_holder);
+    cpool__runs_shed_spare(gp);
     cpool__shared_release_unmapped(gp, 0, gp->shared_count);
     return before - gp->shared_bytes - gp->own_bytes;
 }
@@ -530,11 +535,11 @@ static void check_shared_page(const cpool__graph_pages *gp, const cpool__arena *
                      "page number %zu is not noted taken", d);
     CPOOL__INVARIANT("graph pages", !seen || !seen[d], "two pages of one arena map shared page %zu", d);
     const cpool__page_run *run = gp->shared[d].run;
-    uintptr_t at = run ? cpool__run_addr_in(run, ar) : 0;
+    const cpool__run_map *m = run ? cpool__run_map_of(run, ar) : NULL;
     CPOOL__INVARIANT("graph pages",
-                     !run || (at && d >= run->first && d < run->first + run->pages &&
-                              at + (d - run->first) * CPOOL__PAGE == sp->base + i * CPOOL__PAGE &&
-                              run->mem == gp->shared[d].page && gp->shared[d].maps == run->maps),
+                     !run || (m && d >= run->first && d < run->first + m->used &&
+                              m->addr + (d - run->first) * CPOOL__PAGE == sp->base + i * CPOOL__PAGE &&
+                              run->mem == gp->shared[d].page && gp->shared[d].maps <= run->maps),
                      "shared page %zu is in a run that arena %llu does not map whole in order", d,
                      (unsigned long long)ar->id);
     if (seen) seen[d] = 1;
@@ -559,6 +564,30 @@ static void check_page(const cpool__graph_pages *gp, const cpool__arena *ar, con
         check_shared_page(gp, ar, sp, i, seen);
         if (c->maps) c->maps[pg->number]++;
     }
+}
+
+/* Each mapping of a run: the arena's pages map its first `used` numbers
+ * in order, and past them no page of the arena's is (spare, within the
+ * span's reach). */
+static void check_run(const cpool__graph_pages *gp, cpool__page_run *run) {
+    const cpool__run_map *m = cpool__run_maps(run);
+    CPOOL__INVARIANT("graph pages", run->maps >= 1, "run at number %zu is mapped nowhere", run->first);
+    for (size_t x = 0; x < run->maps; x++) {
+        const cpool__page_span *sp = cpool__span_of(&m[x].arena->spans, m[x].addr);
+        size_t at = sp ? cpool__page_index(sp, m[x].addr) : 0;
+        CPOOL__INVARIANT("graph pages", sp && m[x].used >= 1 && m[x].used <= run->pages && at + run->pages <= sp->reach,
+                         "run at number %zu is mapped outside arena %llu's address space", run->first,
+                         (unsigned long long)m[x].arena->id);
+        for (size_t j = 0; j < run->pages && at + j < sp->pages; j++) {
+            const cpool__page *pg = &sp->page[at + j];
+            CPOOL__INVARIANT("graph pages",
+                             j < m[x].used ? pg->state == CPOOL__PAGE_SHARED && pg->number == run->first + j
+                                           : pg->state == CPOOL__PAGE_UNMAPPED,
+                             "page %zu of run at number %zu in arena %llu is not as its mapping says", j, run->first,
+                             (unsigned long long)m[x].arena->id);
+        }
+    }
+    (void)gp;
 }
 
 /* Every page a live block of the arena lies on has memory behind it: a
@@ -633,6 +662,7 @@ void cpool__graph_pages_check(const cpool__graph_pages *gp, bool full) {
     uint64_t shared = 0;
     for (size_t k = 0; k < gp->shared_count; k++) {
         if (gp->shared[k].page) shared += CPOOL__PAGE;
+        if (gp->shared[k].run && gp->shared[k].run->first == k) check_run(gp, gp->shared[k].run);
         CPOOL__INVARIANT("graph pages", !c.maps || c.maps[k] == gp->shared[k].maps,
                          "shared page %zu is mapped %u times, counted %u", k, c.maps ? c.maps[k] : 0,
                          gp->shared[k].maps);

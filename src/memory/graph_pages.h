@@ -18,9 +18,12 @@
  *   (its graph never launched, or the device idle; launches are held back
  *   meanwhile, never waited for). Until then the other capture maps other
  *   pages, and it settles onto the run's later (a capture's end, a trim).
- *   A resume, which maps everything anew, makes a run of every stretch of
- *   shared pages that the same arenas map at consecutive addresses, mapped
- *   whole by each of them (page_runs.c, cpool__runs_regroup).
+ *   A resume, which maps everything anew, makes a run of shared pages
+ *   that arenas map at consecutive addresses, mapped whole by each of
+ *   them, also by one whose pages end first: past its last page it maps
+ *   the run's rest at addresses it reserved for that and no block uses
+ *   (spare; page_runs.c, cpool__runs_regroup). Graphs of nested scratch
+ *   then map one allocation each.
  * - At the end of a capture its arena is sealed: every page that holds a
  *   live block (an output) is backed by a page of the arena's own instead
  *   of the shared one, so no other graph's replay writes it. The graph has
@@ -68,6 +71,10 @@
  *   SHARED    BORROWED  seal: the arena's partly written last page (tails)
  *   BORROWED  SHARED    a capture takes the arena again
  *   any       UNMAPPED  the allocator unmaps; a swap that cannot map back
+ *
+ * Past an arena's pages a resume's run may reach (spare addresses, in no
+ * page's record: UNMAPPED, or past the span's records); a capture that
+ * takes the arena makes such runs pages alone first.
  *
  * A page of the packed region is UNMAPPED or OWN; an OWN packed page may
  * lend the bytes from its start to the tails of arenas (its loan: how many
@@ -184,6 +191,12 @@ cpool__stream_key cpool__arena_packed_key(const cpool__arena *ar);
  * bench/capture_order_bench, whose largest graph needs about 100. */
 #define CPOOL__ARENA_SPAN_SMALL ((size_t)16 << 20)
 #define CPOOL__ARENA_SPAN_LARGE ((size_t)256 << 20)
+/* An arena's span reserves this many times its records' address space (no
+ * memory, no records): at a resume a run of shared pages reaches past a
+ * graph's last page into those of larger graphs, so that graphs of nested
+ * scratch map one allocation each, not one per stretch they share
+ * (page_runs.c, cpool__runs_regroup). */
+#define CPOOL__ARENA_SPAN_REACH 4
 cpool_status cpool__graph_pages_packed(cpool__graph_pages *gp, cpool__allocator **out);
 /* Notes a packed block the arena's capture was handed (a graph output if it
  * is still live when the capture ends). */

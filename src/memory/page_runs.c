@@ -43,14 +43,16 @@ void cpool__run_free(cpool__page_run *run) {
     free(run);
 }
 
-/* Mapping m of run goes: its arena's pages of the run are unmapped. */
+/* Mapping m of run goes: its arena's pages of the run are unmapped (the
+ * spare addresses past them with them). */
 static void drop_mapping(cpool__graph_pages *gp, const cpool__page_run *run, const cpool__run_map *m, bool mapped) {
     cpool__page_span *sp = cpool__span_of(&m->arena->spans, m->addr);
     size_t at = cpool__page_index(sp, m->addr);
     if (mapped) cpool__pages_unmap(gp, (void *)m->addr, run->mem);
-    for (size_t j = 0; j < run->pages; j++) {
+    for (size_t j = 0; j < m->used; j++) {
         sp->page[at + j] = (cpool__page){.state = CPOOL__PAGE_UNMAPPED};
         cpool__number_untake(m->arena, run->first + j);
+        gp->shared[run->first + j].maps--;
     }
 }
 
@@ -63,14 +65,13 @@ void cpool__run_drop(cpool__graph_pages *gp, cpool__page_run *run, cpool__arena 
         else
             drop_mapping(gp, run, &m[x], mapped);
     }
-    if (kept) { /* other arenas map it still */
+    if (kept) { /* other arenas map it still (numbers only they spare wait for a trim: runs_shed_spare) */
         run->maps = kept;
         if (kept == 1) {
             run->one = m[0];
             free(run->more);
             run->more = NULL;
         }
-        for (size_t j = 0; j < run->pages; j++) gp->shared[run->first + j].maps = (uint32_t)kept;
         return;
     }
     cpool__pages_release(gp, run->mem);
@@ -88,7 +89,7 @@ cpool_status cpool__run_map_new(cpool__arena *ar, cpool__page_span *sp, size_t a
     if (st != CPOOL_OK) return st;
     cpool__page_run *run = cpool__calloc(1, sizeof *run);
     if (!run) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a run of graph pages");
-    *run = (cpool__page_run){.first = first, .pages = n, .maps = 1, .one = {ar, sp->base + at * CPOOL__PAGE}};
+    *run = (cpool__page_run){.first = first, .pages = n, .maps = 1, .one = {ar, sp->base + at * CPOOL__PAGE, n}};
     st = gp->source.create(gp->source.ctx, n, &run->mem);
     if (st == CPOOL_OK) {
         st = gp->source.map(gp->source.ctx, (void *)run->one.addr, run->mem);
@@ -109,34 +110,41 @@ cpool_status cpool__run_map_new(cpool__arena *ar, cpool__page_span *sp, size_t a
 }
 
 /* The pieces a split makes: each page with cut[j] set alone, each
- * stretch between them one piece. */
+ * stretch between them one piece, mapped where some arena's pages reach
+ * into it (`maps` of the run's mappings: piece_in); one no page reaches
+ * (the run's spare numbers) is given back. */
 typedef struct run_piece {
-    size_t start, pages;
+    size_t start, pages, maps;
     void *mem;
     cpool__page_run *run; /* its record, for a piece of two pages or more */
 } run_piece;
 
-static size_t cut_pieces(const cpool__page_run *run, const uint8_t *cut, run_piece *piece) {
+static bool piece_in(const cpool__run_map *m, const run_piece *p) { return p->start < m->used; }
+
+static size_t cut_pieces(cpool__page_run *run, const uint8_t *cut, run_piece *piece) {
+    const cpool__run_map *m = cpool__run_maps(run);
     size_t count = 0;
     for (size_t j = 0; j < run->pages; count++) {
-        piece[count].start = j;
+        run_piece *p = &piece[count];
+        p->start = j;
         if (!cut[j++])
             while (j < run->pages && !cut[j]) j++;
-        piece[count].pages = j - piece[count].start;
+        p->pages = j - p->start;
+        for (size_t x = 0; x < run->maps; x++) p->maps += piece_in(&m[x], p);
     }
     return count;
 }
 
-/* Memory and records for every piece (a piece's run mapped where the run
- * is); on failure *made says how far it got. */
-static cpool_status make_pieces(cpool__graph_pages *gp, const cpool__page_run *run, run_piece *piece, size_t count,
-                                size_t *made) {
+/* Memory and records for every piece that is mapped; on failure *made
+ * says how far it got. */
+static cpool_status make_pieces(cpool__graph_pages *gp, run_piece *piece, size_t count, size_t *made) {
     for (*made = 0; *made < count; (*made)++) {
         run_piece *p = &piece[*made];
+        if (!p->maps) continue;
         if (p->pages > 1) {
             p->run = cpool__calloc(1, sizeof *p->run);
-            if (p->run && run->more) p->run->more = cpool__calloc(run->maps, sizeof *run->more);
-            if (!p->run || (run->more && !p->run->more))
+            if (p->run && p->maps > 1) p->run->more = cpool__calloc(p->maps, sizeof *p->run->more);
+            if (!p->run || (p->maps > 1 && !p->run->more))
                 return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory splitting a run of graph pages");
         }
         cpool_status st = gp->source.create(gp->source.ctx, p->pages, &p->mem);
@@ -145,8 +153,8 @@ static cpool_status make_pieces(cpool__graph_pages *gp, const cpool__page_run *r
     return CPOOL_OK;
 }
 
-/* Maps the pieces where the run is, at each of its mappings; on failure
- * the run is mapped back (*lost: not even that). */
+/* Maps the pieces where the run is, at each of its mappings that reaches
+ * them; on failure the run is mapped back (*lost: not even that). */
 static cpool_status map_pieces(cpool__graph_pages *gp, cpool__page_run *run, run_piece *piece, size_t count,
                                bool *lost) {
     cpool__run_map *m = cpool__run_maps(run);
@@ -155,6 +163,7 @@ static cpool_status map_pieces(cpool__graph_pages *gp, cpool__page_run *run, run
     size_t x = 0, k = 0;
     for (; x < run->maps; x++) {
         for (k = 0; k < count; k++) {
+            if (!piece_in(&m[x], &piece[k])) continue;
             st = gp->source.map(gp->source.ctx, (void *)(m[x].addr + piece[k].start * CPOOL__PAGE), piece[k].mem);
             if (st != CPOOL_OK) break;
         }
@@ -163,10 +172,37 @@ static cpool_status map_pieces(cpool__graph_pages *gp, cpool__page_run *run, run
     if (st == CPOOL_OK) return CPOOL_OK;
     for (size_t y = 0; y <= x; y++) /* every piece of the mappings before x, those before k of x */
         for (size_t j = 0; j < (y < x ? count : k); j++)
-            gp->source.unmap(gp->source.ctx, (void *)(m[y].addr + piece[j].start * CPOOL__PAGE), piece[j].mem);
+            if (piece_in(&m[y], &piece[j]))
+                gp->source.unmap(gp->source.ctx, (void *)(m[y].addr + piece[j].start * CPOOL__PAGE), piece[j].mem);
     for (size_t y = 0; y < run->maps; y++)
         if (gp->source.map(gp->source.ctx, (void *)m[y].addr, run->mem) != CPOOL_OK) *lost = true;
     return st;
+}
+
+/* The records take the pieces: a piece's run maps where the pieces were
+ * mapped; a piece no page reaches is gone. */
+static void commit_pieces(cpool__graph_pages *gp, cpool__page_run *run, run_piece *piece, size_t count) {
+    const cpool__run_map *from = cpool__run_maps(run);
+    for (size_t k = 0; k < count; k++) {
+        run_piece *p = &piece[k];
+        cpool__page_run *r = p->run;
+        if (r) {
+            *r = (cpool__page_run){.mem = p->mem, .first = run->first + p->start, .pages = p->pages, .more = r->more};
+            cpool__run_map *m = cpool__run_maps(r);
+            for (size_t x = 0; x < run->maps; x++) {
+                if (!piece_in(&from[x], p)) continue;
+                size_t used = from[x].used - p->start;
+                m[r->maps++] = (cpool__run_map){from[x].arena, from[x].addr + p->start * CPOOL__PAGE,
+                                                used < p->pages ? used : p->pages};
+            }
+        }
+        for (size_t j = 0; j < p->pages; j++) {
+            cpool__shared_page *sh = &gp->shared[run->first + p->start + j];
+            if (!p->maps) gp->shared_bytes -= CPOOL__PAGE;
+            *sh = p->maps ? (cpool__shared_page){.page = p->mem, .maps = sh->maps, .run = r} : (cpool__shared_page){0};
+        }
+    }
+    cpool__shared_trim_count(gp);
 }
 
 cpool_status cpool__run_split(cpool__graph_pages *gp, cpool__page_run *run, const uint8_t *cut) {
@@ -174,7 +210,7 @@ cpool_status cpool__run_split(cpool__graph_pages *gp, cpool__page_run *run, cons
     if (!piece) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory splitting a run of graph pages");
     size_t count = cut_pieces(run, cut, piece), made;
     bool lost = false;
-    cpool_status st = make_pieces(gp, run, piece, count, &made);
+    cpool_status st = make_pieces(gp, piece, count, &made);
     if (st == CPOOL_OK) st = map_pieces(gp, run, piece, count, &lost);
     if (st != CPOOL_OK) {
         for (size_t k = 0; k <= made && k < count; k++) {
@@ -185,24 +221,9 @@ cpool_status cpool__run_split(cpool__graph_pages *gp, cpool__page_run *run, cons
         if (lost) cpool__run_drop(gp, run, NULL, false);
         return st;
     }
-    const cpool__run_map *from = cpool__run_maps(run);
-    for (size_t k = 0; k < count; k++) {
-        cpool__page_run *r = piece[k].run;
-        if (r) {
-            r->mem = piece[k].mem;
-            r->first = run->first + piece[k].start;
-            r->pages = piece[k].pages;
-            r->maps = run->maps;
-            cpool__run_map *m = cpool__run_maps(r);
-            for (size_t x = 0; x < run->maps; x++)
-                m[x] = (cpool__run_map){from[x].arena, from[x].addr + piece[k].start * CPOOL__PAGE};
-        }
-        for (size_t j = 0; j < piece[k].pages; j++)
-            gp->shared[run->first + piece[k].start + j] =
-                (cpool__shared_page){.page = piece[k].mem, .maps = (uint32_t)run->maps, .run = r};
-    }
     gp->source.release(gp->source.ctx, run->mem);
     unblock(gp, run->first, run->pages);
+    commit_pieces(gp, run, piece, count);
     cpool__run_free(run);
     free(piece);
     return CPOOL_OK;
@@ -245,6 +266,17 @@ bool cpool__run_split_quiet(cpool__graph_pages *gp, cpool__page_run *run, const 
     cpool__error_restore(&before);
     if (held) gp->source.release_launches(gp->source.ctx);
     return split;
+}
+
+void cpool__runs_shed_spare(cpool__graph_pages *gp) {
+    for (size_t k = 0; k < gp->shared_count; k++) {
+        cpool__page_run *run = gp->shared[k].run;
+        if (!run || run->first != k) continue;
+        const cpool__run_map *m = cpool__run_maps(run);
+        size_t used = 0;
+        for (size_t x = 0; x < run->maps; x++) used = m[x].used > used ? m[x].used : used;
+        if (used < run->pages) (void)cpool__run_split_quiet(gp, run, NULL, used, run->pages - used);
+    }
 }
 
 cpool__page_run *cpool__run_starting_at(const cpool__graph_pages *gp, const cpool__page_span *sp, size_t i) {
@@ -317,7 +349,7 @@ static bool list_number_maps(cpool__graph_pages *gp, number_maps *nm) {
                 size_t k = sp->page[i].number;
                 if (sp->page[i].state != CPOOL__PAGE_SHARED || fill[k] == gp->shared[k].maps) continue;
                 size_t at = nm->start[k] + fill[k]++;
-                nm->at[at] = (cpool__run_map){ar, sp->base + i * CPOOL__PAGE};
+                nm->at[at] = (cpool__run_map){ar, sp->base + i * CPOOL__PAGE, 1};
                 nm->span[at] = sp;
             }
         }
@@ -325,22 +357,38 @@ static bool list_number_maps(cpool__graph_pages *gp, number_maps *nm) {
     return ok;
 }
 
-/* Whether number k + 1 continues the mappings of number k: the same
- * arenas, each at the next page of the same span. */
-static bool continues(const cpool__graph_pages *gp, const number_maps *nm, size_t k) {
-    size_t n = gp->shared[k].maps;
-    if (!n || gp->shared[k + 1].maps != n || !gp->shared[k + 1].page) return false;
+/* Whether arena page `addr` of span sp may be spare in a run: no page
+ * of the arena's is there (past the span's records, within its reach). */
+static bool spare_at(const cpool__page_span *sp, uintptr_t addr) {
+    size_t i = cpool__page_index(sp, addr);
+    return i < sp->reach && (i >= sp->pages || sp->page[i].state == CPOOL__PAGE_UNMAPPED);
+}
+
+/* Whether number j continues the run of the mappings `m` (those of number
+ * k; used[x]: how many numbers from k each maps so far): every arena that
+ * maps j maps all the numbers from k before it, at the next address of the
+ * same span; every other arena has no page there (spare), and maps no more
+ * of the run. Then each arena mapping j counts it. */
+static bool continues(const cpool__graph_pages *gp, const number_maps *nm, size_t k, size_t j, size_t *used) {
+    size_t n = gp->shared[k].maps, y = nm->start[j], end = nm->start[j + 1];
+    if (!gp->shared[j].page || !gp->shared[j].maps) return false;
+    const cpool__run_map *m = &nm->at[nm->start[k]];
     for (size_t x = 0; x < n; x++) {
-        const cpool__run_map *a = &nm->at[nm->start[k] + x], *b = &nm->at[nm->start[k + 1] + x];
-        const cpool__page_span *sp = nm->span[nm->start[k] + x];
-        if (a->arena != b->arena || b->addr != a->addr + CPOOL__PAGE || b->addr >= sp->base + sp->pages * CPOOL__PAGE)
+        uintptr_t addr = m[x].addr + (j - k) * CPOOL__PAGE;
+        bool maps = y < end && nm->at[y].arena == m[x].arena; /* both lists in the arenas' order */
+        if (maps ? used[x] != j - k || nm->at[y].addr != addr || nm->span[y] != nm->span[nm->start[k] + x]
+                 : !spare_at(nm->span[nm->start[k] + x], addr))
             return false;
+        y += maps;
     }
+    if (y != end) return false; /* an arena that does not map number k */
+    for (size_t x = 0, z = nm->start[j]; x < n && z < end; x++)
+        if (nm->at[z].arena == m[x].arena) used[x]++, z++;
     return true;
 }
 
 /* Numbers [k, end) as one run, mapped where number k is. */
-static bool make_group(cpool__graph_pages *gp, const number_maps *nm, size_t k, size_t end) {
+static bool make_group(cpool__graph_pages *gp, const number_maps *nm, size_t k, size_t end, const size_t *used) {
     size_t n = gp->shared[k].maps;
     cpool__page_run *run = cpool__calloc(1, sizeof *run);
     if (run && n > 1 && !(run->more = cpool__calloc(n, sizeof *run->more))) {
@@ -349,7 +397,8 @@ static bool make_group(cpool__graph_pages *gp, const number_maps *nm, size_t k, 
     }
     if (!run) return false;
     *run = (cpool__page_run){.mem = gp->shared[k].page, .first = k, .pages = end - k, .maps = n, .more = run->more};
-    memcpy(cpool__run_maps(run), &nm->at[nm->start[k]], n * sizeof *run->more);
+    cpool__run_map *m = cpool__run_maps(run);
+    for (size_t x = 0; x < n; x++) m[x] = (cpool__run_map){nm->at[nm->start[k] + x].arena, nm->at[nm->start[k] + x].addr, used[x]};
     for (size_t j = k; j < end; j++) {
         gp->shared[j].run = run;
         gp->shared[j].page = run->mem;
@@ -365,12 +414,19 @@ void cpool__runs_regroup(cpool__graph_pages *gp) {
     }
     number_maps nm = {0};
     bool ok = list_number_maps(gp, &nm);
+    size_t most = 0;
+    for (size_t k = 0; k < gp->shared_count; k++) most = gp->shared[k].maps > most ? gp->shared[k].maps : most;
+    size_t *used = cpool__calloc(most ? most : 1, sizeof *used);
+    ok = ok && used;
     for (size_t k = 0; ok && k < gp->shared_count;) {
         size_t end = k + 1;
-        while (end < gp->shared_count && continues(gp, &nm, end - 1)) end++;
-        if (end - k > 1) ok = make_group(gp, &nm, k, end);
+        for (size_t x = 0; x < gp->shared[k].maps; x++) used[x] = 1;
+        while (gp->shared[k].maps && gp->shared[k].page && end < gp->shared_count && continues(gp, &nm, k, end, used))
+            end++;
+        if (end - k > 1) ok = make_group(gp, &nm, k, end, used);
         k = end;
     }
+    free(used);
     free(nm.start);
     free(nm.at);
     free(nm.span);

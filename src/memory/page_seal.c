@@ -160,7 +160,7 @@ static void slide_runs(cpool__graph_pages *gp, cpool__arena *ar) {
         cpool__page_span *sp = &ar->spans.spans[s];
         for (size_t i = 0; i < sp->pages; i++) {
             cpool__page_run *run = cpool__run_starting_at(gp, sp, i);
-            if (!run || run->maps > 1) continue; /* other arenas' records would change too */
+            if (!run || !cpool__run_alone_in_one(run)) continue; /* other arenas' records would change too */
             size_t d = 0;
             while (d < run->first && !run_fits(gp, run, d)) d++;
             if (d < run->first) renumber_run(gp, ar, sp, i, run, d);
@@ -180,7 +180,7 @@ static void split_run_tails(cpool__graph_pages *gp, cpool__arena *ar) {
             cpool__page_run *run = cpool__run_starting_at(gp, sp, i);
             if (!run) continue;
             i += run->pages - 1;
-            if (run->maps > 1) continue; /* other arenas' graphs may be running on it */
+            if (!cpool__run_alone_in_one(run)) continue; /* other arenas' graphs may be running on it */
             size_t free_below = 0;
             for (size_t d = 0; d < run->first; d++)
                 free_below += (d >= ar->taken_cap || !ar->taken[d]) && !gp->shared[d].run;

@@ -40,11 +40,16 @@ cpool_status cpool__span_add(cpool__graph_pages *gp, cpool__span_list *l, size_t
     }
     size_t pages = bytes / CPOOL__PAGE;
     cpool__page_span sp = {.pages = pages,
+                           .reach = loans ? pages : pages * CPOOL__ARENA_SPAN_REACH,
                            .page = cpool__calloc(pages, sizeof *sp.page),
                            .loan = loans ? cpool__calloc(pages, sizeof *sp.loan) : NULL};
     cpool_status st = sp.page && (sp.loan || !loans)
-                          ? gp->source.reserve(gp->source.ctx, bytes, base)
+                          ? gp->source.reserve(gp->source.ctx, sp.reach * CPOOL__PAGE, base)
                           : cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a graph's address ranges");
+    if (st == CPOOL_ERR_OUT_OF_MEMORY && sp.page && sp.reach > pages) { /* address space runs short: no reach */
+        sp.reach = pages;
+        st = gp->source.reserve(gp->source.ctx, bytes, base);
+    }
     if (st != CPOOL_OK) {
         span_free(&sp);
         return st;
@@ -56,9 +61,11 @@ cpool_status cpool__span_add(cpool__graph_pages *gp, cpool__span_list *l, size_t
 
 void cpool__span_remove(cpool__graph_pages *gp, cpool__span_list *l, void *base, size_t bytes) {
     cpool__page_span *sp = cpool__span_of(l, (uintptr_t)base);
+    size_t reach = sp->reach;
+    (void)bytes; /* the records' part of what was reserved */
     span_free(sp);
     *sp = l->spans[--l->count];
-    gp->source.unreserve(gp->source.ctx, base, bytes);
+    gp->source.unreserve(gp->source.ctx, base, reach * CPOOL__PAGE);
 }
 
 void cpool__span_list_free(cpool__span_list *l) {

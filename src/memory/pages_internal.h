@@ -44,10 +44,12 @@ typedef struct cpool__page_loan {
 } cpool__page_loan;
 
 /* Address space reserved at once: its pages' records (loans: the packed
- * region's only). */
+ * region's only). An arena's span reserves `reach` pages of address space,
+ * more than its records: no block ever lies past them, but a resume's run
+ * may reach there (cpool__run_map, `used`). */
 typedef struct cpool__page_span {
     uintptr_t base;
-    size_t pages;
+    size_t pages, reach;
     cpool__page *page;
     cpool__page_loan *loan;
 } cpool__page_span;
@@ -57,18 +59,24 @@ typedef struct cpool__span_list {
     size_t count, cap;
 } cpool__span_list;
 
-/* Where a run is mapped whole: at `addr`, in `arena`'s addresses. */
+/* Where a run is mapped whole: at `addr`, in `arena`'s addresses, whose
+ * pages there map its first `used` numbers. A resume's run may reach past
+ * them (its numbers' pages that other, larger graphs map): the arena maps
+ * the allocation whole, and the addresses past `used` are spare, in no
+ * page's record (UNMAPPED, or past its span's records). */
 typedef struct cpool__run_map {
     cpool__arena *arena;
     uintptr_t addr;
+    size_t used;
 } cpool__run_map;
 
 /* A run: one allocation behind the shared numbers [first, first + pages),
  * its pages in number order, mapped whole by the arena whose capture made
- * it (`one`) or, once a resume made it, by every arena that maps those
- * numbers at consecutive addresses (`more`, `maps` of them): a wake then
- * costs a mapping per run and arena, not per page. Each of its numbers'
- * shared pages counts `maps` mappings. */
+ * it (`one`) or, once a resume made it, by every arena that maps its
+ * first numbers, or all of them, at consecutive addresses (`more`, `maps`
+ * of them): a wake then costs a mapping per run and arena, not per page.
+ * Each of its numbers' shared pages counts the arena pages that map it
+ * (the mappings' used parts). */
 struct cpool__page_run {
     void *mem;
     size_t first, pages;
@@ -80,11 +88,20 @@ struct cpool__page_run {
 /* A run's mappings (maps of them), and where arena ar maps it (0: it does
  * not). */
 static inline cpool__run_map *cpool__run_maps(cpool__page_run *run) { return run->more ? run->more : &run->one; }
-static inline uintptr_t cpool__run_addr_in(const cpool__page_run *run, const cpool__arena *ar) {
+/* Whether one arena maps the run, all of it its pages: what it does with
+ * them (split, renumber) changes no other arena's mappings. */
+static inline bool cpool__run_alone_in_one(const cpool__page_run *run) {
+    return run->maps == 1 && run->one.used == run->pages;
+}
+static inline const cpool__run_map *cpool__run_map_of(const cpool__page_run *run, const cpool__arena *ar) {
     const cpool__run_map *m = run->more ? run->more : &run->one;
     for (size_t x = 0; x < run->maps; x++)
-        if (m[x].arena == ar) return m[x].addr;
-    return 0;
+        if (m[x].arena == ar) return &m[x];
+    return NULL;
+}
+static inline uintptr_t cpool__run_addr_in(const cpool__page_run *run, const cpool__arena *ar) {
+    const cpool__run_map *m = cpool__run_map_of(run, ar);
+    return m ? m->addr : 0;
 }
 
 /* An arena's note of a shared number (`taken`): one of its pages maps it,
@@ -240,6 +257,10 @@ cpool_status cpool__run_split(cpool__graph_pages *gp, cpool__page_run *run, cons
  * waits; the last error stays as it was. */
 bool cpool__run_split_quiet(cpool__graph_pages *gp, cpool__page_run *run, const cpool__arena *asking, size_t from,
                             size_t count);
+/* The numbers of runs that no arena's page maps any more (only spare
+ * addresses reach them: their larger graphs are gone) go back, where no
+ * work can use those runs now. */
+void cpool__runs_shed_spare(cpool__graph_pages *gp);
 /* The run one of whose mappings begins at page i of span sp, or NULL. */
 cpool__page_run *cpool__run_starting_at(const cpool__graph_pages *gp, const cpool__page_span *sp, size_t i);
 /* The lowest number the arena may map a page of its own to: one no page
