@@ -799,9 +799,13 @@ cpool_status cpool_pool_suspend(cpool_pool *pool, cpool_suspend_mode mode);
  * gives it back. Each run of contiguous pages comes back in device
  * allocations of up to 2 GiB, a mapping each (a wake costs a mapping per
  * piece of a run, not per page), which a later trim gives back only whole
- * (cpool_pool_trim). Graph memory comes back the same way: each stretch of
- * pages that the same graphs share at consecutive addresses is one
- * allocation, mapped once in each of them.
+ * (cpool_pool_trim). Graph memory comes back the same way: pages that
+ * graphs share at consecutive addresses are one allocation, mapped once in
+ * each of them, also in a graph that uses only its first pages (mapped past
+ * them, at addresses the graph reserved and never writes): graphs whose
+ * scratch nests, one per batch size, map one allocation each. What only
+ * such addresses still map (its larger graphs released) goes back by the
+ * next cpool_pool_trim.
  * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL or dead pool, or
  * inside a stream callback), CPOOL_ERR_OUT_OF_MEMORY (the device memory
  * cannot be had: the pool stays suspended, nothing leaked, and a later
