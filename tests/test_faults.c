@@ -780,6 +780,85 @@ static void nested_resume_gives_back_the_largest(cpool_device *dev) {
     cpool_stream_destroy(s);
 }
 
+/* Random graphs through resumes: captures of random scratch (outputs packed
+ * or on pages of their own, before or after the scratch), releases,
+ * suspends of both kinds, trims, in a random order; after each step every
+ * graph's output is right once launched, the invariants hold (runs that
+ * reach past smaller graphs' pages among them), and at the end nothing is
+ * left. */
+typedef struct random_graph {
+    cpool_pool *pool;
+    size_t scratch;
+    int pattern;
+    bool packed, output_first;
+    void *out;
+    cpool_graph *g;
+} random_graph;
+
+static cpool_status body_random(cpool_stream *s, void *arg) {
+    random_graph *c = (random_graph *)arg;
+    void *scratch = NULL;
+    cpool_status st = CPOOL_OK;
+    if (c->output_first) st = (c->packed ? cpool_alloc_output : cpool_alloc)(c->pool, 4096, s, &c->out);
+    if (st == CPOOL_OK) st = cpool_alloc(c->pool, c->scratch, s, &scratch);
+    if (st == CPOOL_OK) st = cpool_memset_async(s, scratch, c->pattern, c->scratch);
+    if (st == CPOOL_OK && !c->output_first) st = (c->packed ? cpool_alloc_output : cpool_alloc)(c->pool, 4096, s, &c->out);
+    if (st == CPOOL_OK) st = cpool_memcpy_async(s, c->out, (char *)scratch + c->scratch - 4096, 4096);
+    if (scratch && st == CPOOL_OK) st = cpool_free(c->pool, scratch, s);
+    return st;
+}
+
+static void random_graphs_through_resumes(cpool_device *dev) {
+    enum { SLOTS = 8, STEPS = 120 };
+    cpool_stream *s;
+    cpool_pool *pool;
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
+    random_graph c[SLOTS];
+    memset(c, 0, sizeof c);
+    uint64_t rng = 0x9e3779b97f4a7c15ull;
+    int resumes = 0;
+    for (int step = 0; step < STEPS; step++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        unsigned r = (unsigned)(rng >> 33), slot = r % SLOTS, op = (r >> 8) % 10;
+        random_graph *g = &c[slot];
+        if (op < 5 && !g->g) {
+            *g = (random_graph){pool, ((size_t)1 + (r >> 12) % 12) << 20, 1 + (int)(r >> 20) % 250,
+                                (r >> 28) & 1, (r >> 29) & 1, NULL, NULL};
+            g->scratch += (r >> 16) % 3 ? 0 : 12345; /* not a whole number of pages */
+            REQUIRE_OK(cpool_capture(s, pool, CPOOL_CAPTURE_GLOBAL, body_random, g, &g->g));
+        } else if (op < 7 && g->g) {
+            cpool_graph_release(g->g);
+            CHECK_OK(cpool_free(pool, g->out, s));
+            g->g = NULL;
+        } else if (op < 9) {
+            CHECK_OK(cpool_stream_synchronize(s));
+            CHECK_OK(cpool_pool_suspend(pool, op == 7 ? CPOOL_SUSPEND_DISCARD : CPOOL_SUSPEND_KEEP_CONTENTS));
+            CHECK_OK(cpool_pool_resume(pool));
+            resumes++;
+        } else {
+            CHECK_OK(cpool_stream_synchronize(s));
+            CHECK_OK(cpool_pool_trim(pool));
+        }
+        cpool__pool_check(pool);
+        for (int i = 0; i < SLOTS; i++)
+            if (c[i].g) CHECK_OK(cpool_graph_launch(c[i].g, s));
+        for (int i = 0; i < SLOTS; i++)
+            if (c[i].g) CHECK_BYTES(s, c[i].out, 4096, c[i].pattern);
+    }
+    printf("  %d steps, %d resumes\n", STEPS, resumes);
+    for (int i = 0; i < SLOTS; i++) {
+        if (!c[i].g) continue;
+        cpool_graph_release(c[i].g);
+        CHECK_OK(cpool_free(pool, c[i].out, s));
+    }
+    CHECK_OK(cpool_stream_synchronize(s));
+    CHECK_OK(cpool_pool_trim(pool));
+    CHECK_EQ(graph_bytes(pool), 0);
+    cpool_pool_release(pool);
+    cpool_stream_destroy(s);
+}
+
 static void run_once(cpool_device *dev, scenario_fn fn, uint64_t nth, world *w) {
     memset(w, 0, sizeof *w);
     w->dev = dev;
@@ -1059,6 +1138,7 @@ static const check_case cases[] = {
     CHECK_CASE(sweep_nested_resume),
     CHECK_CASE(nested_resume_maps_runs),
     CHECK_CASE(nested_resume_gives_back_the_largest),
+    CHECK_CASE(random_graphs_through_resumes),
     CHECK_CASE(update_failure_keeps_outputs),
     CHECK_CASE(suspend_resume_failures_change_nothing),
     CHECK_CASE(report_total),
