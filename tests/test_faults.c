@@ -734,6 +734,16 @@ static uint64_t graph_bytes(cpool_pool *pool) {
     return st.graph_reserved_bytes;
 }
 
+/* Once every graph and output went and a trim ran, no graph memory is
+ * left; the pool and stream end. */
+static void end_with_no_graph_memory(cpool_pool *pool, cpool_stream *s) {
+    CHECK_OK(cpool_stream_synchronize(s));
+    CHECK_OK(cpool_pool_trim(pool));
+    CHECK_EQ(graph_bytes(pool), 0);
+    cpool_pool_release(pool);
+    cpool_stream_destroy(s);
+}
+
 /* After such a resume the smaller graphs map the largest one's pages too
  * (past their own): released and trimmed, the largest graph's pages still
  * go back, and the others launch as before; a capture that takes an idle
@@ -773,11 +783,7 @@ static void nested_resume_gives_back_the_largest(cpool_device *dev) {
         cpool_graph_release(g[i]);
         CHECK_OK(cpool_free(pool, c[i].out, s));
     }
-    CHECK_OK(cpool_stream_synchronize(s));
-    CHECK_OK(cpool_pool_trim(pool));
-    CHECK_EQ(graph_bytes(pool), 0);
-    cpool_pool_release(pool);
-    cpool_stream_destroy(s);
+    end_with_no_graph_memory(pool, s);
 }
 
 /* Random graphs through resumes: captures of random scratch (outputs packed
@@ -852,11 +858,7 @@ static void random_graphs_through_resumes(cpool_device *dev) {
         cpool_graph_release(c[i].g);
         CHECK_OK(cpool_free(pool, c[i].out, s));
     }
-    CHECK_OK(cpool_stream_synchronize(s));
-    CHECK_OK(cpool_pool_trim(pool));
-    CHECK_EQ(graph_bytes(pool), 0);
-    cpool_pool_release(pool);
-    cpool_stream_destroy(s);
+    end_with_no_graph_memory(pool, s);
 }
 
 static void run_once(cpool_device *dev, scenario_fn fn, uint64_t nth, world *w) {
