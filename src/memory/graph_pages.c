@@ -569,7 +569,7 @@ static void check_page(const cpool__graph_pages *gp, const cpool__arena *ar, con
 /* Each mapping of a run: the arena's pages map its first `used` numbers
  * in order, and past them no page of the arena's is (spare, within the
  * span's reach). */
-static void check_run(const cpool__graph_pages *gp, cpool__page_run *run) {
+static void check_run(cpool__page_run *run) {
     const cpool__run_map *m = cpool__run_maps(run);
     CPOOL__INVARIANT("graph pages", run->maps >= 1, "run at number %zu is mapped nowhere", run->first);
     for (size_t x = 0; x < run->maps; x++) {
@@ -587,7 +587,6 @@ static void check_run(const cpool__graph_pages *gp, cpool__page_run *run) {
                              (unsigned long long)m[x].arena->id);
         }
     }
-    (void)gp;
 }
 
 /* Every page a live block of the arena lies on has memory behind it: a
@@ -662,7 +661,7 @@ void cpool__graph_pages_check(const cpool__graph_pages *gp, bool full) {
     uint64_t shared = 0;
     for (size_t k = 0; k < gp->shared_count; k++) {
         if (gp->shared[k].page) shared += CPOOL__PAGE;
-        if (gp->shared[k].run && gp->shared[k].run->first == k) check_run(gp, gp->shared[k].run);
+        if (gp->shared[k].run && gp->shared[k].run->first == k) check_run(gp->shared[k].run);
         CPOOL__INVARIANT("graph pages", !c.maps || c.maps[k] == gp->shared[k].maps,
                          "shared page %zu is mapped %u times, counted %u", k, c.maps ? c.maps[k] : 0,
                          gp->shared[k].maps);
