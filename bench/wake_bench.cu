@@ -16,8 +16,9 @@
  * its first resume; the host copy is made). Then a pool of 64 graphs
  * (scratch of 16 MiB to 1 GiB, 64 KiB outputs), captured in ascending and
  * in shuffled order: its DISCARD resume against the floor of one driver
- * allocation per graph's scratch (64 mappings), every graph launched after
- * each resume and its output checked. Then a 1 GiB cpool_alloc into
+ * allocation of the largest scratch mapped whole at each graph's addresses
+ * (64 mappings; one allocation per graph's scratch shown beside it), every
+ * graph launched after each resume and its output checked. Then a 1 GiB cpool_alloc into
  * an empty pool against cudaMalloc of 1 GiB. Medians of the rounds;
  * ratios ours / raw (goal <= 1.2). CUDA only: run by hand and by
  * scripts/gpu-check.sh.
@@ -42,10 +43,20 @@ static void check_cu(CUresult r, const char *call, int line) {
 #define CU(call) check_cu((call), #call, __LINE__)
 #define RT(call) BENCH_CHECK((int)(call))
 
+/* n driver allocations at n addresses; `one`: a single allocation of the
+ * largest size instead, mapped whole at every address (each reserved that
+ * large), as graphs that share their scratch would map it. */
 typedef struct raw_set {
     size_t n, bytes[MAX_ALLOCS];
     CUdeviceptr va[MAX_ALLOCS];
+    bool one;
 } raw_set;
+
+static size_t raw_size(const raw_set *r, size_t i) {
+    size_t most = 0;
+    for (size_t k = 0; r->one && k < r->n; k++) most = r->bytes[k] > most ? r->bytes[k] : most;
+    return r->one ? most : r->bytes[i];
+}
 
 static CUmemAllocationProp prop_of(int device) {
     CUmemAllocationProp p;
@@ -61,19 +72,21 @@ static double raw_wake(raw_set *r, int device) {
     CUmemAllocationProp prop = prop_of(device);
     CUmemAccessDesc access = {{CU_MEM_LOCATION_TYPE_DEVICE, device}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
     double t = bench_now_ns();
+    CUmemGenericAllocationHandle h = 0;
+    if (r->one) CU(cuMemCreate(&h, raw_size(r, 0), &prop, 0));
     for (size_t i = 0; i < r->n; i++) {
-        CUmemGenericAllocationHandle h;
-        CU(cuMemCreate(&h, r->bytes[i], &prop, 0));
-        CU(cuMemMap(r->va[i], r->bytes[i], 0, h, 0));
-        CU(cuMemRelease(h));
-        CU(cuMemSetAccess(r->va[i], r->bytes[i], &access, 1));
+        if (!r->one) CU(cuMemCreate(&h, r->bytes[i], &prop, 0));
+        CU(cuMemMap(r->va[i], raw_size(r, i), 0, h, 0));
+        if (!r->one) CU(cuMemRelease(h));
+        CU(cuMemSetAccess(r->va[i], raw_size(r, i), &access, 1));
     }
+    if (r->one) CU(cuMemRelease(h));
     return (bench_now_ns() - t) / 1e6;
 }
 
 static double raw_sleep(raw_set *r) {
     double t = bench_now_ns();
-    for (size_t i = 0; i < r->n; i++) CU(cuMemUnmap(r->va[i], r->bytes[i]));
+    for (size_t i = 0; i < r->n; i++) CU(cuMemUnmap(r->va[i], raw_size(r, i)));
     return (bench_now_ns() - t) / 1e6;
 }
 
@@ -228,9 +241,11 @@ static int wrong_outputs(bench_graph *g, cpool_stream *s, unsigned char *host) {
 
 static void graph_pool(const char *name, bool shuffled, int rounds, cpool_device *dev, cpool_stream *s, int device) {
     bench_graph g[GRAPHS];
-    raw_set raw;
+    raw_set raw, apart; /* the floor: the largest scratch mapped at each graph's addresses; an allocation each */
     memset(&raw, 0, sizeof raw);
-    raw.n = GRAPHS;
+    memset(&apart, 0, sizeof apart);
+    raw.n = apart.n = GRAPHS;
+    raw.one = true;
     cpool_pool *pool;
     BENCH_CHECK(cpool_pool_create(dev, NULL, &pool));
     int order[GRAPHS];
@@ -248,31 +263,34 @@ static void graph_pool(const char *name, bool shuffled, int rounds, cpool_device
         g[i].pool = pool;
         g[i].scratch = (bytes + 2 * MIB - 1) / (2 * MIB) * (2 * MIB);
         g[i].pattern = i + 1;
-        raw.bytes[i] = g[i].scratch;
-        CU(cuMemAddressReserve(&raw.va[i], raw.bytes[i], 0, 0, 0));
+        raw.bytes[i] = apart.bytes[i] = g[i].scratch;
+        CU(cuMemAddressReserve(&apart.va[i], apart.bytes[i], 0, 0, 0));
     }
+    for (int i = 0; i < GRAPHS; i++) CU(cuMemAddressReserve(&raw.va[i], raw_size(&raw, i), 0, 0, 0));
     for (int k = 0; k < GRAPHS; k++)
         BENCH_CHECK(cpool_capture(s, pool, CPOOL_CAPTURE_GLOBAL, graph_body, &g[order[k]], &g[order[k]].graph));
     unsigned char *host = (unsigned char *)malloc(GRAPH_OUTPUT);
     int wrong = wrong_outputs(g, s, host);
     double ds[MAX_ROUNDS] = {0}, dr[MAX_ROUNDS] = {0}, rs[MAX_ROUNDS] = {0}, rw[MAX_ROUNDS] = {0};
+    double as[MAX_ROUNDS] = {0}, aw[MAX_ROUNDS] = {0};
     for (int round = 0; round <= rounds; round++) {
         int k = round - 1; /* round 0 is not timed */
         double d_s, d_r, r_w, r_s;
         discard_round(pool, &raw, device, round, &d_s, &d_r, &r_s, &r_w);
         wrong += wrong_outputs(g, s, host);
+        double a_w = raw_wake(&apart, device), a_s = raw_sleep(&apart);
         if (k < 0) continue;
-        ds[k] = d_s, dr[k] = d_r, rs[k] = r_s, rw[k] = r_w;
+        ds[k] = d_s, dr[k] = d_r, rs[k] = r_s, rw[k] = r_w, as[k] = a_s, aw[k] = a_w;
     }
     cpool_pool_stats st;
     memset(&st, 0, sizeof st);
     st.struct_size = sizeof st;
     BENCH_CHECK(cpool_pool_get_stats(pool, &st));
     double mds = bench_median(ds, rounds), mdr = bench_median(dr, rounds), mrs = bench_median(rs, rounds);
-    double mrw = bench_median(rw, rounds);
+    double mrw = bench_median(rw, rounds), mas = bench_median(as, rounds), maw = bench_median(aw, rounds);
     printf("%-8s 64 graphs, graph memory %.0f MiB | DISCARD suspend / resume: ours %8.2f / %8.2f ms, floor %8.2f / "
-           "%8.2f ms: %5.2fx / %5.2fx | outputs wrong after resumes: %d\n",
-           name, (double)st.graph_reserved_bytes / MIB, mds, mdr, mrs, mrw, mds / mrs, mdr / mrw, wrong);
+           "%8.2f ms: %5.2fx / %5.2fx (an allocation per graph: %.2f / %.2f ms) | outputs wrong after resumes: %d\n",
+           name, (double)st.graph_reserved_bytes / MIB, mds, mdr, mrs, mrw, mds / mrs, mdr / mrw, mas, maw, wrong);
     printf("csv,wake_bench,%s,%llu,%.3f,%.3f,%.3f,%.3f,%d\n", name, (unsigned long long)st.graph_reserved_bytes, mds,
            mdr, mrs, mrw, wrong);
     for (int i = 0; i < GRAPHS; i++) {
@@ -283,7 +301,10 @@ static void graph_pool(const char *name, bool shuffled, int rounds, cpool_device
     cpool_pool_release(pool);
     cpool_wait_deferred();
     free(host);
-    for (int i = 0; i < GRAPHS; i++) CU(cuMemAddressFree(raw.va[i], raw.bytes[i]));
+    for (int i = 0; i < GRAPHS; i++) {
+        CU(cuMemAddressFree(raw.va[i], raw_size(&raw, i)));
+        CU(cuMemAddressFree(apart.va[i], apart.bytes[i]));
+    }
 }
 
 /* A 1 GiB cpool_alloc into an empty pool, in microseconds. */
