@@ -1051,15 +1051,24 @@ static void suspend_resume_failures_change_nothing(cpool_device *dev) {
             REQUIRE_OK(cpool_stream_create(dev, &s));
             REQUIRE_OK(cpool_pool_create(dev, NULL, &pool));
             CHECK_OK(cpool_pool_record(pool, &obj, tracked_drop, NULL));
-            void *a = NULL, *b = NULL;
+            /* A resume maps a, b and big's first page together, big's whole
+             * pages as an allocation of their own, then the pages after. */
+            void *a = NULL, *b = NULL, *big = NULL, *hole = NULL, *last = NULL;
             REQUIRE_OK(cpool_alloc(pool, (3u << 20) + 512, s, &a));
             REQUIRE_OK(cpool_alloc(pool, 4096, s, &b));
+            REQUIRE_OK(cpool_alloc(pool, 9u << 20, s, &big));
+            REQUIRE_OK(cpool_alloc(pool, 10u << 20, s, &hole));
+            REQUIRE_OK(cpool_alloc(pool, 4096, s, &last));
+            CHECK_OK(cpool_free(pool, hole, s));
             CHECK_OK(cpool_memset_async(s, a, 0x31, (3u << 20) + 512));
             CHECK_OK(cpool_memset_async(s, b, 0x32, 4096));
+            CHECK_OK(cpool_memset_async(s, big, 0x33, 9u << 20));
+            CHECK_OK(cpool_memset_async(s, last, 0x34, 4096));
             suspend_ctx c = {pool, NULL};
             REQUIRE_OK(cpool_capture(s, pool, CPOOL_CAPTURE_GLOBAL, suspend_body, &c, &g));
             CHECK_OK(cpool_graph_launch(g, s));
             CHECK_OK(cpool_stream_synchronize(s));
+            CHECK_OK(cpool_pool_trim(pool)); /* as a suspend does first: the hole's whole pages go */
             cpool_pool_stats before = stats_of(pool);
 
             cpool__fault_arm(n);
@@ -1097,6 +1106,8 @@ static void suspend_resume_failures_change_nothing(cpool_device *dev) {
             if (modes[m] == CPOOL_SUSPEND_KEEP_CONTENTS || suspended != CPOOL_OK) {
                 CHECK_BYTES(s, a, (3u << 20) + 512, 0x31);
                 CHECK_BYTES(s, b, 4096, 0x32);
+                CHECK_BYTES(s, big, 9u << 20, 0x33);
+                CHECK_BYTES(s, last, 4096, 0x34);
                 CHECK_BYTES(s, c.out, 1u << 20, 0x5e);
             }
             CHECK_OK(cpool_memset_async(s, c.out, 0, 1u << 20));
@@ -1104,8 +1115,12 @@ static void suspend_resume_failures_change_nothing(cpool_device *dev) {
             CHECK_BYTES(s, c.out, 1u << 20, 0x5e);
             CHECK_OK(cpool_free(pool, a, s));
             CHECK_OK(cpool_free(pool, b, s));
+            CHECK_OK(cpool_free(pool, big, s));
+            CHECK_OK(cpool_free(pool, last, s));
             CHECK_OK(cpool_free(pool, c.out, s));
             CHECK_OK(cpool_stream_synchronize(s));
+            CHECK_OK(cpool_pool_trim(pool));
+            cpool__pool_check(pool);
             cpool_graph_release(g);
             cpool_pool_release(pool);
             cpool_stream_destroy(s);

@@ -741,34 +741,43 @@ static void a_unit_in_use_does_not_stop_the_give_back(cpool_device *dev) {
     cpool_stream_destroy(s);
 }
 
-/* A resume maps each run of pages mapped at the suspend as one allocation
- * (a mapping a run, not a page): afterwards a run goes back only whole,
- * and its bytes are kept. */
+/* A resume maps each run of pages mapped at the suspend in few allocations
+ * (a mapping a piece, not a page): a block of 8 MiB or more alone, smaller
+ * neighbours together. Afterwards a piece goes back only whole, and every
+ * byte is kept. */
 static void a_resumed_run_goes_back_whole(cpool_device *dev) {
     cpool_stream *s;
     REQUIRE_OK(cpool_stream_create(dev, &s));
     cpool_pool *pool = growable_pool(dev);
-    void *p[4];
+    void *p[4], *big = NULL;
     for (int i = 0; i < 4; i++) {
-        REQUIRE_OK(cpool_alloc(pool, 8 * MiB, s, &p[i]));
-        touch(s, p[i], 8 * MiB, 0x10 + i);
+        REQUIRE_OK(cpool_alloc(pool, 4 * MiB, s, &p[i]));
+        touch(s, p[i], 4 * MiB, 0x10 + i);
     }
-    CHECK_PTR_EQ(p[3], (char *)p[0] + 24 * MiB);
+    REQUIRE_OK(cpool_alloc(pool, 16 * MiB, s, &big));
+    touch(s, big, 16 * MiB, 0x20);
+    CHECK_PTR_EQ(p[3], (char *)p[0] + 12 * MiB);
+    CHECK_PTR_EQ(big, (char *)p[0] + 16 * MiB);
     CHECK_OK(cpool_free(pool, p[1], s));
     CHECK_OK(cpool_pool_trim(pool)); /* pages a unit each: p[1]'s go */
-    CHECK_EQ(stats_of(pool).reserved_bytes, 24 * MiB);
+    CHECK_EQ(stats_of(pool).reserved_bytes, 28 * MiB);
     CHECK_OK(cpool_pool_suspend(pool, CPOOL_SUSPEND_KEEP_CONTENTS));
     CHECK_OK(cpool_pool_resume(pool));
-    CHECK_BYTES(s, p[0], 8 * MiB, 0x10);
-    CHECK_BYTES(s, p[2], 8 * MiB, 0x12);
-    CHECK_BYTES(s, p[3], 8 * MiB, 0x13);
+    CHECK_BYTES(s, p[0], 4 * MiB, 0x10);
+    CHECK_BYTES(s, p[2], 4 * MiB, 0x12);
+    CHECK_BYTES(s, p[3], 4 * MiB, 0x13);
+    CHECK_BYTES(s, big, 16 * MiB, 0x20);
     CHECK_OK(cpool_free(pool, p[2], s));
     CHECK_OK(cpool_pool_trim(pool)); /* p[2] and p[3] are one unit now: it stays */
-    CHECK_EQ(stats_of(pool).reserved_bytes, 24 * MiB);
+    CHECK_EQ(stats_of(pool).reserved_bytes, 28 * MiB);
+    CHECK_OK(cpool_free(pool, big, s));
+    CHECK_OK(cpool_pool_trim(pool)); /* big is a unit of its own: it goes, p[3] in use */
+    CHECK_EQ(stats_of(pool).reserved_bytes, 12 * MiB);
+    CHECK_BYTES(s, p[3], 4 * MiB, 0x13);
     CHECK_OK(cpool_free(pool, p[3], s));
     CHECK_OK(cpool_pool_trim(pool));
-    CHECK_EQ(stats_of(pool).reserved_bytes, 8 * MiB);
-    CHECK_BYTES(s, p[0], 8 * MiB, 0x10);
+    CHECK_EQ(stats_of(pool).reserved_bytes, 4 * MiB);
+    CHECK_BYTES(s, p[0], 4 * MiB, 0x10);
     CHECK_OK(cpool_free(pool, p[0], s));
     cpool_pool_release(pool);
     cpool_stream_destroy(s);
