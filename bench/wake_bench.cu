@@ -11,7 +11,8 @@
  *            pinned copy of the live bytes out and back (cudaMemcpyAsync,
  *            measured in the same round);
  *
- * for 16 x 1 GiB, 32 x 1 GiB and a mix of 1 MiB to 4 GiB (about 16 GiB).
+ * for 16 x 1 GiB, 32 x 1 GiB, a mix of 1 MiB to 4 GiB (about 16 GiB) and that mix
+ * twice (about 31 GiB).
  * The first round of each is not timed (the pool's pages become runs at
  * its first resume; the host copy is made). Then a pool of 64 graphs
  * (scratch of 16 MiB to 1 GiB, 64 KiB outputs), captured in ascending and
@@ -365,6 +366,9 @@ int main(int argc, char **argv) {
     run_set("16x1GiB", gibs, 16, true, rounds, dev, s, device);
     run_set("32x1GiB", gibs, 32, false, rounds, dev, s, device);
     run_set("mix", mix, sizeof mix / sizeof *mix, true, rounds, dev, s, device);
+    size_t mix2[2 * sizeof mix / sizeof *mix]; /* the mix twice: about 31 GiB */
+    for (size_t i = 0; i < sizeof mix2 / sizeof *mix2; i++) mix2[i] = mix[i % (sizeof mix / sizeof *mix)];
+    run_set("mix2x", mix2, sizeof mix2 / sizeof *mix2, false, rounds, dev, s, device);
     graph_pool("graphs", false, rounds, dev, s, device);
     graph_pool("shuffled", true, rounds, dev, s, device);
     eager_growth(rounds, dev, s);
