@@ -783,6 +783,52 @@ static void a_resumed_run_goes_back_whole(cpool_device *dev) {
     cpool_stream_destroy(s);
 }
 
+/* Random blocks (4 KiB to 40 MiB) through frees, trims and resumes of
+ * both kinds: every live block keeps its bytes through a KEEP resume,
+ * every trim gives back only whole units (the host backend aborts on a
+ * unit cut in part), and in the end a trim leaves nothing. */
+static void random_blocks_through_resumes(cpool_device *dev) {
+    enum { SLOTS = 24, STEPS = 300 };
+    cpool_stream *s;
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    cpool_pool *pool = growable_pool(dev);
+    void *p[SLOTS] = {0};
+    size_t bytes[SLOTS] = {0};
+    unsigned seed = 12345, resumes = 0;
+    for (int step = 0; step < STEPS; step++) {
+        seed = seed * 1103515245u + 12345u;
+        unsigned r = seed >> 8, k = r % SLOTS;
+        if (p[k]) {
+            CHECK_BYTES(s, p[k], bytes[k], k + 1);
+            CHECK_OK(cpool_free(pool, p[k], s));
+            p[k] = NULL;
+        } else {
+            bytes[k] = (r / SLOTS) % 4 ? ((size_t)1 + (r >> 12) % 64) << 12 : ((size_t)1 + (r >> 12) % 40) * MiB;
+            REQUIRE_OK(cpool_alloc(pool, bytes[k], s, &p[k]));
+            touch(s, p[k], bytes[k], (int)k + 1);
+        }
+        if (step % 25 == 24) {
+            bool keep = (step / 25) % 2 == 0;
+            CHECK_OK(cpool_pool_suspend(pool, keep ? CPOOL_SUSPEND_KEEP_CONTENTS : CPOOL_SUSPEND_DISCARD));
+            CHECK_OK(cpool_pool_resume(pool));
+            resumes++;
+            for (int i = 0; i < SLOTS; i++)
+                if (p[i] && !keep) touch(s, p[i], bytes[i], i + 1);
+        }
+        if (step % 7 == 6) CHECK_OK(cpool_pool_trim(pool));
+    }
+    for (int i = 0; i < SLOTS; i++)
+        if (p[i]) {
+            CHECK_BYTES(s, p[i], bytes[i], i + 1);
+            CHECK_OK(cpool_free(pool, p[i], s));
+        }
+    CHECK_OK(cpool_pool_trim(pool));
+    CHECK_EQ(stats_of(pool).reserved_bytes, 0);
+    CHECK_EQ(resumes, STEPS / 25);
+    cpool_pool_release(pool);
+    cpool_stream_destroy(s);
+}
+
 static const check_case cases[] = {
     CHECK_CASE(grows_in_place_past_a_free_block),
     CHECK_CASE(free_ranges_join_new_pages),
@@ -803,6 +849,7 @@ static const check_case cases[] = {
     CHECK_CASE(a_large_growth_goes_back_whole),
     CHECK_CASE(a_resumed_run_goes_back_whole),
     CHECK_CASE(a_unit_in_use_does_not_stop_the_give_back),
+    CHECK_CASE(random_blocks_through_resumes),
 };
 
 CHECK_MAIN(cases, CHECK_ON_ALL)

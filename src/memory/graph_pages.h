@@ -196,7 +196,9 @@ cpool__stream_key cpool__arena_packed_key(const cpool__arena *ar);
  * graph's last page into those of larger graphs, so that graphs of nested
  * scratch map one allocation each, not one per stretch they share
  * (page_runs.c, cpool__runs_regroup). */
+#ifndef CPOOL__ARENA_SPAN_REACH
 #define CPOOL__ARENA_SPAN_REACH 4
+#endif
 cpool_status cpool__graph_pages_packed(cpool__graph_pages *gp, cpool__allocator **out);
 /* Notes a packed block the arena's capture was handed (a graph output if it
  * is still live when the capture ends). */
