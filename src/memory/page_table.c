@@ -30,7 +30,8 @@ static void span_free(cpool__page_span *sp) {
     free(sp->loan);
 }
 
-cpool_status cpool__span_add(cpool__graph_pages *gp, cpool__span_list *l, size_t bytes, bool loans, void **base) {
+cpool_status cpool__span_add(cpool__graph_pages *gp, cpool__span_list *l, size_t bytes, bool loans, bool reach,
+                             void **base) {
     if (l->count == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 2;
         cpool__page_span *grown = cpool__realloc(l->spans, cap * sizeof *grown);
@@ -40,7 +41,7 @@ cpool_status cpool__span_add(cpool__graph_pages *gp, cpool__span_list *l, size_t
     }
     size_t pages = bytes / CPOOL__PAGE;
     cpool__page_span sp = {.pages = pages,
-                           .reach = loans ? pages : pages * CPOOL__ARENA_SPAN_REACH,
+                           .reach = reach ? pages * CPOOL__ARENA_SPAN_REACH : pages,
                            .page = cpool__calloc(pages, sizeof *sp.page),
                            .loan = loans ? cpool__calloc(pages, sizeof *sp.loan) : NULL};
     cpool_status st = sp.page && (sp.loan || !loans)

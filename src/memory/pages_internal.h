@@ -45,8 +45,9 @@ typedef struct cpool__page_loan {
 
 /* Address space reserved at once: its pages' records (loans: the packed
  * region's only). An arena's span reserves `reach` pages of address space,
- * more than its records: no block ever lies past them, but a resume's run
- * may reach there (cpool__run_map, `used`). */
+ * more than its records (but for a pool's only arena, graph_pages.h): no
+ * block ever lies past them, but a resume's run may reach there
+ * (cpool__run_map, `used`). */
 typedef struct cpool__page_span {
     uintptr_t base;
     size_t pages, reach;
@@ -176,8 +177,10 @@ cpool__page_span *cpool__span_of(const cpool__span_list *l, uintptr_t addr);
 size_t cpool__page_index(const cpool__page_span *sp, uintptr_t addr);
 void *cpool__page_addr(const cpool__page_span *sp, size_t i);
 /* Reserves `bytes` of address space (whole pages) as a new span: records
- * and reservation, all or nothing. */
-cpool_status cpool__span_add(cpool__graph_pages *gp, cpool__span_list *l, size_t bytes, bool loans, void **base);
+ * (with loans: the packed region's) and reservation, with `reach` the
+ * address space CPOOL__ARENA_SPAN_REACH times as large, all or nothing. */
+cpool_status cpool__span_add(cpool__graph_pages *gp, cpool__span_list *l, size_t bytes, bool loans, bool reach,
+                             void **base);
 void cpool__span_remove(cpool__graph_pages *gp, cpool__span_list *l, void *base, size_t bytes);
 void cpool__span_list_free(cpool__span_list *l);
 
