@@ -258,22 +258,85 @@ cpool_status cpool__residency_suspend(cpool__residency *r, cpool__allocator *a, 
     return CPOOL_OK;
 }
 
+/* A resume's copies back, started run by run as the memory under them is
+ * mapped, so that the driver maps the next pieces while the first bytes
+ * travel: on a KEEP pool the mapping hides behind the copy. */
+typedef struct restore {
+    cpool__residency *r;
+    cpool__bstream *s; /* NULL: nothing to copy */
+    bool *sent;        /* per kept run: its copy is queued */
+    size_t next;       /* the first kept run not yet passed (runs and kept runs go up by address) */
+    cpool_status st;   /* the first copy refused */
+} restore;
+
+static cpool_status restore_open(restore *c, cpool__residency *r) {
+    *c = (restore){.r = r};
+    if (!r->run_count) return CPOOL_OK;
+    c->sent = cpool__calloc(r->run_count, sizeof *c->sent);
+    if (!c->sent) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a resume's copies");
+    cpool_status st = r->be->stream_create(r->dev, NULL, false, &c->s);
+    if (st != CPOOL_OK) free(c->sent);
+    return st;
+}
+
+static void restore_run(restore *c, size_t i) {
+    const cpool__kept_run *k = &c->r->runs[i];
+    if (c->sent[i] || c->st != CPOOL_OK) return;
+    c->st = c->r->be->memcpy_async(c->s, (void *)k->addr, (char *)c->r->host + k->offset, k->bytes);
+    c->sent[i] = c->st == CPOOL_OK;
+}
+
+/* Queues the copies of the kept runs inside the run [lo, hi) just mapped
+ * (runs come in address order). The others, in graph memory or across
+ * two runs, restore_rest queues once everything is mapped. */
+static void restore_within(restore *c, uintptr_t lo, uintptr_t hi) {
+    for (; c->next < c->r->run_count && c->r->runs[c->next].addr < hi; c->next++) {
+        const cpool__kept_run *k = &c->r->runs[c->next];
+        if (k->addr >= lo && k->addr + k->bytes <= hi) restore_run(c, c->next);
+    }
+}
+
+/* Queues every copy not queued yet. */
+static void restore_rest(restore *c) {
+    for (size_t i = 0; i < c->r->run_count; i++) restore_run(c, i);
+}
+
+/* Waits for the queued copies; the first failure, if any. */
+static cpool_status restore_close(restore *c) {
+    if (!c->s) return CPOOL_OK;
+    cpool_status synced = c->r->be->stream_synchronize(c->s);
+    c->r->be->stream_destroy(c->s);
+    free(c->sent);
+    return c->st != CPOOL_OK ? c->st : synced;
+}
+
 cpool_status cpool__residency_resume(cpool__residency *r, cpool__allocator *a, cpool__graph_pages *gp) {
     if (!r->suspended) return CPOOL_OK;
     range_list mapped = {0}, cuts = {0};
+    restore copies;
     cpool_status st = mapped_runs(a, &mapped);
-    sort_by_addr(&mapped); /* as the free stretches, which map_run walks beside them */
+    sort_by_addr(&mapped); /* as the stretches, which map_run walks beside them */
     if (st == CPOOL_OK) st = block_stretches(a, &cuts);
+    if (st == CPOOL_OK) st = restore_open(&copies, r);
+    if (st != CPOOL_OK) {
+        free(mapped.at);
+        free(cuts.at);
+        return st;
+    }
     size_t done = 0, next_cut = 0;
     for (; st == CPOOL_OK && done < mapped.count; done++) {
-        st = map_run(r, mapped.at[done].addr, mapped.at[done].bytes, &cuts, &next_cut);
+        const cpool__kept_run *m = &mapped.at[done];
+        st = map_run(r, m->addr, m->bytes, &cuts, &next_cut);
         if (st != CPOOL_OK) break;
+        if (copies.s) restore_within(&copies, m->addr, m->addr + m->bytes);
     }
     free(cuts.at);
-    if (st == CPOOL_OK) st = cpool__graph_pages_resume(gp);
-    if (st == CPOOL_OK) {
-        st = copy_runs(r, r->runs, r->run_count, false);
-        if (st != CPOOL_OK) cpool__graph_pages_suspend(gp);
+    bool graphs = st == CPOOL_OK && (st = cpool__graph_pages_resume(gp)) == CPOOL_OK;
+    if (graphs && copies.s) restore_rest(&copies); /* graph memory's live blocks */
+    cpool_status copied = restore_close(&copies); /* also on failure: no copy may outlive its memory */
+    if (st == CPOOL_OK && copied != CPOOL_OK) {
+        st = copied;
+        cpool__graph_pages_suspend(gp);
     }
     if (st != CPOOL_OK) {
         unmap_runs(r, &mapped, done);

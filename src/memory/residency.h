@@ -50,7 +50,8 @@ void cpool__residency_destroy(cpool__residency *r);
  * takes every mapped page of both off the device. On failure (no host
  * memory, a copy refused) nothing changed. */
 cpool_status cpool__residency_suspend(cpool__residency *r, cpool__allocator *a, cpool__graph_pages *gp, bool keep);
-/* Maps every page of `a` and `gp` again and restores the kept bytes. On
+/* Maps every page of `a` and `gp` again and restores the kept bytes, each
+ * run's as soon as it is mapped (the next ones map while they travel). On
  * failure nothing is mapped and the memory stays suspended. */
 cpool_status cpool__residency_resume(cpool__residency *r, cpool__allocator *a, cpool__graph_pages *gp);
 /* Gives back the host copy kept after a resume (none while suspended). */
