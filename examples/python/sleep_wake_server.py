@@ -19,7 +19,8 @@ held, wake (every pool resumed) + the first replay of every graph against
 capturing them all again (a second capture of every graph, as a server
 that dropped its graphs would do, with torch's kernels already chosen: the
 first capture pays for that once), and the KEEP pool's bandwidth against a
-plain copy to and from pinned memory (medians).
+plain copy to and from pinned memory, its wake alone against the copy in
+(medians).
 
     PYTHONPATH=python CAPTUREPOOL_LIBRARY=build/src/libcapturepool.so python3 examples/python/sleep_wake_server.py
 """
@@ -153,7 +154,7 @@ def main(cycles=50):
           f"(weights {keep.stats().reserved_bytes >> 20}, KV {kv.stats().reserved_bytes >> 20}, "
           f"graphs {graphs.stats().reserved_bytes >> 20})")
 
-    rises, wakes, keep_s, resumes = [], [], [], []
+    rises, wakes, keep_s, keep_wake_s, resumes = [], [], [], [], []
     for cycle in range(cycles):
         torch.cuda.synchronize()
         free_awake = torch.cuda.mem_get_info()[0]
@@ -180,6 +181,7 @@ def main(cycles=50):
         torch.cuda.synchronize()
         wakes.append((time.perf_counter() - t2) * 1e3)
         keep_s.append((t1 - t0) + (t3 - t2))
+        keep_wake_s.append(t3 - t2)
         for b in order:
             prefill()
             graphs.replay(captured[b])
@@ -199,20 +201,24 @@ def main(cycles=50):
     pinned = torch.empty(weight_bytes, dtype=torch.uint8, pin_memory=True)
     with keep.allocating():
         scratch = torch.empty(weight_bytes, dtype=torch.uint8, device=dev)
-    copies = []
+    copies, copies_in = [], []
     for _ in range(5):
         torch.cuda.synchronize()
         t = time.perf_counter()
         pinned.copy_(scratch, non_blocking=True)
+        torch.cuda.synchronize()
+        t_in = time.perf_counter()
         scratch.copy_(pinned, non_blocking=True)
         torch.cuda.synchronize()
         copies.append(time.perf_counter() - t)
-    copy_s = sorted(copies)[len(copies) // 2]
-    keep_s.sort()
-    k = keep_s[len(keep_s) // 2]
+        copies_in.append(time.perf_counter() - t_in)
+    copy_s, copy_in_s = sorted(copies)[len(copies) // 2], sorted(copies_in)[len(copies_in) // 2]
+    k, kw = sorted(keep_s)[len(keep_s) // 2], sorted(keep_wake_s)[len(keep_wake_s) // 2]
     print(f"KEEP pool, {weight_bytes >> 20} MiB of weights: suspend + resume {k * 1e3:.2f} ms "
           f"({2 * weight_bytes / k / 1e9:.1f} GB/s); pinned copy out and back {copy_s * 1e3:.2f} ms "
           f"({2 * weight_bytes / copy_s / 1e9:.1f} GB/s)")
+    print(f"KEEP pool wake (resume alone) {kw * 1e3:.2f} ms ({weight_bytes / kw / 1e9:.1f} GB/s); pinned copy in "
+          f"{copy_in_s * 1e3:.2f} ms ({weight_bytes / copy_in_s / 1e9:.1f} GB/s): {copy_in_s / kw:.2f}x of its bandwidth")
     del scratch
     captured.clear()
     logits.clear()
