@@ -196,11 +196,12 @@ cpool__stream_key cpool__arena_packed_key(const cpool__arena *ar);
  * graph's last page into those of larger graphs, so that graphs of nested
  * scratch map one allocation each, not one per stretch they share
  * (page_runs.c, cpool__runs_regroup). Not the span of a pool's first
- * arena, while it is the only one: a capture into a fresh pool then cost
- * 15 us more on an H100 (capture_cost_bench, 2 MiB cold: 66 us against
- * 51, 1.07x of CUDA's graph memory nodes against 0.84x), and its graph,
- * if it is the smallest, maps its pieces of the runs apart (64 nested
- * graphs captured smallest first resumed in 6.0 ms against 4.8). */
+ * arena, while it is the only one: with reach a capture into a fresh
+ * pool cost 1.3x as much on an H100 (capture_cost_bench, 2 MiB cold: 1.07x
+ * of CUDA's graph memory nodes against 0.84x without), and without it
+ * its graph, if it is the smallest, maps its pieces of the runs apart (64
+ * nested graphs captured smallest first resumed at 1.65x of the floor of
+ * bench/wake_bench.cu against 1.25x). */
 #define CPOOL__ARENA_SPAN_REACH 4
 cpool_status cpool__graph_pages_packed(cpool__graph_pages *gp, cpool__allocator **out);
 /* Notes a packed block the arena's capture was handed (a graph output if it
