@@ -798,8 +798,8 @@ cpool_status cpool_pool_suspend(cpool_pool *pool, cpool_suspend_mode mode);
  * copy is kept for the next suspend (host_reserved_bytes); cpool_pool_trim
  * gives it back. Each run of contiguous pages comes back in few device
  * allocations of up to 2 GiB, a mapping each (a wake costs a mapping per
- * piece of a run, not per page): the whole pages of each block of 8 MiB or
- * more, and of each stretch of free blocks as large, are pieces of their
+ * piece of a run, not per page): the whole pages of each block of 64 MiB
+ * or more, and of each stretch of free blocks as large, are pieces of their
  * own, smaller neighbours share one. A later trim gives a piece back only
  * whole (cpool_pool_trim). Graph memory comes back the same way: pages that
  * graphs share at consecutive addresses are one allocation, mapped once in

@@ -1056,13 +1056,13 @@ static void suspend_resume_failures_change_nothing(cpool_device *dev) {
             void *a = NULL, *b = NULL, *big = NULL, *hole = NULL, *last = NULL;
             REQUIRE_OK(cpool_alloc(pool, (3u << 20) + 512, s, &a));
             REQUIRE_OK(cpool_alloc(pool, 4096, s, &b));
-            REQUIRE_OK(cpool_alloc(pool, 9u << 20, s, &big));
+            REQUIRE_OK(cpool_alloc(pool, 65u << 20, s, &big));
             REQUIRE_OK(cpool_alloc(pool, 10u << 20, s, &hole));
             REQUIRE_OK(cpool_alloc(pool, 4096, s, &last));
             CHECK_OK(cpool_free(pool, hole, s));
             CHECK_OK(cpool_memset_async(s, a, 0x31, (3u << 20) + 512));
             CHECK_OK(cpool_memset_async(s, b, 0x32, 4096));
-            CHECK_OK(cpool_memset_async(s, big, 0x33, 9u << 20));
+            CHECK_OK(cpool_memset_async(s, big, 0x33, 65u << 20));
             CHECK_OK(cpool_memset_async(s, last, 0x34, 4096));
             suspend_ctx c = {pool, NULL};
             REQUIRE_OK(cpool_capture(s, pool, CPOOL_CAPTURE_GLOBAL, suspend_body, &c, &g));
@@ -1106,7 +1106,7 @@ static void suspend_resume_failures_change_nothing(cpool_device *dev) {
             if (modes[m] == CPOOL_SUSPEND_KEEP_CONTENTS || suspended != CPOOL_OK) {
                 CHECK_BYTES(s, a, (3u << 20) + 512, 0x31);
                 CHECK_BYTES(s, b, 4096, 0x32);
-                CHECK_BYTES(s, big, 9u << 20, 0x33);
+                CHECK_BYTES(s, big, 65u << 20, 0x33);
                 CHECK_BYTES(s, last, 4096, 0x34);
                 CHECK_BYTES(s, c.out, 1u << 20, 0x5e);
             }

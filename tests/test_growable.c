@@ -742,7 +742,7 @@ static void a_unit_in_use_does_not_stop_the_give_back(cpool_device *dev) {
 }
 
 /* A resume maps each run of pages mapped at the suspend in few allocations
- * (a mapping a piece, not a page): a block of 8 MiB or more alone, smaller
+ * (a mapping a piece, not a page): a block of 64 MiB or more alone, smaller
  * neighbours together. Afterwards a piece goes back only whole, and every
  * byte is kept. */
 static void a_resumed_run_goes_back_whole(cpool_device *dev) {
@@ -754,22 +754,22 @@ static void a_resumed_run_goes_back_whole(cpool_device *dev) {
         REQUIRE_OK(cpool_alloc(pool, 4 * MiB, s, &p[i]));
         touch(s, p[i], 4 * MiB, 0x10 + i);
     }
-    REQUIRE_OK(cpool_alloc(pool, 16 * MiB, s, &big));
-    touch(s, big, 16 * MiB, 0x20);
+    REQUIRE_OK(cpool_alloc(pool, 64 * MiB, s, &big));
+    touch(s, big, 64 * MiB, 0x20);
     CHECK_PTR_EQ(p[3], (char *)p[0] + 12 * MiB);
     CHECK_PTR_EQ(big, (char *)p[0] + 16 * MiB);
     CHECK_OK(cpool_free(pool, p[1], s));
     CHECK_OK(cpool_pool_trim(pool)); /* pages a unit each: p[1]'s go */
-    CHECK_EQ(stats_of(pool).reserved_bytes, 28 * MiB);
+    CHECK_EQ(stats_of(pool).reserved_bytes, 76 * MiB);
     CHECK_OK(cpool_pool_suspend(pool, CPOOL_SUSPEND_KEEP_CONTENTS));
     CHECK_OK(cpool_pool_resume(pool));
     CHECK_BYTES(s, p[0], 4 * MiB, 0x10);
     CHECK_BYTES(s, p[2], 4 * MiB, 0x12);
     CHECK_BYTES(s, p[3], 4 * MiB, 0x13);
-    CHECK_BYTES(s, big, 16 * MiB, 0x20);
+    CHECK_BYTES(s, big, 64 * MiB, 0x20);
     CHECK_OK(cpool_free(pool, p[2], s));
     CHECK_OK(cpool_pool_trim(pool)); /* p[2] and p[3] are one unit now: it stays */
-    CHECK_EQ(stats_of(pool).reserved_bytes, 28 * MiB);
+    CHECK_EQ(stats_of(pool).reserved_bytes, 76 * MiB);
     CHECK_OK(cpool_free(pool, big, s));
     CHECK_OK(cpool_pool_trim(pool)); /* big is a unit of its own: it goes, p[3] in use */
     CHECK_EQ(stats_of(pool).reserved_bytes, 12 * MiB);
@@ -783,7 +783,7 @@ static void a_resumed_run_goes_back_whole(cpool_device *dev) {
     cpool_stream_destroy(s);
 }
 
-/* Random blocks (4 KiB to 40 MiB) through frees, trims and resumes of
+/* Random blocks (4 KiB to 100 MiB) through frees, trims and resumes of
  * both kinds: every live block keeps its bytes through a KEEP resume,
  * every trim gives back only whole units (the host backend aborts on a
  * unit cut in part), and in the end a trim leaves nothing. */
@@ -803,7 +803,7 @@ static void random_blocks_through_resumes(cpool_device *dev) {
             CHECK_OK(cpool_free(pool, p[k], s));
             p[k] = NULL;
         } else {
-            bytes[k] = (r / SLOTS) % 4 ? ((size_t)1 + (r >> 12) % 64) << 12 : ((size_t)1 + (r >> 12) % 40) * MiB;
+            bytes[k] = (r / SLOTS) % 4 ? ((size_t)1 + (r >> 12) % 64) << 12 : ((size_t)1 + (r >> 12) % 100) * MiB;
             REQUIRE_OK(cpool_alloc(pool, bytes[k], s, &p[k]));
             touch(s, p[k], bytes[k], (int)k + 1);
         }

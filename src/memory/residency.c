@@ -191,11 +191,12 @@ static cpool_status map_joined(cpool__residency *r, uintptr_t addr, size_t bytes
 /* The whole pages of a block, or of a stretch of free ones, at least this
  * large come back as allocations of their own, so that a trim can give
  * them back once that block is free, whatever the rest of its run holds.
- * A cut costs a mapping or two: at most two per block it cuts around, so
- * at most two per RESUME_CUT_MIN of a run. On the traces of bench/traces
- * (tests/test_trace_trim.c) trims after a resume then hold 1.001-1.019x of
- * what pages would, where whole runs held up to 1.467x. */
-#define RESUME_CUT_MIN ((size_t)8 << 20)
+ * A cut costs a mapping or two (at most two per block it cuts around),
+ * about what copying 2 MiB costs: at 64 MiB at most 4% of a KEEP block's
+ * copy. On the traces of bench/traces (tests/test_trace_trim.c) trims
+ * after a resume then hold 1.017-1.091x of what pages would (1.001-1.019x
+ * cut at 8 MiB), where whole runs held up to 1.467x. */
+#define RESUME_CUT_MIN ((size_t)64 << 20)
 
 /* Maps the run [addr, addr + bytes), cut around the stretches of `cuts`
  * (sorted; *next: the first not yet behind this run) that hold
