@@ -203,18 +203,18 @@ static cpool_status map_joined(cpool__residency *r, uintptr_t addr, size_t bytes
  * RESUME_CUT_MIN of whole pages. On failure nothing of the run is mapped. */
 static cpool_status map_run(cpool__residency *r, uintptr_t addr, size_t bytes, const range_list *cuts, size_t *next) {
     const uintptr_t end = addr + bytes, page = CPOOL__PAGE_BYTES;
-    uintptr_t at = addr;
+    uintptr_t at = addr; /* [addr, at) is mapped */
     cpool_status st = CPOOL_OK;
-    for (; *next < cuts->count && cuts->at[*next].addr < end && st == CPOOL_OK; ++*next) {
+    for (; *next < cuts->count && cuts->at[*next].addr < end; ++*next) {
         const cpool__kept_run *f = &cuts->at[*next];
         uintptr_t lo = f->addr > at ? f->addr : at, hi = f->addr + f->bytes < end ? f->addr + f->bytes : end;
         lo = (lo + page - 1) / page * page;
         hi = hi / page * page;
         if (hi > lo && hi - lo >= RESUME_CUT_MIN) {
-            if (lo > at) st = map_joined(r, at, lo - at);
-            if (st == CPOOL_OK) st = map_joined(r, lo, hi - lo);
-            if (st == CPOOL_OK) at = hi;
-            else if (lo > at) r->be->pages_unmap(r->dev, (void *)at, lo - at);
+            if (lo > at && (st = map_joined(r, at, lo - at)) != CPOOL_OK) break;
+            at = lo;
+            if ((st = map_joined(r, lo, hi - lo)) != CPOOL_OK) break;
+            at = hi;
         }
         if (f->addr + f->bytes > end) break; /* it reaches the next run too */
     }

@@ -134,8 +134,16 @@ struct host_extent {
 };
 
 /* Every pool of the device is gone by now (each held a reference to it), and
- * gave back what it held. */
+ * gave back what it held: where it did not, a count went wrong (checked in
+ * builds with the internal checks). */
 void cpool__host_device_close(cpool__bdevice *dev) {
+#ifdef CPOOL_DEBUG_CHECKS
+    if (atomic_load(&dev->held) != 0) {
+        fprintf(stderr, "capturepool: the host device closes with %llu bytes counted held\n",
+                (unsigned long long)atomic_load(&dev->held));
+        abort();
+    }
+#endif
     while (dev->free) {
         struct host_extent *e = dev->free;
         dev->free = e->next;
