@@ -20,9 +20,10 @@
  * allocation of the largest scratch mapped whole at each graph's addresses
  * (64 mappings; one allocation per graph's scratch shown beside it), every
  * graph launched after each resume and its output checked. Then a 1 GiB cpool_alloc into
- * an empty pool against cudaMalloc of 1 GiB. Medians of the rounds;
- * ratios ours / raw (goal <= 1.2). CUDA only: run by hand and by
- * scripts/gpu-check.sh.
+ * an empty pool against cudaMalloc of 1 GiB (after one of each untimed).
+ * Times: medians of the rounds; ratios ours / raw: medians of the rounds'
+ * ratios, each round's two sides run back to back (goal <= 1.2). CUDA
+ * only: run by hand and by scripts/gpu-check.sh.
  * Usage: wake_bench [ROUNDS]   (default 5)
  */
 #include <cuda.h>
@@ -33,6 +34,14 @@
 #define MIB ((size_t)1 << 20)
 #define GIB ((size_t)1 << 30)
 enum { MAX_ALLOCS = 64, MAX_ROUNDS = 20 };
+
+/* The median of the rounds' ratios ours[k] / base[k]: each round's two
+ * sides ran back to back, so a round the machine was slow in counts once. */
+static double ratio_median(const double *ours, const double *base, int rounds) {
+    double r[MAX_ROUNDS];
+    for (int k = 0; k < rounds; k++) r[k] = ours[k] / base[k];
+    return bench_median(r, rounds);
+}
 
 static void check_cu(CUresult r, const char *call, int line) {
     if (r == CUDA_SUCCESS) return;
@@ -177,16 +186,20 @@ static void run_set(const char *name, const size_t *sizes, size_t n, bool keep, 
         if (k < 0) continue;
         ks[k] = k_s, kr[k] = k_r, cp[k] = copy;
     }
+    /* The ratios first: the medians sort each side's rounds apart. */
+    double kept[MAX_ROUNDS], base[MAX_ROUNDS];
+    for (int k = 0; k < rounds; k++) kept[k] = ks[k] + kr[k], base[k] = rs[k] + rw[k] + cp[k];
+    double q_s = ratio_median(ds, rs, rounds), q_r = ratio_median(dr, rw, rounds), q_k = ratio_median(kept, base, rounds);
     double mds = bench_median(ds, rounds), mdr = bench_median(dr, rounds), mrs = bench_median(rs, rounds);
     double mrw = bench_median(rw, rounds), mks = bench_median(ks, rounds), mkr = bench_median(kr, rounds);
     double mcp = bench_median(cp, rounds);
     printf("%-8s %5.1f GiB %3zu allocs | DISCARD suspend / resume: ours %8.2f / %8.2f ms, raw %8.2f / %8.2f ms:"
            " %5.2fx / %5.2fx\n",
-           name, (double)total / GIB, n, mds, mdr, mrs, mrw, mds / mrs, mdr / mrw);
+           name, (double)total / GIB, n, mds, mdr, mrs, mrw, q_s, q_r);
     if (keep)
         printf("%-8s KEEP suspend + resume: ours %8.2f ms, raw + pinned copies %8.2f ms (copies %.2f ms, %.1f GB/s):"
                " %5.2fx\n",
-               name, mks + mkr, mrs + mrw + mcp, mcp, 2.0 * (double)total / (mcp * 1e6), (mks + mkr) / (mrs + mrw + mcp));
+               name, mks + mkr, mrs + mrw + mcp, mcp, 2.0 * (double)total / (mcp * 1e6), q_k);
     printf("csv,wake_bench,%s,%zu,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f\n", name, total, mds, mdr, mrs, mrw, mks, mkr,
            mcp);
     for (size_t i = 0; i < n; i++) BENCH_CHECK(cpool_free(pool, ptr[i], s));
@@ -287,11 +300,12 @@ static void graph_pool(const char *name, bool shuffled, int rounds, cpool_device
     memset(&st, 0, sizeof st);
     st.struct_size = sizeof st;
     BENCH_CHECK(cpool_pool_get_stats(pool, &st));
+    double q_s = ratio_median(ds, rs, rounds), q_r = ratio_median(dr, rw, rounds); /* before the medians sort */
     double mds = bench_median(ds, rounds), mdr = bench_median(dr, rounds), mrs = bench_median(rs, rounds);
     double mrw = bench_median(rw, rounds), mas = bench_median(as, rounds), maw = bench_median(aw, rounds);
     printf("%-8s 64 graphs, graph memory %.0f MiB | DISCARD suspend / resume: ours %8.2f / %8.2f ms, floor %8.2f / "
            "%8.2f ms: %5.2fx / %5.2fx (an allocation per graph: %.2f / %.2f ms) | outputs wrong after resumes: %d\n",
-           name, (double)st.graph_reserved_bytes / MIB, mds, mdr, mrs, mrw, mds / mrs, mdr / mrw, mas, maw, wrong);
+           name, (double)st.graph_reserved_bytes / MIB, mds, mdr, mrs, mrw, q_s, q_r, mas, maw, wrong);
     printf("csv,wake_bench,%s,%llu,%.3f,%.3f,%.3f,%.3f,%d\n", name, (unsigned long long)st.graph_reserved_bytes, mds,
            mdr, mrs, mrw, wrong);
     for (int i = 0; i < GRAPHS; i++) {
@@ -336,13 +350,16 @@ static double one_cuda_malloc(void) {
  * turns which goes first (each takes memory the other just gave back). */
 static void eager_growth(int rounds, cpool_device *dev, cpool_stream *s) {
     double ours[MAX_ROUNDS], raw[MAX_ROUNDS];
+    one_growth(dev, s); /* not timed: each side's first 1 GiB */
+    one_cuda_malloc();
     for (int k = 0; k < rounds; k++) {
         if (k % 2) raw[k] = one_cuda_malloc();
         ours[k] = one_growth(dev, s);
         if (k % 2 == 0) raw[k] = one_cuda_malloc();
     }
+    double ratio = ratio_median(ours, raw, rounds); /* before the medians sort */
     double o = bench_median(ours, rounds), r = bench_median(raw, rounds);
-    printf("eager growth: 1 GiB cpool_alloc into an empty pool %.1f us, cudaMalloc %.1f us: %.2fx\n", o, r, o / r);
+    printf("eager growth: 1 GiB cpool_alloc into an empty pool %.1f us, cudaMalloc %.1f us: %.2fx\n", o, r, ratio);
     printf("csv,wake_bench,eager_1gib,%.3f,%.3f\n", o, r);
 }
 
