@@ -128,12 +128,12 @@ static void side_by_side(cpool_device *dev, const char *name, const trace *t, in
     d->be = &paged_backend;
     replay(dev, t, resume_at, pages);
     d->be = real_backend;
-    int from = resume_at < 0 ? 0 : resume_at;
-    double u = 0, p = 0;
+    int from = resume_at < 0 ? 0 : resume_at, trims = TRIMS - from;
+    double u = 0, p = 0, mib = 1 << 20;
     for (int k = from; k < TRIMS; k++) u += (double)units[k], p += (double)pages[k];
     printf("  note [%s]: %-15s held after %2d trims%s: units %7.1f MiB, pages %7.1f MiB (%.3fx)\n",
-           check_backend_name_, name, TRIMS - from, resume_at < 0 ? "           " : " after a resume", u / (TRIMS - from) / (1 << 20),
-           p / (TRIMS - from) / (1 << 20), p > 0 ? u / p : 1.0);
+           check_backend_name_, name, trims, resume_at < 0 ? "           " : " after a resume", u / trims / mib,
+           p / trims / mib, p > 0 ? u / p : 1.0);
 }
 
 static const char *const traces[] = {"gpt2_train", "resnet50_train", "vit_b16_infer", "llama_decode"};
@@ -153,8 +153,9 @@ static void trims_of_traces_hold_no_more_than_pages(cpool_device *dev) {
     }
 }
 
-/* With a resume halfway, runs come back whole: what they cost at the trims
- * after it, printed; before it, the same as pages. */
+/* With a resume halfway, runs come back in pieces that go back only whole:
+ * what they cost at the trims after it, printed; before it, the same as
+ * pages. */
 static void trims_after_a_resume_give_back_whole_runs(cpool_device *dev) {
     for (size_t i = 0; i < sizeof traces / sizeof *traces; i++) {
         trace t;
