@@ -805,9 +805,12 @@ cpool_status cpool_pool_suspend(cpool_pool *pool, cpool_suspend_mode mode);
  * graphs share at consecutive addresses are one allocation, mapped once in
  * each of them, also in a graph that uses only its first pages (mapped past
  * them, at addresses the graph reserved and never writes): graphs whose
- * scratch nests, one per batch size, map one allocation each. What only
- * such addresses still map (its larger graphs released) goes back by the
- * next cpool_pool_trim.
+ * scratch nests, one per batch size, map one allocation each. (The first
+ * graph captured into a pool reserves no such addresses, so that a capture
+ * into a fresh pool costs no more than it would without them: if it is the
+ * smallest, the allocation is split where its pages end.) What only such
+ * addresses still map (its larger graphs released) goes back by the next
+ * cpool_pool_trim.
  * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL or dead pool, or
  * inside a stream callback), CPOOL_ERR_OUT_OF_MEMORY (the device memory
  * cannot be had: the pool stays suspended, nothing leaked, and a later
