@@ -805,10 +805,11 @@ cpool_status cpool_pool_suspend(cpool_pool *pool, cpool_suspend_mode mode);
  * graphs share at consecutive addresses are one allocation, mapped once in
  * each of them, also in a graph that uses only its first pages (mapped past
  * them, at addresses the graph reserved and never writes): graphs whose
- * scratch nests, one per batch size, map one allocation each. (The first
- * graph captured into a pool reserves no such addresses, so that a capture
- * into a fresh pool costs no more than it would without them: if it is the
- * smallest, the allocation is split where its pages end.) What only such
+ * scratch nests, one per batch size, map one allocation each. (A graph
+ * captured while no other graph's memory is in the pool may reserve no
+ * such addresses, so that a capture into a fresh pool costs no more than
+ * it would without them: if it is the smallest, the allocation is split
+ * where its pages end.) What only such
  * addresses still map (its larger graphs released) goes back by the next
  * cpool_pool_trim.
  * Returns CPOOL_OK, CPOOL_ERR_INVALID_ARGUMENT (NULL or dead pool, or
