@@ -69,7 +69,9 @@ static void note_live(void *ctx, const cpool__block_view *b) {
     if (b->live) add_range(ctx, b->addr, b->size);
 }
 static void note_block(void *ctx, const cpool__block_view *b) {
-    add_range(ctx, b->addr, b->size | (b->live ? 0 : 1)); /* the low bit (sizes are even): free */
+    range_list *l = ctx;
+    add_range(l, b->addr, b->size);
+    if (!l->failed) l->at[l->count - 1].offset = !b->live; /* here: whether the block is free */
 }
 static void skip_block(void *ctx, const cpool__block_view *b) {
     (void)ctx;
@@ -94,7 +96,7 @@ static cpool_status mapped_runs(const cpool__allocator *a, range_list *out) {
 }
 
 /* The stretches a resume maps apart (map_run), in address order: each live
- * block, and each stretch of free neighbours. */
+ * block, and each stretch of free neighbours (`offset` is 1 on those). */
 static cpool_status block_stretches(const cpool__allocator *a, range_list *out) {
     cpool__allocator_walk(a, &(cpool__walker){.ctx = out, .segment = skip_run, .block = note_block});
     if (out->failed) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory listing a pool's blocks");
@@ -102,14 +104,11 @@ static cpool_status block_stretches(const cpool__allocator *a, range_list *out) 
     size_t n = 0;
     for (size_t i = 0; i < out->count; i++) {
         cpool__kept_run *prev = n ? &out->at[n - 1] : NULL;
-        bool free_block = out->at[i].bytes & 1;
-        out->at[i].bytes &= ~(size_t)1;
-        if (free_block && prev && prev->offset && prev->addr + prev->bytes == out->at[i].addr) {
-            prev->bytes += out->at[i].bytes;
+        if (out->at[i].offset && prev && prev->offset && prev->addr + prev->bytes == out->at[i].addr) {
+            prev->bytes += out->at[i].bytes; /* free after free: one stretch */
             continue;
         }
-        out->at[n] = out->at[i];
-        out->at[n++].offset = free_block; /* here: whether the stretch is free */
+        out->at[n++] = out->at[i];
     }
     out->count = n;
     return CPOOL_OK;
@@ -146,19 +145,15 @@ static cpool_status live_runs(const cpool__allocator *a, const cpool__graph_page
 
 /* ---- copies ---------------------------------------------------------------- */
 
-/* Copies every run to the host copy (to_host) or back, on a stream of its
- * own, and waits for them. */
-static cpool_status copy_runs(cpool__residency *r, const cpool__kept_run *runs, size_t count, bool to_host) {
+/* Copies every run to the host copy, on a stream of its own, and waits
+ * for them (the way back is a resume's, `restore` below). */
+static cpool_status copy_to_host(cpool__residency *r, const cpool__kept_run *runs, size_t count) {
     if (!count) return CPOOL_OK;
     cpool__bstream *s;
     cpool_status st = r->be->stream_create(r->dev, NULL, false, &s);
     if (st != CPOOL_OK) return st;
-    for (size_t i = 0; i < count && st == CPOOL_OK; i++) {
-        char *host = (char *)r->host + runs[i].offset;
-        void *dev = (void *)runs[i].addr;
-        st = to_host ? r->be->memcpy_async(s, host, dev, runs[i].bytes)
-                     : r->be->memcpy_async(s, dev, host, runs[i].bytes);
-    }
+    for (size_t i = 0; i < count && st == CPOOL_OK; i++)
+        st = r->be->memcpy_async(s, (char *)r->host + runs[i].offset, (void *)runs[i].addr, runs[i].bytes);
     cpool_status synced = r->be->stream_synchronize(s);
     r->be->stream_destroy(s);
     return st != CPOOL_OK ? st : synced;
@@ -240,7 +235,7 @@ cpool_status cpool__residency_suspend(cpool__residency *r, cpool__allocator *a, 
         if (st == CPOOL_OK) r->host_bytes = (size_t)total;
         new_host = st == CPOOL_OK;
     }
-    if (st == CPOOL_OK) st = copy_runs(r, live.at, live.count, true);
+    if (st == CPOOL_OK) st = copy_to_host(r, live.at, live.count);
     if (st != CPOOL_OK) {
         /* Nothing changed: a host copy made for this suspend goes too. */
         if (new_host) free_host(r);
