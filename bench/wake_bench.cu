@@ -19,8 +19,9 @@
  * in shuffled order: its DISCARD resume against the floor of one driver
  * allocation of the largest scratch mapped whole at each graph's addresses
  * (64 mappings; one allocation per graph's scratch shown beside it), every
- * graph launched after each resume and its output checked. Then a 1 GiB cpool_alloc into
- * an empty pool against cudaMalloc of 1 GiB (after one of each untimed).
+ * graph launched after each resume and its output checked. Then a 1 GiB
+ * cpool_alloc into an empty pool against cudaMalloc of 1 GiB (after one of
+ * each untimed).
  * Times: medians of the rounds; ratios ours / raw: medians of the rounds'
  * ratios, each round's two sides run back to back (goal <= 1.2). CUDA
  * only: run by hand and by scripts/gpu-check.sh.
@@ -53,20 +54,15 @@ static void check_cu(CUresult r, const char *call, int line) {
 #define CU(call) check_cu((call), #call, __LINE__)
 #define RT(call) BENCH_CHECK((int)(call))
 
-/* n driver allocations at n addresses; `one`: a single allocation of the
- * largest size instead, mapped whole at every address (each reserved that
- * large), as graphs that share their scratch would map it. */
+/* n driver allocations at n addresses; `one` (0: none): the size of a
+ * single allocation instead, mapped whole at every address (each reserved
+ * that large), as graphs that share their scratch would map it. */
 typedef struct raw_set {
-    size_t n, bytes[MAX_ALLOCS];
+    size_t n, bytes[MAX_ALLOCS], one;
     CUdeviceptr va[MAX_ALLOCS];
-    bool one;
 } raw_set;
 
-static size_t raw_size(const raw_set *r, size_t i) {
-    size_t most = 0;
-    for (size_t k = 0; r->one && k < r->n; k++) most = r->bytes[k] > most ? r->bytes[k] : most;
-    return r->one ? most : r->bytes[i];
-}
+static size_t raw_size(const raw_set *r, size_t i) { return r->one ? r->one : r->bytes[i]; }
 
 static CUmemAllocationProp prop_of(int device) {
     CUmemAllocationProp p;
@@ -83,7 +79,7 @@ static double raw_wake(raw_set *r, int device) {
     CUmemAccessDesc access = {{CU_MEM_LOCATION_TYPE_DEVICE, device}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
     double t = bench_now_ns();
     CUmemGenericAllocationHandle h = 0;
-    if (r->one) CU(cuMemCreate(&h, raw_size(r, 0), &prop, 0));
+    if (r->one) CU(cuMemCreate(&h, r->one, &prop, 0));
     for (size_t i = 0; i < r->n; i++) {
         if (!r->one) CU(cuMemCreate(&h, r->bytes[i], &prop, 0));
         CU(cuMemMap(r->va[i], raw_size(r, i), 0, h, 0));
@@ -259,7 +255,6 @@ static void graph_pool(const char *name, bool shuffled, int rounds, cpool_device
     memset(&raw, 0, sizeof raw);
     memset(&apart, 0, sizeof apart);
     raw.n = apart.n = GRAPHS;
-    raw.one = true;
     cpool_pool *pool;
     BENCH_CHECK(cpool_pool_create(dev, NULL, &pool));
     int order[GRAPHS];
@@ -278,6 +273,7 @@ static void graph_pool(const char *name, bool shuffled, int rounds, cpool_device
         g[i].scratch = (bytes + 2 * MIB - 1) / (2 * MIB) * (2 * MIB);
         g[i].pattern = i + 1;
         raw.bytes[i] = apart.bytes[i] = g[i].scratch;
+        raw.one = g[i].scratch > raw.one ? g[i].scratch : raw.one; /* the largest */
         CU(cuMemAddressReserve(&apart.va[i], apart.bytes[i], 0, 0, 0));
     }
     for (int i = 0; i < GRAPHS; i++) CU(cuMemAddressReserve(&raw.va[i], raw_size(&raw, i), 0, 0, 0));
