@@ -767,7 +767,10 @@ typedef enum cpool_suspend_mode {
  * the resume. With CPOOL_SUSPEND_KEEP_CONTENTS the bytes of live blocks
  * (allocations outside capture not yet freed, and graph outputs) are first
  * copied to host memory (pinned on CUDA); free, cached and scratch memory
- * is given back without a copy. Addresses stay reserved. Recorded objects
+ * is given back without a copy. Addresses stay reserved. The whole pages
+ * of free blocks do not come back at the resume (a wake maps only what
+ * holds blocks): they map again when an allocation asks for them, as
+ * after a cpool_pool_trim. Recorded objects
  * (cpool_pool_record) are the caller's and are left as they are.
  * While suspended, cpool_alloc and cpool_alloc_output on the pool, a
  * capture that would hold it (cpool_capture_begin with it bound, or
@@ -789,8 +792,9 @@ typedef enum cpool_suspend_mode {
  * kept), CPOOL_ERR_BACKEND. */
 cpool_status cpool_pool_suspend(cpool_pool *pool, cpool_suspend_mode mode);
 
-/* Maps memory at a suspended pool's addresses again and restores the bytes
- * a KEEP_CONTENTS suspend kept.
+/* Maps memory at a suspended pool's addresses again (the pages that held
+ * blocks, and graph memory) and restores the bytes a KEEP_CONTENTS suspend
+ * kept.
  * On CPOOL_OK every graph holding the pool launches as before and, from the
  * same inputs, writes the same bytes (after a DISCARD suspend, live blocks
  * hold unspecified bytes until written). Resuming a pool that is not

@@ -783,6 +783,49 @@ static void a_resumed_run_goes_back_whole(cpool_device *dev) {
     cpool_stream_destroy(s);
 }
 
+/* A suspend forgets the whole free pages that a trim could not give back
+ * (a unit a resume mapped, shared with live blocks): the next resume maps
+ * only the pages that hold blocks, and the free memory maps again when an
+ * allocation asks for it, at its old addresses. */
+static void free_pages_are_not_mapped_again_at_resume(cpool_device *dev) {
+    cpool_stream *s;
+    REQUIRE_OK(cpool_stream_create(dev, &s));
+    cpool_pool *pool = growable_pool(dev);
+    void *p[4];
+    for (int i = 0; i < 4; i++) {
+        REQUIRE_OK(cpool_alloc(pool, 3 * MiB, s, &p[i]));
+        touch(s, p[i], 3 * MiB, 0x30 + i);
+    }
+    CHECK_PTR_EQ(p[3], (char *)p[0] + 9 * MiB);
+    CHECK_OK(cpool_pool_suspend(pool, CPOOL_SUSPEND_KEEP_CONTENTS));
+    CHECK_OK(cpool_pool_resume(pool)); /* [0, 12 MiB) is one unit now */
+    CHECK_OK(cpool_free(pool, p[1], s)); /* its whole page [4, 6 MiB) is free */
+    CHECK_OK(cpool_pool_trim(pool));
+    CHECK_EQ(stats_of(pool).reserved_bytes, 12 * MiB); /* the unit is shared: it stays */
+    const cpool_suspend_mode modes[] = {CPOOL_SUSPEND_KEEP_CONTENTS, CPOOL_SUSPEND_DISCARD};
+    for (int m = 0; m < 2; m++) {
+        CHECK_OK(cpool_pool_suspend(pool, modes[m]));
+        CHECK_EQ(stats_of(pool).reserved_bytes, 0);
+        CHECK_OK(cpool_pool_resume(pool));
+        CHECK_EQ(stats_of(pool).reserved_bytes, 10 * MiB); /* the free page is not mapped again */
+        if (modes[m] == CPOOL_SUSPEND_DISCARD)
+            for (int i = 0; i < 4; i++)
+                if (i != 1) touch(s, p[i], 3 * MiB, 0x30 + i);
+        CHECK_BYTES(s, p[0], 3 * MiB, 0x30);
+        CHECK_BYTES(s, p[2], 3 * MiB, 0x32);
+        CHECK_BYTES(s, p[3], 3 * MiB, 0x33);
+    }
+    REQUIRE_OK(cpool_alloc(pool, 3 * MiB, s, &p[1])); /* the free block and its page, mapped again */
+    CHECK_EQ(stats_of(pool).reserved_bytes, 12 * MiB);
+    touch(s, p[1], 3 * MiB, 0x31);
+    for (int i = 0; i < 4; i++) {
+        CHECK_BYTES(s, p[i], 3 * MiB, 0x30 + i);
+        CHECK_OK(cpool_free(pool, p[i], s));
+    }
+    cpool_pool_release(pool);
+    cpool_stream_destroy(s);
+}
+
 /* Random blocks (4 KiB to 100 MiB) through frees, trims and resumes of
  * both kinds: every live block keeps its bytes through a KEEP resume,
  * every trim gives back only whole units (the host backend aborts on a
@@ -849,6 +892,7 @@ static const check_case cases[] = {
     CHECK_CASE(a_large_growth_goes_back_whole),
     CHECK_CASE(a_resumed_run_goes_back_whole),
     CHECK_CASE(a_unit_in_use_does_not_stop_the_give_back),
+    CHECK_CASE(free_pages_are_not_mapped_again_at_resume),
     CHECK_CASE(random_blocks_through_resumes),
 };
 

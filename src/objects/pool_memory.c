@@ -240,6 +240,11 @@ static cpool_status suspend(cpool_pool *pool, cpool_suspend_mode mode) {
     if (st == CPOOL_OK)
         st = cpool__residency_suspend(&pool->residency, &pool->alloc, &pool->pages,
                                       mode == CPOOL_SUSPEND_KEEP_CONTENTS);
+    /* The whole free pages that the trim above left (in units shared with
+     * live blocks) are off the device now too: a trim forgets them (its
+     * unmaps are no-ops while suspended), so that the resume maps only
+     * pages that hold blocks, and free memory maps again when asked for. */
+    if (st == CPOOL_OK) cpool__allocator_trim(&pool->alloc);
     CHECK_ALLOCATOR_FULL(pool);
     cpool__mutex_unlock(&pool->mu);
     if (st != CPOOL_OK) {
