@@ -30,6 +30,11 @@
  * private pool, and frees them one day: that free is dropped here (the
  * slot's list of released segments). docs/PYTHON.md, "Graphs that share
  * pages".
+ *
+ * A graph's small outputs (TorchPool.output) bypass torch's caching
+ * allocator, which would round each into a 2 MiB segment: a block of
+ * exactly their size from the packed region (cpool_torch_output), handed
+ * to torch as a DLPack tensor whose deleter frees it.
  */
 #include <pthread.h>
 #include <stddef.h>
@@ -52,6 +57,7 @@ typedef struct torch_slot {
     cpool_pool *pool;     /* the slot's reference; NULL when free */
     cpool_device *dev;    /* the slot's own reference */
     cpool_stream *own;    /* the host backend's stream, made on first use */
+    cpool_backend backend; /* the device's, for the outputs' DLPack device */
     bool unbinding;       /* unbind asked: the slot ends with the last free */
     int status;           /* the last failure of alloc or free, 0 if none */
     uint64_t live, allocs, frees, failures;
@@ -138,7 +144,7 @@ CPOOL_TORCH_API int cpool_torch_bind(int slot, cpool_pool *pool, int backend, in
             st = CPOOL_ERR_INVALID_ARGUMENT;
         }
     }
-    if (st == CPOOL_OK) t->status = 0, t->live = t->allocs = t->frees = t->failures = 0;
+    if (st == CPOOL_OK) t->status = 0, t->live = t->allocs = t->frees = t->failures = 0, t->backend = cpool_device_backend(t->dev);
     pthread_mutex_unlock(&t->mu);
     return st;
 }
@@ -184,29 +190,36 @@ CPOOL_TORCH_API void cpool_torch_counts(int slot, uint64_t counts[5]) {
     pthread_mutex_unlock(&t->mu);
 }
 
-/* `output`: the segment is for graphs' outputs (cpool_alloc_output: under
- * an attached capture, from the packed region that no graph's scratch
- * shares). */
-static void *slot_alloc(int slot, size_t bytes, int device, void *stream, bool output) {
-    (void)device; /* the slot's pool is on one device; torch asks on it */
+/* `output`: the block is a graph's output (cpool_alloc_output: under an
+ * attached capture, from the packed region that no graph's scratch
+ * shares). Returns the status; *ptr is NULL on failure. */
+static int slot_take(int slot, size_t bytes, void *stream, bool output, void **ptr) {
     torch_slot *t = slot_at(slot);
-    void *ptr = NULL;
+    *ptr = NULL;
+    if (!t) return CPOOL_ERR_INVALID_ARGUMENT;
     pthread_mutex_lock(&t->mu);
     int st = CPOOL_ERR_INVALID_ARGUMENT;
     if (t->pool && !t->unbinding) {
         cpool_stream *s = slot_stream(t, stream);
         st = !s        ? CPOOL_ERR_OUT_OF_MEMORY
-             : output ? cpool_alloc_output(t->pool, bytes, s, &ptr)
-                      : cpool_alloc(t->pool, bytes, s, &ptr);
+             : output ? cpool_alloc_output(t->pool, bytes, s, ptr)
+                      : cpool_alloc(t->pool, bytes, s, ptr);
     }
     if (st == CPOOL_OK) {
         t->live++, t->allocs++;
     } else {
-        ptr = NULL; /* torch takes NULL for out of memory */
+        *ptr = NULL;
         t->failures++, t->status = st;
     }
     pthread_mutex_unlock(&t->mu);
-    return ptr;
+    return st;
+}
+
+static void *slot_alloc(int slot, size_t bytes, int device, void *stream) {
+    (void)device; /* the slot's pool is on one device; torch asks on it */
+    void *ptr;
+    slot_take(slot, bytes, stream, false, &ptr);
+    return ptr; /* torch takes NULL for out of memory */
 }
 
 static void slot_free(int slot, void *ptr, size_t bytes, int device, void *stream) {
@@ -310,14 +323,89 @@ CPOOL_TORCH_API int cpool_torch_detach(int slot, void *native, cpool_graph **hol
     return st;
 }
 
-/* The entry points, one pair per slot, and an allocation for outputs
- * (freed by the pair's free). */
+/* ---- outputs handed to torch as tensors of their own -------------------- */
+
+/* DLPack's C ABI (dlpack.h, unchanged since v0.2): what torch.from_dlpack
+ * reads from a "dltensor" capsule. Only the fields used here. */
+enum { DL_CPU = 1, DL_CUDA = 2, DL_UINT = 1 };
+typedef struct dl_tensor {
+    void *data;
+    struct {
+        int32_t device_type, device_id;
+    } device;
+    int32_t ndim;
+    struct {
+        uint8_t code, bits;
+        uint16_t lanes;
+    } dtype;
+    int64_t *shape, *strides; /* strides NULL: compact, row-major */
+    uint64_t byte_offset;
+} dl_tensor;
+typedef struct dl_managed {
+    dl_tensor tensor;
+    void *manager_ctx;
+    void (*deleter)(struct dl_managed *self);
+} dl_managed;
+
+/* An output block and its DLPack description; torch calls the deleter
+ * when the last tensor over the block goes. */
+typedef struct output_block {
+    dl_managed dl; /* first: the deleter gets this */
+    int64_t bytes;
+    int slot;
+    void *stream;
+} output_block;
+
+static void output_delete(dl_managed *m) {
+    output_block *o = (output_block *)m;
+    slot_free(o->slot, o->dl.tensor.data, (size_t)o->bytes, o->dl.tensor.device.device_id, o->stream);
+    free(o);
+}
+
+/* Allocates `bytes` for a graph's output with cpool_alloc_output on
+ * `stream` (under an attached capture: packed with the other graphs'
+ * outputs, exactly its size, where torch's caching allocator would take
+ * a 2 MiB segment) and describes it as a DLPack tensor of `bytes` uint8
+ * on `device` (*dl_out, a dl_managed). Its deleter frees the block on
+ * `stream`; a packed output of a graph that lives stays that graph's
+ * until its release (cpool_free). Returns CPOOL_OK or the status of the
+ * allocation (cpool_last_error says more); *dl_out NULL on failure. */
+CPOOL_TORCH_API int cpool_torch_output(int slot, size_t bytes, int device, void *stream, void **dl_out) {
+    if (!dl_out) return CPOOL_ERR_INVALID_ARGUMENT;
+    *dl_out = NULL;
+    output_block *o = calloc(1, sizeof *o);
+    if (!o) return CPOOL_ERR_OUT_OF_MEMORY;
+    void *ptr;
+    int st = slot_take(slot, bytes, stream, true, &ptr);
+    if (st != CPOOL_OK) {
+        free(o);
+        return st;
+    }
+    const torch_slot *t = slot_at(slot);
+    o->bytes = (int64_t)bytes;
+    o->slot = slot;
+    o->stream = stream;
+    o->dl.tensor = (dl_tensor){.data = ptr,
+                               .device = {t->backend == CPOOL_BACKEND_HOST ? DL_CPU : DL_CUDA, device},
+                               .ndim = 1,
+                               .dtype = {DL_UINT, 8, 1},
+                               .shape = &o->bytes};
+    o->dl.manager_ctx = o;
+    o->dl.deleter = output_delete;
+    *dl_out = &o->dl;
+    return CPOOL_OK;
+}
+
+/* Frees an output that no tensor took (its capsule was never consumed). */
+CPOOL_TORCH_API void cpool_torch_output_drop(void *dl) {
+    dl_managed *m = dl;
+    if (m && m->deleter) m->deleter(m);
+}
+
+/* The entry points, one pair per slot. */
 #define CPOOL_TORCH_PAIR(n)                                                                                  \
     CPOOL_TORCH_API void *cpool_torch_alloc_##n(size_t bytes, int device, void *stream) {                    \
-        return slot_alloc(n, bytes, device, stream, false);                                                  \
-    }                                                                                                        \
-    CPOOL_TORCH_API void *cpool_torch_alloc_output_##n(size_t bytes, int device, void *stream) {             \
-        return slot_alloc(n, bytes, device, stream, true);                                                   \
+        return slot_alloc(n, bytes, device, stream);                                                  \
     }                                                                                                        \
     CPOOL_TORCH_API void cpool_torch_free_##n(void *ptr, size_t bytes, int device, void *stream) {           \
         slot_free(n, ptr, bytes, device, stream);                                                            \

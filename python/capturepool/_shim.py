@@ -54,10 +54,24 @@ def shim():
             so.cpool_torch_note_scratch.restype = ctypes.c_int
             so.cpool_torch_note_scratch.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
                                                     ctypes.c_size_t]
+            so.cpool_torch_output.restype = ctypes.c_int
+            so.cpool_torch_output.argtypes = [ctypes.c_int, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p,
+                                              ctypes.POINTER(ctypes.c_void_p)]
+            so.cpool_torch_output_drop.restype = None
+            so.cpool_torch_output_drop.argtypes = [ctypes.c_void_p]
             so.cpool_torch_detach.restype = ctypes.c_int
             so.cpool_torch_detach.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]
             _shim = so
         return _shim
+
+
+# DLPack's capsule: torch.from_dlpack takes a PyCapsule named "dltensor"
+# holding a DLManagedTensor, and renames it once it owns the tensor.
+_DLTENSOR = b"dltensor"
+_capsule_new = ctypes.pythonapi.PyCapsule_New
+_capsule_new.restype, _capsule_new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+_capsule_valid = ctypes.pythonapi.PyCapsule_IsValid
+_capsule_valid.restype, _capsule_valid.argtypes = ctypes.c_int, [ctypes.py_object, ctypes.c_char_p]
 
 
 class Slot:
@@ -85,7 +99,6 @@ class Slot:
                             "(close a TorchPool, and free its tensors, to give one back)")
         self.path = shim_path()
         self.alloc_name = f"cpool_torch_alloc_{self.index}"
-        self.alloc_output_name = f"cpool_torch_alloc_output_{self.index}"
         self.free_name = f"cpool_torch_free_{self.index}"
         self._so = so
 
@@ -125,6 +138,25 @@ class Slot:
         st = self._so.cpool_torch_note_scratch(self.index, native or None, ptr, offset, nbytes)
         if st != 0:
             raise Error(st, f"cpool_torch_note_scratch: {_c.cpool_last_error().decode()}")
+
+    def output(self, nbytes, device, native, take):
+        """Allocates nbytes for a graph's output on the CUDA stream `native`
+        (cpool_torch_output: packed with other graphs' outputs under an
+        attached capture) and returns take(capsule): the block as a DLPack
+        capsule of nbytes uint8 whose deleter frees it. A capsule that take
+        did not consume (it raised) is freed here."""
+        dl = ctypes.c_void_p()
+        st = self._so.cpool_torch_output(self.index, nbytes, device, native or None, ctypes.byref(dl))
+        if st != 0:
+            raise Error(st, f"cpool_torch_output: {_c.cpool_last_error().decode()}")
+        capsule = None
+        try:
+            capsule = _capsule_new(dl.value, _DLTENSOR, None)
+            return take(capsule)
+        except BaseException:
+            if capsule is None or _capsule_valid(capsule, _DLTENSOR):
+                self._so.cpool_torch_output_drop(dl.value)
+            raise
 
     def detach(self, native, device):
         """Detaches before torch ends the capture; returns the cp.Graph

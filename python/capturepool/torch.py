@@ -115,7 +115,6 @@ class TorchPool:
         self.mempool = self._new_mempool()
         # Graphs' outputs (TorchPool.output): one MemPool for all graphs,
         # whose segments come from the packed region; made when first used.
-        self._outputs = None
         self._capturing = threading.local()  # .native: the stream tp.graph captures on, in this thread
         # Each graph's MemPool lives as long as the graph (or until close).
         self._graph_pools = weakref.WeakKeyDictionary()
@@ -224,12 +223,13 @@ class TorchPool:
 
     def output(self, t):
         """Inside tp.graph(g): a copy of tensor t, made by g at every replay,
-        on pages that the outputs of all the pool's graphs share. An output
-        returned as it is (t itself) keeps the pages it lies on for its graph
-        alone, 2 MiB at least, as the rest of the page is that graph's
-        scratch; through output() small outputs (a batch's logits) of many
-        graphs pack together, and t becomes scratch once dropped. The copy
-        is one kernel more in g (docs/PYTHON.md, "Small outputs")."""
+        in a block of exactly its size packed with the outputs of the
+        pool's other graphs (cpool_alloc_output). An output returned as it
+        is (t itself) keeps the pages it lies on for its graph alone, 2 MiB
+        at least, as the rest of the page is that graph's scratch; through
+        output() small outputs (a batch's logits) of many graphs share
+        pages, and t becomes scratch once dropped. The copy is one kernel
+        more in g (docs/PYTHON.md, "Small outputs")."""
         self._check_awake("output")
         if not isinstance(t, _torch.Tensor):
             raise TypeError(f"TorchPool.output: t must be a torch.Tensor, not {type(t).__name__}")
@@ -239,14 +239,11 @@ class TorchPool:
                         "TorchPool.output: only inside tp.graph(g), on its capture stream")
         if t.device != self.device:
             raise Error(Status.ERR_INVALID_ARGUMENT, f"TorchPool.output: t is on {t.device}, the pool on {self.device}")
-        with self._lock:
-            if self._outputs is None:
-                allocator = _torch.cuda.memory.CUDAPluggableAllocator(self._slot.path, self._slot.alloc_output_name,
-                                                                      self._slot.free_name)
-                with _torch.cuda.device(self.ordinal):
-                    self._outputs = _torch.cuda.MemPool(allocator.allocator())
-        with _torch.cuda.use_mem_pool(self._outputs, device=self.device):
-            out = _torch.empty_like(t, memory_format=_torch.contiguous_format)
+        nbytes = t.numel() * t.element_size()
+        # The block is freed with its last tensor; while g lives the pool
+        # keeps it for g (g's replays write it).
+        raw = self._slot.output(max(nbytes, t.element_size()), self.ordinal, native, _torch.from_dlpack)
+        out = raw[:nbytes].view(t.dtype).view(t.shape)
         out.copy_(t)
         return out
 
@@ -335,7 +332,6 @@ class TorchPool:
         _torch.cuda.synchronize(self.device)
         self._graph_pools = {}
         self.mempool = None
-        self._outputs = None
         _torch.cuda.empty_cache()
         self._slot.unbind()
         self.pool.release()

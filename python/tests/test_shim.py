@@ -1,5 +1,7 @@
 """The PyTorch allocator shim (libcapturepool_torch.so) without torch: its
 entry points called as torch calls them, on the host backend."""
+import ctypes
+
 import pytest
 
 import capturepool as cp
@@ -63,3 +65,66 @@ def test_slot_suspended_pool(dev):
     pool.resume()
     slot.unbind()
     pool.release()
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32),
+                ("ndim", ctypes.c_int32), ("code", ctypes.c_uint8), ("bits", ctypes.c_uint8),
+                ("lanes", ctypes.c_uint16), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.c_void_p), ("byte_offset", ctypes.c_uint64)]
+
+
+_get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_get_pointer.restype, _get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+_set_name = ctypes.pythonapi.PyCapsule_SetName
+_set_name.restype, _set_name.argtypes = ctypes.c_int, [ctypes.py_object, ctypes.c_char_p]
+_USED = b"used_dltensor"
+
+
+def _consume(capsule):
+    """What torch.from_dlpack does with the capsule: takes the tensor and
+    renames the capsule; returns the DLManagedTensor's address."""
+    dl = _get_pointer(capsule, b"dltensor")
+    assert _set_name(capsule, _USED) == 0
+    return dl
+
+
+def test_outputs_are_dlpack_tensors_of_their_size(dev):
+    pool = cp.Pool(dev)
+    slot = _shim.Slot(pool, "host", 0)
+    drop = _shim.shim().cpool_torch_output_drop
+    dls = [slot.output(n, 0, None, _consume) for n in (1000, 24, 3 << 20)]
+    for dl, n in zip(dls, (1000, 24, 3 << 20)):
+        t = _DLTensor.from_address(dl)
+        assert t.data and t.device_type == 1 and t.device_id == 0  # the host backend's memory: kDLCPU
+        assert (t.ndim, t.code, t.bits, t.lanes, t.shape[0], t.strides, t.byte_offset) == (1, 1, 8, 1, n, None, 0)
+        ctypes.memset(t.data, 0x5A, n)  # host memory, all of it the block's
+    st = pool.stats()
+    assert st.alloc_count == 3 and st.allocated_bytes >= 1024 + (3 << 20)
+    assert slot.counts()["live"] == 3
+    drop(dls.pop(0))  # torch's deleter, when the last tensor over the block goes
+    held = pool.stats().allocated_bytes
+    assert held < st.allocated_bytes and slot.counts()["live"] == 2
+
+    def refuse(capsule):
+        raise RuntimeError("no tensor")
+    with pytest.raises(RuntimeError, match="no tensor"):
+        slot.output(4096, 0, None, refuse)  # the capsule not taken: its block goes back
+    assert pool.stats().allocated_bytes == held and slot.counts()["live"] == 2
+
+    with pytest.raises(cp.Error) as e:
+        slot.output(0, 0, None, _consume)
+    assert e.value.status == cp.Status.ERR_INVALID_ARGUMENT
+    pool.seal()
+    with pytest.raises(cp.Error) as e:
+        slot.output(64, 0, None, _consume)
+    assert e.value.status == cp.Status.ERR_SEALED and "sealed" in str(e.value)
+    pool.unseal()
+    # Outputs keep the slot until their tensors go, as torch's segments do.
+    pool.release()
+    assert slot.unbind() == 2
+    with pytest.raises(cp.Error):
+        slot.output(64, 0, None, _consume)
+    for dl in dls:
+        drop(dl)
+    assert not _shim.shim().cpool_torch_slot_busy(slot.index)

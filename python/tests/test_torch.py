@@ -246,6 +246,52 @@ def test_outputs_pack_together(tp):
 
 
 @torch.no_grad()
+def test_output_outlives_its_tensor_while_its_graph_lives(tp):
+    """tp.output's block is freed with its last tensor, and while its graph
+    lives stays the graph's: a later graph's output never lands on it, so
+    the first graph's replays cannot overwrite that output. Outputs of any
+    dtype and shape, a 0-d one and an empty one included, are copies of
+    what they were made from."""
+    m = model(seed=6, width=256, depth=2)
+    x1, x2 = torch.randn(4, 256, device="cuda"), torch.randn(4, 256, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):  # warm-up outside capture
+        m(x1)
+    torch.cuda.current_stream().wait_stream(s)
+    g1 = torch.cuda.CUDAGraph()
+    with tp.graph(g1):
+        y1 = tp.output(m(x1))
+    first = (y1.data_ptr(), y1.data_ptr() + y1.numel() * y1.element_size())
+    del y1
+    gc.collect()
+    g2 = torch.cuda.CUDAGraph()
+    with tp.graph(g2):
+        h = m(x2)
+        y2 = tp.output(h)
+        extras = [tp.output(h.to(torch.bfloat16)), tp.output(h.sum()), tp.output(h[:0]),
+                  tp.output(h.t())]  # a view that is not contiguous: the copy is
+    for y in [y2] + extras:
+        lo = y.data_ptr()
+        assert lo + y.numel() * y.element_size() <= first[0] or first[1] <= lo, "an output on g1's output"
+    ref2 = m(x2).clone()
+    for g in (g2, g1, g1):
+        tp.replay(g)
+    torch.cuda.synchronize()
+    assert torch.equal(y2, ref2), "the first graph's replay wrote the second graph's output"
+    bf, total, empty, transposed = extras
+    assert bf.dtype == torch.bfloat16 and torch.equal(bf, ref2.to(torch.bfloat16))
+    assert total.shape == () and torch.allclose(total, ref2.sum())
+    assert empty.shape == (0, 256) and transposed.is_contiguous() and torch.equal(transposed, ref2.t())
+    live = tp._slot.counts()["live"]
+    del y2, extras, bf, total, empty, transposed
+    gc.collect()
+    assert tp._slot.counts()["live"] == live - 5  # each block's free, at its last tensor
+    tp.replay(g2)  # the pool still keeps them for g2
+    torch.cuda.synchronize()
+
+
+@torch.no_grad()
 def test_suspended_graph_is_not_replayed(tp):
     m = model(seed=5)
     x = torch.randn(8, 256, device="cuda")
