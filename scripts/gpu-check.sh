@@ -113,6 +113,10 @@ python_env=(env PYTHONPATH="$root/python" CAPTUREPOOL_LIBRARY="$root/build-gpu/r
     CAPTUREPOOL_TORCH_LIBRARY="$root/build-gpu/rel/python/libcapturepool_torch.so")
 step python-torch "${python_env[@]}" python3 -m pytest -v -p no:cacheprovider python/tests/test_torch.py
 step python-gpu-smoke bash -c '"$@"; rc=$?; ((rc == 0 || rc == 77))' _ "${python_env[@]}" python3 python/tests/gpu_smoke.py
+# The bridge's smoke check under memcheck: the shim's segments and the
+# outputs it hands torch through DLPack, read and written by torch's kernels.
+step bridge-memcheck bash -c '"$@"; rc=$?; ((rc == 0 || rc == 77))' _ "${python_env[@]}" compute-sanitizer \
+    --tool memcheck --error-exitcode 99 python3 python/tests/gpu_smoke.py
 step python-sleep-wake bash -c '"$@"; rc=$?; ((rc == 0 || rc == 77))' _ "${python_env[@]}" python3 \
     examples/python/sleep_wake_server.py
 step decoder-graphs bash -c '"$@"; rc=$?; ((rc == 0 || rc == 77))' _ "${python_env[@]}" python3 \
