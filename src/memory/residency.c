@@ -27,14 +27,22 @@ static void free_host(cpool__residency *r) {
     r->host_bytes = 0;
 }
 
+static void end_copies(cpool__residency *r) {
+    if (r->copies) r->be->stream_destroy(r->copies);
+    r->copies = NULL;
+}
+
 void cpool__residency_destroy(cpool__residency *r) {
     free_host(r);
+    end_copies(r);
     free(r->runs);
     *r = (cpool__residency){0};
 }
 
 void cpool__residency_trim(cpool__residency *r) {
-    if (!r->suspended) free_host(r);
+    if (r->suspended) return;
+    free_host(r);
+    end_copies(r);
 }
 
 /* ---- what is mapped, what is live ------------------------------------------ */
@@ -145,17 +153,20 @@ static cpool_status live_runs(const cpool__allocator *a, const cpool__graph_page
 
 /* ---- copies ---------------------------------------------------------------- */
 
-/* Copies every run to the host copy, on a stream of its own, and waits
- * for them (the way back is a resume's, `restore` below). */
+/* The copies' stream, made on first use. */
+static cpool_status copy_stream(cpool__residency *r) {
+    return r->copies ? CPOOL_OK : r->be->stream_create(r->dev, NULL, false, &r->copies);
+}
+
+/* Copies every run to the host copy and waits for them (the way back is a
+ * resume's, `restore` below). */
 static cpool_status copy_to_host(cpool__residency *r, const cpool__kept_run *runs, size_t count) {
     if (!count) return CPOOL_OK;
-    cpool__bstream *s;
-    cpool_status st = r->be->stream_create(r->dev, NULL, false, &s);
+    cpool_status st = copy_stream(r);
     if (st != CPOOL_OK) return st;
     for (size_t i = 0; i < count && st == CPOOL_OK; i++)
-        st = r->be->memcpy_async(s, (char *)r->host + runs[i].offset, (void *)runs[i].addr, runs[i].bytes);
-    cpool_status synced = r->be->stream_synchronize(s);
-    r->be->stream_destroy(s);
+        st = r->be->memcpy_async(r->copies, (char *)r->host + runs[i].offset, (void *)runs[i].addr, runs[i].bytes);
+    cpool_status synced = r->be->stream_synchronize(r->copies);
     return st != CPOOL_OK ? st : synced;
 }
 
@@ -270,9 +281,13 @@ static cpool_status restore_open(restore *c, cpool__residency *r) {
     if (!r->run_count) return CPOOL_OK;
     c->sent = cpool__calloc(r->run_count, sizeof *c->sent);
     if (!c->sent) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a resume's copies");
-    cpool_status st = r->be->stream_create(r->dev, NULL, false, &c->s);
-    if (st != CPOOL_OK) free(c->sent);
-    return st;
+    cpool_status st = copy_stream(r);
+    if (st != CPOOL_OK) {
+        free(c->sent);
+        return st;
+    }
+    c->s = r->copies;
+    return CPOOL_OK;
 }
 
 static void restore_run(restore *c, size_t i) {
@@ -301,7 +316,6 @@ static void restore_rest(restore *c) {
 static cpool_status restore_close(restore *c) {
     if (!c->s) return CPOOL_OK;
     cpool_status synced = c->r->be->stream_synchronize(c->s);
-    c->r->be->stream_destroy(c->s);
     free(c->sent);
     return c->st != CPOOL_OK ? c->st : synced;
 }

@@ -40,10 +40,14 @@ typedef struct cpool__residency {
     cpool__kept_run *runs;
     size_t run_count;
     uint64_t kept_bytes;
+    /* The stream the copies run on, made at the first copy and kept with
+     * the host copy, until a trim (a wake of a small pool would otherwise
+     * spend a part of its time making and ending one). */
+    cpool__bstream *copies;
 } cpool__residency;
 
 void cpool__residency_init(cpool__residency *r, const cpool__backend *be, cpool__bdevice *dev);
-/* Frees the host copy. */
+/* Frees the host copy and the copies' stream. */
 void cpool__residency_destroy(cpool__residency *r);
 
 /* Copies the live blocks of `a` and `gp` to the host (with `keep`), then
@@ -54,7 +58,8 @@ cpool_status cpool__residency_suspend(cpool__residency *r, cpool__allocator *a, 
  * run's as soon as it is mapped (the next ones map while they travel). On
  * failure nothing is mapped and the memory stays suspended. */
 cpool_status cpool__residency_resume(cpool__residency *r, cpool__allocator *a, cpool__graph_pages *gp);
-/* Gives back the host copy kept after a resume (none while suspended). */
+/* Gives back the host copy kept after a resume, and the copies' stream
+ * (none while suspended). */
 void cpool__residency_trim(cpool__residency *r);
 
 #endif /* CPOOL_RESIDENCY_H */
