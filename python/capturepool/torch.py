@@ -229,10 +229,13 @@ class TorchPool:
         at least, as the rest of the page is that graph's scratch; through
         output() small outputs (a batch's logits) of many graphs share
         pages, and t becomes scratch once dropped. The copy is one kernel
-        more in g (docs/PYTHON.md, "Small outputs")."""
+        more in g (docs/PYTHON.md, "Small outputs"). In the eager warm-up
+        runs of a TorchGraphCache's capture_fn it returns t itself."""
         self._check_awake("output")
         if not isinstance(t, _torch.Tensor):
             raise TypeError(f"TorchPool.output: t must be a torch.Tensor, not {type(t).__name__}")
+        if getattr(self._capturing, "warming", False):
+            return t  # a TorchGraphCache's eager warm-up: nothing is captured
         native = getattr(self._capturing, "native", None)
         if native is None or _torch.cuda.current_stream(self.device).cuda_stream != native:
             raise Error(Status.ERR_INVALID_ARGUMENT,
@@ -508,9 +511,13 @@ class TorchGraphCache:
             if self.warmup:
                 side = _torch.cuda.Stream(tp.device)
                 side.wait_stream(_torch.cuda.current_stream(tp.device))
-                with _torch.cuda.stream(side):
-                    for _ in range(self.warmup):
-                        capture_fn()
+                tp._capturing.warming = True  # tp.output returns its tensor as it is
+                try:
+                    with _torch.cuda.stream(side):
+                        for _ in range(self.warmup):
+                            capture_fn()
+                finally:
+                    tp._capturing.warming = False
                 _torch.cuda.current_stream(tp.device).wait_stream(side)
             g = _torch.cuda.CUDAGraph()
             with tp.graph(g):

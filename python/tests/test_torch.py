@@ -292,6 +292,25 @@ def test_output_outlives_its_tensor_while_its_graph_lives(tp):
 
 
 @torch.no_grad()
+def test_graph_cache_capture_fn_returns_packed_outputs(tp):
+    """A TorchGraphCache capture_fn may return tp.output(...): its eager
+    warm-up runs get the tensor itself, its capture a packed copy that
+    every launch, hit or miss, writes again."""
+    m = model(seed=7)
+    xs = {b: torch.randn(b, 256, device="cuda") for b in (2, 4, 8)}
+    with TorchGraphCache(tp) as cache:
+        for i, b in enumerate((2, 4, 8, 2, 4, 8)):
+            xs[b].normal_()
+            hit, y = cache.launch(b, lambda b=b: tp.output(m(xs[b])))
+            torch.cuda.synchronize()
+            assert hit == (i >= 3)
+            assert torch.equal(y, m(xs[b]))
+        assert cache.stats().hits == 3
+    with pytest.raises(cp.Error, match="only inside tp.graph"):
+        tp.output(torch.ones(4, device="cuda"))  # outside a warm-up, misuse as before
+
+
+@torch.no_grad()
 def test_suspended_graph_is_not_replayed(tp):
     m = model(seed=5)
     x = torch.randn(8, 256, device="cuda")
