@@ -144,7 +144,10 @@ CPOOL_TORCH_API int cpool_torch_bind(int slot, cpool_pool *pool, int backend, in
             st = CPOOL_ERR_INVALID_ARGUMENT;
         }
     }
-    if (st == CPOOL_OK) t->status = 0, t->live = t->allocs = t->frees = t->failures = 0, t->backend = cpool_device_backend(t->dev);
+    if (st == CPOOL_OK) {
+        t->status = 0, t->live = t->allocs = t->frees = t->failures = 0;
+        t->backend = cpool_device_backend(t->dev);
+    }
     pthread_mutex_unlock(&t->mu);
     return st;
 }
@@ -405,7 +408,7 @@ CPOOL_TORCH_API void cpool_torch_output_drop(void *dl) {
 /* The entry points, one pair per slot. */
 #define CPOOL_TORCH_PAIR(n)                                                                                  \
     CPOOL_TORCH_API void *cpool_torch_alloc_##n(size_t bytes, int device, void *stream) {                    \
-        return slot_alloc(n, bytes, device, stream);                                                  \
+        return slot_alloc(n, bytes, device, stream);                                                         \
     }                                                                                                        \
     CPOOL_TORCH_API void cpool_torch_free_##n(void *ptr, size_t bytes, int device, void *stream) {           \
         slot_free(n, ptr, bytes, device, stream);                                                            \

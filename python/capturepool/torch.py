@@ -113,8 +113,6 @@ class TorchPool:
         self._allocator = _torch.cuda.memory.CUDAPluggableAllocator(self._slot.path, self._slot.alloc_name,
                                                                     self._slot.free_name)
         self.mempool = self._new_mempool()
-        # Graphs' outputs (TorchPool.output): one MemPool for all graphs,
-        # whose segments come from the packed region; made when first used.
         self._capturing = threading.local()  # .native: the stream tp.graph captures on, in this thread
         # Each graph's MemPool lives as long as the graph (or until close).
         self._graph_pools = weakref.WeakKeyDictionary()
