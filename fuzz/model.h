@@ -150,6 +150,12 @@ typedef struct mpool {
      * may give its page back to sharing, so the resume maps at most what
      * the snapshot said (cpool__graph_pages_settle). */
     bool output_freed_suspended;
+    /* graph_count at the suspend: a graph released while suspended (by
+     * the harness, a record's drop, a callback) leaves its arena idle, and
+     * the first settle after the resume gives back the quiet ones but the
+     * newest (cpool__graph_pages_settle; none while suspended), so the
+     * resume maps at most what the snapshot said then too. */
+    uint64_t graphs_at_suspend;
     kept_probe probes[NPROBE]; /* checked at the resume */
     int nprobes;
 } mpool;

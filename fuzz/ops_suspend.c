@@ -181,9 +181,10 @@ static void resume_checked(int pi, const cpool_pool_stats *exact) {
     check_pool(pi);
     cpool_pool_stats after = stats_of(pi);
     /* A graph output freed while suspended may give its page back to
-     * sharing at the first settle after the resume (the stats above): at
-     * most what the snapshot said, then. */
-    bool less_ok = m->output_freed_suspended;
+     * sharing at the first settle after the resume (the stats above), and
+     * a graph released while suspended its idle arena: at most what the
+     * snapshot said, then (graph_count only goes down while suspended). */
+    bool less_ok = m->output_freed_suspended || after.graph_count < m->graphs_at_suspend;
     if (less_ok ? after.reserved_bytes > res.reserved || after.graph_reserved_bytes > res.graph ||
                       after.segment_count > res.segments ||
                       res.reserved - after.reserved_bytes != res.graph - after.graph_reserved_bytes
@@ -294,6 +295,7 @@ void op_suspend(rd *r, int s) {
     if (m->graph_holds == 0) m->ngr = 0; /* it trimmed first, as cpool_pool_trim: graph memory is general again */
     check_pool(pi);
     cpool_pool_stats during = stats_of(pi);
+    m->graphs_at_suspend = during.graph_count;
     /* The host copy holds the live bytes and the small gaps copied with
      * them: at least what is kept; the copy made before stays if large
      * enough, else a new one is made (never for DISCARD). */
