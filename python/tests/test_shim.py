@@ -1,6 +1,8 @@
-"""The PyTorch allocator shim (libcapturepool_torch.so) without torch: its
-entry points called as torch calls them, on the host backend."""
+"""The PyTorch allocator shim (libcapturepool_torch.so) on the host backend:
+its entry points called as torch calls them, without torch (one test takes
+the outputs with torch where it is installed)."""
 import ctypes
+import gc
 
 import pytest
 
@@ -128,3 +130,29 @@ def test_outputs_are_dlpack_tensors_of_their_size(dev):
     for dl in dls:
         drop(dl)
     assert not _shim.shim().cpool_torch_slot_busy(slot.index)
+
+
+def test_torch_takes_outputs_and_frees_them_with_the_last_tensor(dev):
+    """Where torch is installed: torch.from_dlpack takes the shim's capsule
+    (on the host backend a CPU tensor over the block), views of it keep the
+    block, and the last tensor's end frees it; made as TorchPool.output
+    makes its outputs (a 0-d and an empty one included)."""
+    torch = pytest.importorskip("torch")
+    pool = cp.Pool(dev)
+    slot = _shim.Slot(pool, "host", 0)
+    for src in (torch.arange(24, dtype=torch.float32).reshape(2, 3, 4).to(torch.bfloat16), torch.tensor(3.5),
+                torch.zeros(0, 256)):
+        nbytes = src.numel() * src.element_size()
+        raw = slot.output(max(nbytes, src.element_size()), 0, None, torch.from_dlpack)
+        assert raw.dtype == torch.uint8 and raw.device.type == "cpu" and raw.shape == (max(nbytes, src.element_size()),)
+        out = raw[:nbytes].view(src.dtype).view(src.shape)
+        out.copy_(src)
+        assert torch.equal(out, src)
+        del raw
+        gc.collect()
+        assert slot.counts()["live"] == 1  # the view keeps the block
+        del out
+        gc.collect()
+        assert slot.counts()["live"] == 0 and pool.stats().allocated_bytes == 0
+    slot.unbind()
+    pool.release()
