@@ -263,6 +263,45 @@ void verify_dropped(unsigned uid, const char *when) {
     pthread_mutex_unlock(&drop_mu);
 }
 
+/* A capture's end in a bounded pool may fail for want of room for its
+ * outputs' pages (do_capture_end, op_scoped): the capture's references then
+ * go inside the call, and a pool whose last reference that was drops its
+ * objects there, before the model knows which way the end went. So the
+ * objects of the pools in h that nothing else holds may drop from before the
+ * call (end_may_drop); once it returned, end_settled takes that back if the
+ * end made a graph, which holds those pools (then none may have dropped). */
+static bool tentative[NOBJ];
+
+void end_may_drop(const held *h, int nh) {
+    pthread_mutex_lock(&drop_mu);
+    for (int i = 0; i < nh; i++) {
+        const mpool *m = &P[h[i].pool];
+        if (m->state != SLOT_LIVE || m->harness + m->graph_holds + m->capture_holds != 1) continue;
+        int ctx = !m->deferred && m->pending_clears == 0 ? CTX_DEAD : CTX_UNKNOWN; /* as pool_refs_changed */
+        for (int k = 0; k < nobj; k++)
+            if (objs[k].used && objs[k].uid == m->uid && !objs[k].drops && !objs[k].droppable) {
+                objs[k].droppable = true;
+                objs[k].ctx = ctx;
+                tentative[k] = true;
+            }
+    }
+    pthread_mutex_unlock(&drop_mu);
+}
+
+void end_settled(bool made_graph) {
+    pthread_mutex_lock(&drop_mu);
+    for (int k = 0; k < NOBJ; k++) {
+        if (!tentative[k]) continue;
+        tentative[k] = false;
+        if (!made_graph) continue;
+        if (objs[k].drops)
+            fail("object %d (pool #%u, serial %llu) dropped in a capture end that made a graph holding its pool", k,
+                 objs[k].uid, (unsigned long long)objs[k].serial);
+        objs[k].droppable = false;
+    }
+    pthread_mutex_unlock(&drop_mu);
+}
+
 void push_dead(void **ring, unsigned *n, void *h) { ring[(*n)++ % NDEAD] = h; }
 
 /* After a call that dropped the last reference of the pools in verify_uids

@@ -386,6 +386,8 @@ int pick_graph(uint8_t b);
 
 void mark_droppable(unsigned uid, int ctx);
 void verify_dropped(unsigned uid, const char *when);
+void end_may_drop(const held *h, int nh);
+void end_settled(bool made_graph);
 void push_dead(void **ring, unsigned *n, void *h);
 void run_verifies(void);
 

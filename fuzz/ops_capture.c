@@ -79,7 +79,9 @@ void do_capture_end(int s) {
      * graph's outputs: the capture fails as any failed end does. */
     bool bounded = false;
     for (int i = 0; i < C[s].nh; i++) bounded = bounded || P[C[s].h[i].pool].max_reserved != 0;
+    if (bounded) end_may_drop(C[s].h, C[s].nh);
     cpool_status st = cpool_capture_end(S[s], &g);
+    end_settled(st == CPOOL_OK);
     if (st == CPOOL_ERR_OUT_OF_MEMORY && bounded) {
         if (g) fail("cpool_capture_end failed and left *graph_out set");
         capture_drop(s, true);
@@ -147,6 +149,9 @@ static cpool_status body_fn(cpool_stream *str, void *vctx) {
         capture_drop(s, true);
     } else if (c->update_graph < 0) {
         c->fresh = graph_from_capture(s);
+        bool bounded = false;
+        for (int i = 0; i < c->fresh.nh; i++) bounded = bounded || P[c->fresh.h[i].pool].max_reserved != 0;
+        if (bounded) end_may_drop(c->fresh.h, c->fresh.nh); /* its end may fail (op_scoped) */
     } else {
         /* cpool_graph_update: the graph takes the new capture's references
          * and the old ones go with the discarded executable. */
@@ -200,6 +205,7 @@ void op_scoped(rd *r, int s) {
     cpool_pool *pool = c.pool >= 0 ? P[c.pool].p : NULL;
     cpool_status st = graphed ? cpool_graphed_call(S[s], pool, c.mode, c.warmup, body_fn, &c, &g)
                               : cpool_capture(S[s], pool, c.mode, body_fn, &c, &g);
+    end_settled(st == CPOOL_OK);
     const char *what = graphed ? "cpool_graphed_call" : "cpool_capture";
     if (graphed && c.warmup < 0) {
         check_status(st, CPOOL_ERR_INVALID_ARGUMENT, "cpool_graphed_call (negative warmup)", true);
