@@ -694,14 +694,16 @@ static cpool_status body_count(cpool_stream *s, void *ctx) {
 
 typedef struct alloc_from {
     cpool_pool *pool;
+    size_t bytes;
     cpool_status st;
     void *p;
 } alloc_from;
 
-/* A capture body (bound to another pool) that allocates from `pool`. */
+/* A capture body that allocates `bytes` from `pool` (bound to the capture,
+ * or another pool). */
 static cpool_status body_alloc_from(cpool_stream *s, void *ctx) {
     alloc_from *a = (alloc_from *)ctx;
-    a->st = cpool_alloc(a->pool, 4096, s, &a->p);
+    a->st = cpool_alloc(a->pool, a->bytes, s, &a->p);
     return a->st;
 }
 
@@ -849,7 +851,7 @@ static void while_suspended_only_memory_calls_are_refused(cpool_device *dev) {
     CHECK(g == NULL || g == (cpool_graph *)host);
     check_not_capturing(w.s);
     /* A capture into another pool whose body allocates from this one. */
-    alloc_from af = {w.pool, CPOOL_OK, host};
+    alloc_from af = {w.pool, 4096, CPOOL_OK, host};
     g = NULL;
     CHECK_STATUS(cpool_capture(s2, other, CPOOL_CAPTURE_GLOBAL, body_alloc_from, &af, &g), CPOOL_ERR_SUSPENDED);
     CHECK_EQ(af.st, CPOOL_ERR_SUSPENDED);
@@ -1283,7 +1285,7 @@ static void graphs_holding_a_suspended_pool_are_refused(cpool_device *dev) {
     REQUIRE_OK(cpool_stream_create(dev, &s2));
     cpool_pool *other = NULL;
     REQUIRE_OK(cpool_pool_create(dev, NULL, &other));
-    alloc_from af = {w.pool, CPOOL_OK, NULL};
+    alloc_from af = {w.pool, 4096, CPOOL_OK, NULL};
     cpool_graph *both = NULL;
     REQUIRE_OK(cpool_capture(s2, other, CPOOL_CAPTURE_GLOBAL, body_alloc_from, &af, &both));
     LAUNCH_OK(both, s2);
@@ -1313,24 +1315,13 @@ static void graphs_holding_a_suspended_pool_are_refused(cpool_device *dev) {
  * them; the first settle after it (the stats) gives back all but the
  * newest. The stats after the resume say at most what the snapshot said,
  * less only of graph memory; a trim gives back the rest. */
-typedef struct out_ctx {
-    cpool_pool *pool;
-    size_t bytes;
-    void *p;
-} out_ctx;
-
-static cpool_status body_output(cpool_stream *s, void *arg) {
-    out_ctx *c = (out_ctx *)arg;
-    return cpool_alloc(c->pool, c->bytes, s, &c->p);
-}
-
 static void graphs_released_while_suspended(cpool_device *dev) {
     static stream_pool fx;
     REQUIRE(fixture_open(dev, NULL, &fx));
-    out_ctx big = {fx.pool, 3 * MiB, NULL}, small = {fx.pool, 4096, NULL};
+    alloc_from big = {fx.pool, 3 * MiB, CPOOL_OK, NULL}, small = {fx.pool, 4096, CPOOL_OK, NULL};
     cpool_graph *gbig = NULL, *gsmall = NULL;
-    REQUIRE_OK(cpool_capture(fx.s, fx.pool, CPOOL_CAPTURE_GLOBAL, body_output, &big, &gbig));
-    REQUIRE_OK(cpool_capture(fx.s, fx.pool, CPOOL_CAPTURE_GLOBAL, body_output, &small, &gsmall));
+    REQUIRE_OK(cpool_capture(fx.s, fx.pool, CPOOL_CAPTURE_GLOBAL, body_alloc_from, &big, &gbig));
+    REQUIRE_OK(cpool_capture(fx.s, fx.pool, CPOOL_CAPTURE_GLOBAL, body_alloc_from, &small, &gsmall));
     LAUNCH_OK(gbig, fx.s);
     LAUNCH_OK(gsmall, fx.s);
     CHECK_OK(cpool_free(fx.pool, big.p, fx.s));
