@@ -54,6 +54,14 @@ void op_capture_begin(rd *r, int s) {
     if (st == CPOOL_OK) model_capture_begin(s, pi, mode);
 }
 
+/* Whether a pool of the capture's holds has a bound (max_reserved): its
+ * end may then find no room for the outputs' pages. */
+static bool any_bounded(const held *h, int nh) {
+    for (int i = 0; i < nh; i++)
+        if (P[h[i].pool].max_reserved != 0) return true;
+    return false;
+}
+
 void do_capture_end(int s) {
     cpool_graph *g = (cpool_graph *)&G;
     if (fork_of[s] >= 0) { /* ends only on its origin */
@@ -77,8 +85,7 @@ void do_capture_end(int s) {
     }
     /* In a bounded pool the end may find no room for the pages of the
      * graph's outputs: the capture fails as any failed end does. */
-    bool bounded = false;
-    for (int i = 0; i < C[s].nh; i++) bounded = bounded || P[C[s].h[i].pool].max_reserved != 0;
+    bool bounded = any_bounded(C[s].h, C[s].nh);
     if (bounded) end_may_drop(C[s].h, C[s].nh);
     cpool_status st = cpool_capture_end(S[s], &g);
     end_settled(st == CPOOL_OK);
@@ -149,9 +156,8 @@ static cpool_status body_fn(cpool_stream *str, void *vctx) {
         capture_drop(s, true);
     } else if (c->update_graph < 0) {
         c->fresh = graph_from_capture(s);
-        bool bounded = false;
-        for (int i = 0; i < c->fresh.nh; i++) bounded = bounded || P[c->fresh.h[i].pool].max_reserved != 0;
-        if (bounded) end_may_drop(c->fresh.h, c->fresh.nh); /* its end may fail (op_scoped) */
+        if (any_bounded(c->fresh.h, c->fresh.nh))
+            end_may_drop(c->fresh.h, c->fresh.nh); /* its end may fail (op_scoped) */
     } else {
         /* cpool_graph_update: the graph takes the new capture's references
          * and the old ones go with the discarded executable. */
@@ -224,8 +230,7 @@ void op_scoped(rd *r, int s) {
         /* In a bounded pool the end may find no room for the pages of the
          * graph's outputs: the capture fails as any failed end does (see
          * do_capture_end), and the graph the model made never was. */
-        bool bounded = false;
-        for (int i = 0; i < c.fresh.nh; i++) bounded = bounded || P[c.fresh.h[i].pool].max_reserved != 0;
+        bool bounded = any_bounded(c.fresh.h, c.fresh.nh);
         if (c.captured_failed) {
             check_status(st, c.ret, "cpool_capture (the body failed)", false);
         } else if (c.invalidated) {
