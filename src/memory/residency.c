@@ -270,10 +270,9 @@ cpool_status cpool__residency_suspend(cpool__residency *r, cpool__allocator *a, 
  * travel: on a KEEP pool the mapping hides behind the copy. */
 typedef struct restore {
     cpool__residency *r;
-    cpool__bstream *s; /* NULL: nothing to copy */
-    bool *sent;        /* per kept run: its copy is queued */
-    size_t next;       /* the first kept run not yet passed (runs and kept runs go up by address) */
-    cpool_status st;   /* the first copy refused */
+    bool *sent;      /* per kept run: its copy is queued (NULL: nothing to copy) */
+    size_t next;     /* the first kept run not yet passed (runs and kept runs go up by address) */
+    cpool_status st; /* the first copy refused */
 } restore;
 
 static cpool_status restore_open(restore *c, cpool__residency *r) {
@@ -284,16 +283,15 @@ static cpool_status restore_open(restore *c, cpool__residency *r) {
     cpool_status st = copy_stream(r);
     if (st != CPOOL_OK) {
         free(c->sent);
-        return st;
+        c->sent = NULL;
     }
-    c->s = r->copies;
-    return CPOOL_OK;
+    return st;
 }
 
 static void restore_run(restore *c, size_t i) {
     const cpool__kept_run *k = &c->r->runs[i];
     if (c->sent[i] || c->st != CPOOL_OK) return;
-    c->st = c->r->be->memcpy_async(c->s, (void *)k->addr, (char *)c->r->host + k->offset, k->bytes);
+    c->st = c->r->be->memcpy_async(c->r->copies, (void *)k->addr, (char *)c->r->host + k->offset, k->bytes);
     c->sent[i] = c->st == CPOOL_OK;
 }
 
@@ -314,8 +312,8 @@ static void restore_rest(restore *c) {
 
 /* Waits for the queued copies; the first failure, if any. */
 static cpool_status restore_close(restore *c) {
-    if (!c->s) return CPOOL_OK;
-    cpool_status synced = c->r->be->stream_synchronize(c->s);
+    if (!c->sent) return CPOOL_OK;
+    cpool_status synced = c->r->be->stream_synchronize(c->r->copies);
     free(c->sent);
     return c->st != CPOOL_OK ? c->st : synced;
 }
@@ -338,11 +336,11 @@ cpool_status cpool__residency_resume(cpool__residency *r, cpool__allocator *a, c
         const cpool__kept_run *m = &mapped.at[done];
         st = map_run(r, m->addr, m->bytes, &cuts, &next_cut);
         if (st != CPOOL_OK) break;
-        if (copies.s) restore_within(&copies, m->addr, m->addr + m->bytes);
+        if (copies.sent) restore_within(&copies, m->addr, m->addr + m->bytes);
     }
     free(cuts.at);
     bool graphs = st == CPOOL_OK && (st = cpool__graph_pages_resume(gp)) == CPOOL_OK;
-    if (graphs && copies.s) restore_rest(&copies); /* graph memory's live blocks */
+    if (graphs && copies.sent) restore_rest(&copies); /* graph memory's live blocks */
     cpool_status copied = restore_close(&copies); /* also on failure: no copy may outlive its memory */
     if (st == CPOOL_OK && copied != CPOOL_OK) {
         st = copied;
