@@ -690,6 +690,69 @@ static void scenario_nested_resume(world *w) {
     cpool_stream_destroy(s);
 }
 
+/* The blocks a graph kept stay backed after the graph goes: nested
+ * graphs, each keeping a 64 KiB block it allocated after its scratch (on
+ * the pages of its arena, not an output's), resumed (their pages then
+ * runs that reach past the kept blocks), launched, released, and trimmed
+ * (the runs' free pages go back, split from the kept blocks' pages). Every
+ * kept block reads back its bytes after the trim. */
+static cpool_status body_kept(cpool_stream *s, void *arg) {
+    nested_ctx *c = (nested_ctx *)arg;
+    void *scratch = NULL;
+    cpool_status st = cpool_alloc(c->pool, c->scratch, s, &scratch);
+    if (st == CPOOL_OK) st = cpool_memset_async(s, scratch, c->pattern, c->scratch);
+    if (st == CPOOL_OK) st = cpool_alloc(c->pool, 64u << 10, s, &c->out);
+    if (st == CPOOL_OK) st = cpool_memcpy_async(s, c->out, scratch, 64u << 10);
+    if (scratch && st == CPOOL_OK) st = cpool_free(c->pool, scratch, s);
+    return st;
+}
+
+static void check_kept(world *w, cpool_stream *s, const nested_ctx *c, const bool *written, int n) {
+    static unsigned char host[64u << 10];
+    for (int i = 0; i < n; i++) {
+        if (!written[i] || !TRY(w, cpool_memcpy_async(s, host, c[i].out, sizeof host)) ||
+            !TRY(w, cpool_stream_synchronize(s)))
+            continue;
+        size_t bad = 0;
+        while (bad < sizeof host && host[bad] == (unsigned char)c[i].pattern) bad++;
+        if (bad < sizeof host)
+            check_report_(__FILE__, __LINE__, "graph %d's kept block reads %u at byte %zu, not %u", i, host[bad], bad,
+                          (unsigned)c[i].pattern);
+    }
+}
+
+static void scenario_kept_through_trim(world *w) {
+    cpool_stream *s = NULL;
+    cpool_pool *pool = NULL;
+    cpool_graph *g[NESTED] = {NULL};
+    nested_ctx c[NESTED];
+    bool written[NESTED] = {false};
+    memset(c, 0, sizeof c);
+    if (!TRY(w, cpool_stream_create(w->dev, &s))) return;
+    if (TRY(w, cpool_pool_create(w->dev, NULL, &pool))) {
+        for (int i = 0; i < NESTED; i++) {
+            c[i] = (nested_ctx){pool, ((size_t)(4 + 4 * i) << 20) - (64u << 10), 0x41 + i, NULL};
+            if (!TRY(w, cpool_capture(s, pool, CPOOL_CAPTURE_GLOBAL, body_kept, &c[i], &g[i])) && c[i].out) {
+                TRY(w, cpool_free(pool, c[i].out, s)); /* a failed capture's blocks are the caller's */
+                c[i].out = NULL;
+            }
+        }
+        suspend_resume_nested(w, pool);
+        for (int i = 0; i < NESTED; i++) written[i] = g[i] && TRY(w, cpool_graph_launch(g[i], s));
+        if (!TRY(w, cpool_stream_synchronize(s))) memset(written, 0, sizeof written);
+        for (int i = 0; i < NESTED; i++) cpool_graph_release(g[i]);
+        TRY(w, cpool_pool_trim(pool));
+        cpool__pool_check(pool);
+        check_kept(w, s, c, written, NESTED);
+        for (int i = 0; i < NESTED; i++)
+            if (c[i].out) TRY(w, cpool_free(pool, c[i].out, s));
+        TRY(w, cpool_pool_trim(pool));
+        cpool__pool_check(pool);
+        cpool_pool_release(pool);
+    }
+    cpool_stream_destroy(s);
+}
+
 /* A resume maps the shared pages of graphs of nested scratch as one
  * allocation, mapped whole once per graph: eight graphs (8 to 64 MiB,
  * ascending) share 32 pages, and each maps all 32, the smaller ones past
@@ -917,6 +980,9 @@ static void sweep_live_bytes(cpool_device *dev) {
 }
 static void sweep_nested_resume(cpool_device *dev) {
     sweep(dev, scenario_nested_resume, "graph pages: nested graphs resumed as runs several arenas map, an arena taken again, the largest trimmed");
+}
+static void sweep_kept_through_trim(cpool_device *dev) {
+    sweep(dev, scenario_kept_through_trim, "graph pages: blocks kept by released graphs, resumed as runs, trimmed");
 }
 static void sweep_growable(cpool_device *dev) { sweep(dev, scenario_growable, "growable segments: grow, trim inside, regrow"); }
 static void sweep_growable_split(cpool_device *dev) {
@@ -1154,6 +1220,7 @@ static const check_case cases[] = {
     CHECK_CASE(sweep_runs_in_use),
     CHECK_CASE(sweep_live_bytes),
     CHECK_CASE(sweep_nested_resume),
+    CHECK_CASE(sweep_kept_through_trim),
     CHECK_CASE(nested_resume_maps_runs),
     CHECK_CASE(nested_resume_gives_back_the_largest),
     CHECK_CASE(random_graphs_through_resumes),
