@@ -81,9 +81,10 @@ static bool runs_alone(cpool__graph_pages *gp, cpool__arena *ar) {
 /* An idle arena a capture may take: its marked work is over (queried, never
  * waited for), or it holds no memory for that work to use, and its
  * borrowed pages could go back. The work before its blocks' frees being
- * over too, they are free for any stream. */
+ * over too, they are free for any stream. An arena that lost a page (its
+ * allocator still counts it) is never taken again. */
 static bool reusable(cpool__graph_pages *gp, cpool__arena *ar) {
-    if (!cpool__arena_idle(ar)) return false;
+    if (!cpool__arena_idle(ar) || ar->lost_pages) return false;
     if (holds_memory(ar) && !cpool__arena_work_over(ar)) return false;
     if (!runs_alone(gp, ar)) return false;
     release_packed(gp, ar);

@@ -192,8 +192,8 @@ bool cpool__arena_work_over(const cpool__arena *ar) {
 
 /* Page i of sp has nothing behind it any more: its record lets go of what
  * it named. The allocator still counts the page, its blocks unbacked; the
- * arena is taken by no capture (its work unknown), and a trim gives it
- * back. */
+ * arena is taken by no capture again (graph_pages.c, reusable), and a trim
+ * gives it back once its blocks are freed. */
 static void lose_page(cpool__arena *ar, cpool__page_span *sp, size_t i) {
     cpool__graph_pages *gp = ar->gp;
     cpool__page *pg = &sp->page[i];
@@ -207,7 +207,6 @@ static void lose_page(cpool__arena *ar, cpool__page_span *sp, size_t i) {
         cpool__shared_unmapped(gp, pg->number);
     }
     *pg = (cpool__page){.state = CPOOL__PAGE_UNMAPPED};
-    ar->work_unknown = true;
     ar->lost_pages++;
 }
 
