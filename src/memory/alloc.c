@@ -574,17 +574,21 @@ static cpool_status span_new(cpool__allocator *a, bool large, size_t bytes, uint
     return CPOOL_OK;
 }
 
+static void segment_unlink(cpool__allocator *a, cpool__segment *seg) {
+    if (seg->prev)
+        seg->prev->next = seg->next;
+    else
+        a->segments = seg->next;
+    if (seg->next) seg->next->prev = seg->prev;
+}
+
 /* Gives back a span span_new just made, all hole, whose pages could not be
  * had: a refused request keeps no address space. */
 static void span_drop(cpool__allocator *a, cpool__block *hole) {
     cpool__segment *seg = hole->seg;
     hole_unlink(a, hole);
     block_recycle(a, hole);
-    if (seg->prev)
-        seg->prev->next = seg->next;
-    else
-        a->segments = seg->next;
-    if (seg->next) seg->next->prev = seg->prev;
+    segment_unlink(a, seg);
     a->source.unreserve(a->source.ctx, (void *)seg->base, seg->size);
     free(seg);
 }
@@ -1008,11 +1012,7 @@ cpool_status cpool__alloc_free_block(cpool__allocator *a, void *ptr, uint64_t st
 /* Gives a segment back: a plain one whole; a growable one's mapped runs,
  * then its address range (its blocks are the caller's to drop). */
 static void segment_free(cpool__allocator *a, cpool__segment *seg) {
-    if (seg->prev)
-        seg->prev->next = seg->next;
-    else
-        a->segments = seg->next;
-    if (seg->next) seg->next->prev = seg->prev;
+    segment_unlink(a, seg);
     if (!seg->growable) {
         a->source.shrink(a->source.ctx, (void *)seg->base, seg->size);
         a->reserved -= seg->size;

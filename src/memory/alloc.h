@@ -230,9 +230,10 @@ typedef struct cpool__block_view {
 } cpool__block_view;
 typedef struct cpool__walker {
     void *ctx;
-    /* A mapped run: a plain segment, or mapped pages of a growable one. */
+    /* A mapped run: a plain segment, or mapped pages of a growable one
+     * (either callback may be NULL). */
     void (*segment)(void *ctx, uintptr_t base, size_t size);
-    void (*block)(void *ctx, const cpool__block_view *b); /* the segment's blocks, in address order */
+    void (*block)(void *ctx, const cpool__block_view *b); /* the run's blocks, in address order */
 } cpool__walker;
 /* Whether addr lies in one of the allocator's segments (its reserved range,
  * where segments grow in place). */
@@ -249,10 +250,12 @@ void cpool__allocator_free_as_of(cpool__allocator *a, void *ptr, cpool__stream_k
  * <= upto are kept for `to` from now on (another branch, or KEY_ANY: free
  * for any graph). */
 void cpool__allocator_retag_branch(cpool__allocator *a, cpool__stream_key from, uint64_t upto, cpool__stream_key to);
-/* Lists up to `cap` distinct streams (ids) that have restricted blocks, with
- * the newest free sequence number among each one's blocks; returns the
- * count. Branches are not listed: no fence clears them. */
-size_t cpool__allocator_restricted_streams(const cpool__allocator *a, uint64_t *stream_ids, uint64_t *seqs, size_t cap);
+/* Adds to the n streams (ids) listed, up to `cap`, those that have
+ * restricted blocks, and raises each one's sequence number to the newest
+ * free one among its blocks; returns the new count. Branches are not
+ * listed: no fence clears them. */
+size_t cpool__allocator_restricted_streams(const cpool__allocator *a, uint64_t *stream_ids, uint64_t *seqs, size_t n,
+                                           size_t cap);
 /* Blocks freed on stream `stream_id` with sequence <= upto become free for
  * any stream. */
 void cpool__allocator_unfence(cpool__allocator *a, uint64_t stream_id, uint64_t upto);

@@ -7,10 +7,10 @@
 
 #include "alloc_internal.h"
 
-size_t cpool__allocator_restricted_streams(const cpool__allocator *a, uint64_t *streams, uint64_t *seqs, size_t cap) {
+size_t cpool__allocator_restricted_streams(const cpool__allocator *a, uint64_t *streams, uint64_t *seqs, size_t n,
+                                           size_t cap) {
     /* A restricted block's `stream` is a stream's id unless it is a branch. */
-    size_t n = 0;
-    if (!a->restricted_blocks) return 0;
+    if (!a->restricted_blocks) return n;
     for (const cpool__segment *seg = a->segments; seg; seg = seg->next)
         for (const cpool__block *b = seg->first; b; b = b->next) {
             if (b->live || !b->stream || b->stream & CPOOL__KEY_BRANCH_BIT) continue; /* no stream to fence */

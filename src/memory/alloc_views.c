@@ -16,8 +16,8 @@ void cpool__allocator_walk(const cpool__allocator *a, const cpool__walker *w) {
             }
             size_t run;
             const cpool__block *end = mapped_run(b, &run);
-            w->segment(w->ctx, b->addr, run);
-            for (; b != end; b = b->next) {
+            if (w->segment) w->segment(w->ctx, b->addr, run);
+            for (; w->block && b != end; b = b->next) {
                 /* Lent bytes show as what they are used as: graphs' free scratch. */
                 cpool__block_view v = {.addr = b->addr, .size = b->size, .requested = b->lent ? 0 : b->requested,
                                        .stream = b->used_by, .live = b->live && !b->lent, .graph = b->graph,
@@ -25,6 +25,7 @@ void cpool__allocator_walk(const cpool__allocator *a, const cpool__walker *w) {
                                        .serial = b->serial};
                 w->block(w->ctx, &v);
             }
+            b = end;
         }
     }
 }

@@ -119,8 +119,8 @@ static cpool_status arena_map(void *ctx, void *addr, size_t bytes) {
 /* Plain segments, where no address space can be reserved: memory of the
  * owner's own (*plain counts it), shared with no one. */
 static cpool_status plain_grow(cpool__graph_pages *gp, uint64_t *plain, size_t bytes, void **base) {
-    if (!cpool__pages_bound_allows(gp, bytes)) return cpool__pages_over_bound(gp, bytes);
-    cpool_status st = gp->source.grow(gp->source.ctx, bytes, base);
+    cpool_status st = cpool__pages_bound(gp, bytes);
+    if (st == CPOOL_OK) st = gp->source.grow(gp->source.ctx, bytes, base);
     if (st != CPOOL_OK) return st;
     *plain += bytes;
     gp->own_bytes += bytes;
@@ -196,8 +196,8 @@ static cpool_status packed_map(void *ctx, void *addr, size_t bytes) {
     size_t at = cpool__page_index(sp, (uintptr_t)addr), n = bytes / CPOOL__PAGE;
     for (size_t i = at; i < at + n; i++) {
         void *mem = NULL;
-        cpool_status st = cpool__pages_bound_allows(gp, CPOOL__PAGE) ? gp->source.create(gp->source.ctx, 1, &mem)
-                                                                   : cpool__pages_over_bound(gp, CPOOL__PAGE);
+        cpool_status st = cpool__pages_bound(gp, CPOOL__PAGE);
+        if (st == CPOOL_OK) st = gp->source.create(gp->source.ctx, 1, &mem);
         if (st == CPOOL_OK && (st = gp->source.map(gp->source.ctx, cpool__page_addr(sp, i), mem)) != CPOOL_OK)
             gp->source.release(gp->source.ctx, mem);
         if (st != CPOOL_OK) {

@@ -234,17 +234,21 @@ static int16_t adopt(cpool__front *f, void *ptr, const cpool__block_info *info) 
  * free then takes the slow path once). So blocks of sizes the callers no
  * longer ask for, or hold for long, do not keep the sizes they do ask for
  * out of the front. */
+/* The first free block of class c goes back to the allocator. */
+static void give_back_head(cpool__front *f, cpool__allocator *a, unsigned c) {
+    cpool__front_entry *e = &f->entries[f->classes[c]];
+    f->classes[c] = e->next;
+    f->free_bytes -= e->size;
+    /* The allocator still has it live: this free cannot fail. */
+    cpool__allocator_free_as_of(a, (void *)e->addr, cpool__key_stream(e->stream), e->free_seq);
+    forget(f, (unsigned)slot_find(f, e->addr));
+}
+
 static void evict_one(cpool__front *f, cpool__allocator *a) {
     for (unsigned k = 0; f->free_bytes && k < CPOOL__FRONT_CLASSES; k++) {
         unsigned c = (f->evict_class + k) % CPOOL__FRONT_CLASSES;
-        int16_t i = f->classes[c];
-        if (i < 0) continue;
-        cpool__front_entry *e = &f->entries[i];
-        f->classes[c] = e->next;
-        f->free_bytes -= e->size;
-        /* The allocator still has it live: this free cannot fail. */
-        cpool__allocator_free_as_of(a, (void *)e->addr, cpool__key_stream(e->stream), e->free_seq);
-        forget(f, (unsigned)slot_find(f, e->addr));
+        if (f->classes[c] < 0) continue;
+        give_back_head(f, a, c);
         f->evict_class = (uint16_t)((c + 1) % CPOOL__FRONT_CLASSES);
         return;
     }
@@ -322,16 +326,7 @@ size_t cpool__front_flush(cpool__front *f, cpool__allocator *a) {
     size_t n = 0;
     lock(f);
     for (unsigned c = 0; f->free_bytes && c < CPOOL__FRONT_CLASSES; c++)
-        while (f->classes[c] >= 0) {
-            int16_t i = f->classes[c];
-            cpool__front_entry *e = &f->entries[i];
-            f->classes[c] = e->next;
-            f->free_bytes -= e->size;
-            /* The allocator still has it live: this free cannot fail. */
-            cpool__allocator_free_as_of(a, (void *)e->addr, cpool__key_stream(e->stream), e->free_seq);
-            forget(f, (unsigned)slot_find(f, e->addr));
-            n++;
-        }
+        for (; f->classes[c] >= 0; n++) give_back_head(f, a, c);
     unlock(f);
     return n;
 }

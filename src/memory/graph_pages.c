@@ -240,22 +240,11 @@ cpool_status cpool__graph_pages_packed(cpool__graph_pages *gp, cpool__allocator 
     return CPOOL_OK;
 }
 
-static void packed_destroy(cpool__packed_region *pr) {
-    cpool__allocator_destroy(&pr->alloc);
-    cpool__span_list_free(&pr->spans);
-    free(pr);
-}
-
 /* ---- what an arena notes ------------------------------------------------------ */
 
 static cpool_status note_pointer(uintptr_t **list, size_t *count, size_t *cap, void *ptr) {
-    if (*count == *cap) {
-        size_t more = *cap ? 2 * *cap : 8;
-        uintptr_t *grown = cpool__realloc(*list, more * sizeof *grown);
-        if (!grown) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory noting a graph's block");
-        *list = grown;
-        *cap = more;
-    }
+    if (!cpool__grow((void **)list, cap, sizeof **list, *count + 1, 8))
+        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory noting a graph's block");
     (*list)[(*count)++] = (uintptr_t)ptr;
     return CPOOL_OK;
 }
@@ -329,11 +318,6 @@ void cpool__graph_pages_settle(cpool__graph_pages *gp) {
     if (gp->unsettled) cpool__seal_settle_graphs(gp);
 }
 
-void cpool__graph_pages_unfence_all(cpool__graph_pages *gp, uint64_t upto) {
-    for (cpool__arena *ar = gp->arenas; ar; ar = ar->next) cpool__allocator_unfence_all(&ar->alloc, upto);
-    if (gp->packed) cpool__allocator_unfence_all(&gp->packed->alloc, upto);
-}
-
 static bool released_since(const cpool__graph_pages *gp, uint64_t released_by) {
     for (const cpool__arena *ar = gp->arenas; ar; ar = ar->next)
         if (ar->released > released_by) return true;
@@ -355,8 +339,10 @@ static void trim_packed(cpool__graph_pages *gp, uint64_t released_by, bool no_ho
     cpool__allocator_trim(&gp->packed->alloc);
 }
 
-uint64_t cpool__graph_pages_trim(cpool__graph_pages *gp, uint64_t released_by, bool no_holder) {
+uint64_t cpool__graph_pages_trim(cpool__graph_pages *gp, uint64_t upto, uint64_t released_by, bool no_holder) {
     uint64_t before = gp->shared_bytes + gp->own_bytes;
+    for (cpool__arena *ar = gp->arenas; ar; ar = ar->next) cpool__allocator_unfence_all(&ar->alloc, upto);
+    if (gp->packed) cpool__allocator_unfence_all(&gp->packed->alloc, upto);
     cpool__seal_settle_graphs(gp);
     for (cpool__arena **at = &gp->arenas; *at;) {
         cpool__arena *ar = *at;
@@ -390,7 +376,11 @@ void cpool__graph_pages_destroy(cpool__graph_pages *gp) {
         gp->arenas = ar->next;
         arena_destroy(ar);
     }
-    if (gp->packed) packed_destroy(gp->packed);
+    if (gp->packed) {
+        cpool__allocator_destroy(&gp->packed->alloc);
+        cpool__span_list_free(&gp->packed->spans);
+        free(gp->packed);
+    }
     for (size_t k = 0; k < gp->shared_count; k++) {
         cpool__page_run *run = gp->shared[k].run;
         if (cpool__shared_allocation_at(gp, k)) cpool__pages_release(gp, gp->shared[k].page);
@@ -603,17 +593,11 @@ static void check_backed(void *ctx, const cpool__block_view *b) {
     }
 }
 
-static void no_segment(void *ctx, uintptr_t base, size_t size) {
-    (void)ctx;
-    (void)base;
-    (void)size;
-}
-
 static void check_arena(const cpool__graph_pages *gp, const cpool__arena *ar, page_counts *c, bool full) {
     if (full) {
         cpool__allocator_check(&ar->alloc);
         if (!ar->lost_pages) /* a swap that could not even map back: only a trim takes the arena */
-            cpool__allocator_walk(&ar->alloc, &(cpool__walker){(void *)ar, no_segment, check_backed});
+            cpool__allocator_walk(&ar->alloc, &(cpool__walker){.ctx = (void *)ar, .block = check_backed});
     }
     CPOOL__INVARIANT("graph pages", (!ar->work && !ar->work_unknown) || !ar->in_use,
                      "arena %llu is held but keeps a mark of earlier work", (unsigned long long)ar->id);

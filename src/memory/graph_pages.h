@@ -250,9 +250,6 @@ void cpool__arena_release(cpool__graph_pages *gp, cpool__arena *ar);
 void cpool__arena_freed(cpool__graph_pages *gp, cpool__arena *ar);
 /* The arena whose addresses hold ptr, or NULL. */
 cpool__arena *cpool__graph_pages_find(const cpool__graph_pages *gp, const void *ptr);
-/* Blocks of every arena freed outside capture with sequence <= upto
- * become free for its next capture (the device was quiesced since). */
-void cpool__graph_pages_unfence_all(cpool__graph_pages *gp, uint64_t upto);
 /* The live blocks of every arena that their callers have not freed (a
  * deferred free keeps its block live): their sizes, the sizes the callers
  * asked for, and their count. */
@@ -267,12 +264,13 @@ cpool__graph_live cpool__graph_pages_live(const cpool__graph_pages *gp);
  * (never waits; nothing on a thread that runs stream work, where the
  * platform may not be called). A capture's end and a trim do it too. */
 void cpool__graph_pages_settle(cpool__graph_pages *gp);
-/* Gives back the idle arenas released (or made idle by a free) when the
- * release clock read at most `released_by` (their work is over: the device
- * was quiesced since), whatever their marks say, and
- * with `no_holder` (no graph or capture held the pool meanwhile) the packed
+/* The device was quiesced since the free clock read `upto` and the release
+ * clock `released_by`: blocks freed outside capture with sequence <= upto
+ * become free for their arena's next capture, and the idle arenas released
+ * (or made idle by a free) by then go, whatever their marks say, and with
+ * `no_holder` (no graph or capture held the pool meanwhile) the packed
  * region's free pages; returns the physical bytes given back. */
-uint64_t cpool__graph_pages_trim(cpool__graph_pages *gp, uint64_t released_by, bool no_holder);
+uint64_t cpool__graph_pages_trim(cpool__graph_pages *gp, uint64_t upto, uint64_t released_by, bool no_holder);
 
 /* Gives back the idle arenas whose marked work is over (queried, never
  * waited for), the newest too unless `keep_newest` (captures and settles

@@ -316,17 +316,10 @@ static cpool__bevent *event_take(cpool__fences *f, cpool__order *o) {
 }
 
 static void event_give(cpool__fences *f, cpool__order *o, cpool__bevent *ev) {
-    if (f->spare_count == f->spare_cap) {
-        size_t cap = f->spare_cap ? 2 * f->spare_cap : 8;
-        cpool__bevent **spare = cpool__realloc(f->spare, cap * sizeof *spare);
-        if (!spare) {
-            o->be->event_destroy(ev);
-            return;
-        }
-        f->spare = spare;
-        f->spare_cap = cap;
-    }
-    f->spare[f->spare_count++] = ev;
+    if (cpool__grow((void **)&f->spare, &f->spare_cap, sizeof *f->spare, f->spare_count + 1, 8))
+        f->spare[f->spare_count++] = ev;
+    else
+        o->be->event_destroy(ev);
 }
 
 static void unfence_each(const cpool__fenced *a, uint64_t stream, uint64_t upto) {
@@ -350,42 +343,20 @@ void cpool__fences_poll(cpool__fences *f, cpool__order *o, const cpool__fenced *
     f->count = kept;
 }
 
-static bool fence_room(cpool__fences *f) {
-    if (f->count < f->cap) return true;
-    size_t cap = f->cap ? 2 * f->cap : 8;
-    cpool__fence *list = cpool__realloc(f->list, cap * sizeof *list);
-    if (!list) return false;
-    f->list = list;
-    f->cap = cap;
-    return true;
-}
-
 void cpool__fences_add(cpool__fences *f, cpool__order *o, const cpool__fenced *a) {
     enum { MAX_STREAMS = 64 };
     uint64_t streams[MAX_STREAMS], seqs[MAX_STREAMS];
     /* Frees from now on are numbered after every block a fence here covers. */
     (void)cpool__free_clock_tick();
     size_t n = 0;
-    for (size_t k = 0; k < a->count; k++) {
-        uint64_t more[MAX_STREAMS], more_seqs[MAX_STREAMS];
-        size_t m = cpool__allocator_restricted_streams(a->list[k], more, more_seqs, MAX_STREAMS);
-        for (size_t j = 0; j < m; j++) {
-            size_t i = 0;
-            while (i < n && streams[i] != more[j]) i++;
-            if (i == n && n < MAX_STREAMS) {
-                streams[n] = more[j];
-                seqs[n++] = more_seqs[j];
-            } else if (i < n && more_seqs[j] > seqs[i]) {
-                seqs[i] = more_seqs[j];
-            }
-        }
-    }
+    for (size_t k = 0; k < a->count; k++)
+        n = cpool__allocator_restricted_streams(a->list[k], streams, seqs, n, MAX_STREAMS);
     for (size_t i = 0; i < n; i++) {
         bool covered = false;
         for (size_t k = 0; k < f->count; k++)
             if (f->list[k].stream == streams[i] && f->list[k].upto >= seqs[i]) covered = true;
         if (covered) continue;
-        if (!fence_room(f)) return;
+        if (!cpool__grow((void **)&f->list, &f->cap, sizeof *f->list, f->count + 1, 8)) return;
         cpool__bevent *ev = event_take(f, o);
         if (!ev) return;
         cpool__shared_event *shared = NULL;

@@ -84,8 +84,8 @@ void cpool__run_drop(cpool__graph_pages *gp, cpool__page_run *run, cpool__arena 
 
 cpool_status cpool__run_map_new(cpool__arena *ar, cpool__page_span *sp, size_t at, size_t n, size_t first) {
     cpool__graph_pages *gp = ar->gp;
-    if (!cpool__pages_bound_allows(gp, n * CPOOL__PAGE)) return cpool__pages_over_bound(gp, n * CPOOL__PAGE);
-    cpool_status st = cpool__number_room(ar, first + n - 1);
+    cpool_status st = cpool__pages_bound(gp, n * CPOOL__PAGE);
+    if (st == CPOOL_OK) st = cpool__number_room(ar, first + n - 1);
     if (st != CPOOL_OK) return st;
     cpool__page_run *run = cpool__calloc(1, sizeof *run);
     if (!run) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a run of graph pages");

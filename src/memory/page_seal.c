@@ -22,17 +22,10 @@ typedef struct page_list {
 
 static void note_page(page_list *l, uintptr_t addr) {
     if (l->count && l->addr[l->count - 1] == addr) return; /* blocks come in address order */
-    if (l->count == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 16;
-        uintptr_t *grown = cpool__realloc(l->addr, cap * sizeof *grown);
-        if (!grown) {
-            l->failed = true;
-            return;
-        }
-        l->addr = grown;
-        l->cap = cap;
-    }
-    l->addr[l->count++] = addr;
+    if (!cpool__grow((void **)&l->addr, &l->cap, sizeof *l->addr, l->count + 1, 16))
+        l->failed = true;
+    else
+        l->addr[l->count++] = addr;
 }
 
 /* Whether the page at p lies whole in a scratch part of live block b. */
@@ -53,15 +46,9 @@ static void live_pages_block(void *ctx, const cpool__block_view *b) {
         if (!scratch_page(l->ar, b, p)) note_page(l, p);
 }
 
-static void no_segment(void *ctx, uintptr_t base, size_t size) {
-    (void)ctx;
-    (void)base;
-    (void)size;
-}
-
 static page_list live_pages(const cpool__arena *ar) {
     page_list l = {.ar = ar};
-    cpool__allocator_walk(&ar->alloc, &(cpool__walker){.ctx = &l, .segment = no_segment, .block = live_pages_block});
+    cpool__allocator_walk(&ar->alloc, &(cpool__walker){.ctx = &l, .block = live_pages_block});
     return l;
 }
 
@@ -82,13 +69,8 @@ cpool_status cpool__arena_note_scratch(cpool__arena *ar, void *block, size_t off
     lo = (lo + CPOOL__PAGE - 1) / CPOOL__PAGE * CPOOL__PAGE;
     uintptr_t hi = ((uintptr_t)block + offset + bytes) / CPOOL__PAGE * CPOOL__PAGE;
     if (hi <= lo) return CPOOL_OK; /* no whole page: nothing to share */
-    if (ar->scratch_count == ar->scratch_cap) {
-        size_t cap = ar->scratch_cap ? 2 * ar->scratch_cap : 8;
-        struct cpool__scratch_part *grown = cpool__realloc(ar->scratch, cap * sizeof *grown);
-        if (!grown) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory noting a block's scratch");
-        ar->scratch = grown;
-        ar->scratch_cap = cap;
-    }
+    if (!cpool__grow((void **)&ar->scratch, &ar->scratch_cap, sizeof *ar->scratch, ar->scratch_count + 1, 8))
+        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory noting a block's scratch");
     ar->scratch[ar->scratch_count++] = (struct cpool__scratch_part){(uintptr_t)block, lo, hi, info.serial};
     return CPOOL_OK;
 }
@@ -309,15 +291,9 @@ typedef struct address_list {
 
 /* false: out of host memory (the last error says so; lend_tails keeps it). */
 static bool list_address(address_list *l, uintptr_t addr) {
-    if (l->count == l->cap) {
-        size_t more = l->cap ? 2 * l->cap : 8;
-        uintptr_t *grown = cpool__realloc(l->addr, more * sizeof *grown);
-        if (!grown) {
-            (void)cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory listing a graph's lent pages");
-            return false;
-        }
-        l->addr = grown;
-        l->cap = more;
+    if (!cpool__grow((void **)&l->addr, &l->cap, sizeof *l->addr, l->count + 1, 8)) {
+        (void)cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory listing a graph's lent pages");
+        return false;
     }
     l->addr[l->count++] = addr;
     return true;
@@ -348,24 +324,18 @@ static cpool__page_span *find_lender(cpool__graph_pages *gp, const address_list 
 
 /* The arena's tails (one a segment), as many as it has. */
 typedef struct tail_list {
-    uintptr_t *page;
-    size_t *extent;
+    struct tail {
+        uintptr_t page;
+        size_t extent;
+    } *at;
     size_t count, cap;
 } tail_list;
 
 static void note_tail(void *ctx, uintptr_t page, size_t extent) {
     tail_list *l = ctx;
-    if (l->count == l->cap) {
-        size_t more = l->cap ? 2 * l->cap : 8;
-        uintptr_t *pages = cpool__realloc(l->page, more * sizeof *pages);
-        if (pages) l->page = pages;
-        size_t *extents = pages ? cpool__realloc(l->extent, more * sizeof *extents) : NULL;
-        if (extents) l->extent = extents;
-        if (!extents) return; /* out of host memory: this tail keeps its shared page */
-        l->cap = more;
-    }
-    l->page[l->count] = page;
-    l->extent[l->count++] = extent;
+    /* Out of host memory: this tail keeps its shared page. */
+    if (cpool__grow((void **)&l->at, &l->cap, sizeof *l->at, l->count + 1, 8))
+        l->at[l->count++] = (struct tail){page, extent};
 }
 
 /* The arena's tail page at addr, its blocks below `extent`, borrows a
@@ -411,11 +381,10 @@ static void lend_tails(cpool__graph_pages *gp, cpool__arena *ar) {
         for (size_t i = 0; i < ar->spans.spans[s].pages; i++)
             if (ar->spans.spans[s].page[i].state == CPOOL__PAGE_BORROWED)
                 listed_all = listed_all && list_address(&taken, ar->spans.spans[s].page[i].lender);
-    for (size_t k = 0; listed_all && k < tails.count; k++) lend_tail(gp, ar, &taken, tails.page[k], tails.extent[k]);
+    for (size_t k = 0; listed_all && k < tails.count; k++) lend_tail(gp, ar, &taken, tails.at[k].page, tails.at[k].extent);
     cpool__error_restore(&before);
     free(taken.addr);
-    free(tails.page);
-    free(tails.extent);
+    free(tails.at);
 }
 
 cpool_status cpool__seal_return_borrowed(cpool__graph_pages *gp, cpool__arena *ar) {
@@ -473,8 +442,7 @@ static cpool_status own_pages(cpool__graph_pages *gp, cpool__arena *ar, const ui
     cpool_status st = CPOOL_OK;
     void **fresh = n ? cpool__calloc(n, sizeof *fresh) : NULL;
     if (n && !fresh) st = cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory sealing a graph's pages");
-    if (st == CPOOL_OK && !cpool__pages_bound_allows(gp, (uint64_t)n * CPOOL__PAGE))
-        st = cpool__pages_over_bound(gp, (uint64_t)n * CPOOL__PAGE);
+    if (st == CPOOL_OK) st = cpool__pages_bound(gp, (uint64_t)n * CPOOL__PAGE);
     size_t made = 0;
     for (; st == CPOOL_OK && made < n; made++) st = gp->source.create(gp->source.ctx, 1, &fresh[made]);
     for (size_t k = 0; st == CPOOL_OK && k < n; k++) {

@@ -32,13 +32,8 @@ static void span_free(cpool__page_span *sp) {
 
 cpool_status cpool__span_add(cpool__graph_pages *gp, cpool__span_list *l, size_t bytes, bool loans, bool reach,
                              void **base) {
-    if (l->count == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 2;
-        cpool__page_span *grown = cpool__realloc(l->spans, cap * sizeof *grown);
-        if (!grown) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a graph's address ranges");
-        l->spans = grown;
-        l->cap = cap;
-    }
+    if (!cpool__grow((void **)&l->spans, &l->cap, sizeof *l->spans, l->count + 1, 2))
+        return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a graph's address ranges");
     size_t pages = bytes / CPOOL__PAGE;
     cpool__page_span sp = {.pages = pages,
                            .reach = reach ? pages * CPOOL__ARENA_SPAN_REACH : pages,
@@ -88,27 +83,17 @@ void cpool__pages_release(cpool__graph_pages *gp, void *mem) {
     if (!gp->suspended) gp->source.release(gp->source.ctx, mem);
 }
 
-bool cpool__pages_bound_allows(const cpool__graph_pages *gp, uint64_t bytes) {
-    return !gp->max_reserved ||
-           *gp->other_reserved + gp->shared_bytes + gp->own_bytes + bytes <= gp->max_reserved;
-}
-
-cpool_status cpool__pages_over_bound(const cpool__graph_pages *gp, uint64_t bytes) {
+cpool_status cpool__pages_bound(const cpool__graph_pages *gp, uint64_t bytes) {
+    if (!gp->max_reserved || *gp->other_reserved + gp->shared_bytes + gp->own_bytes + bytes <= gp->max_reserved)
+        return CPOOL_OK;
     return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY,
                        "%llu more bytes of graph memory would take the pool past max_reserved_bytes (%llu)",
                        (unsigned long long)bytes, (unsigned long long)gp->max_reserved);
 }
 
 cpool_status cpool__shared_room(cpool__graph_pages *gp, size_t last) {
-    if (last < gp->shared_cap) return CPOOL_OK;
-    size_t cap = gp->shared_cap ? gp->shared_cap : 16;
-    while (cap <= last) cap *= 2;
-    cpool__shared_page *grown = cpool__realloc(gp->shared, cap * sizeof *grown);
-    if (!grown) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for the graph pages' records");
-    memset(grown + gp->shared_cap, 0, (cap - gp->shared_cap) * sizeof *grown);
-    gp->shared = grown;
-    gp->shared_cap = cap;
-    return CPOOL_OK;
+    if (cpool__grow((void **)&gp->shared, &gp->shared_cap, sizeof *gp->shared, last + 1, 16)) return CPOOL_OK;
+    return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for the graph pages' records");
 }
 
 cpool_status cpool__shared_get(cpool__graph_pages *gp, size_t k, void **out) {
@@ -117,8 +102,8 @@ cpool_status cpool__shared_get(cpool__graph_pages *gp, size_t k, void **out) {
     if (k >= gp->shared_count) gp->shared_count = k + 1;
     cpool__shared_page *sp = &gp->shared[k];
     if (!sp->page) {
-        if (!cpool__pages_bound_allows(gp, CPOOL__PAGE)) return cpool__pages_over_bound(gp, CPOOL__PAGE);
-        st = gp->source.create(gp->source.ctx, 1, &sp->page);
+        st = cpool__pages_bound(gp, CPOOL__PAGE);
+        if (st == CPOOL_OK) st = gp->source.create(gp->source.ctx, 1, &sp->page);
         if (st != CPOOL_OK) return st;
         gp->shared_bytes += CPOOL__PAGE;
     }
@@ -162,15 +147,7 @@ void cpool__number_untake(cpool__arena *ar, size_t d) {
 }
 
 bool cpool__number_taken_room(cpool__arena *ar, size_t last) {
-    if (last < ar->taken_cap) return true;
-    size_t cap = ar->taken_cap ? 2 * ar->taken_cap : 64;
-    while (cap <= last) cap *= 2;
-    uint8_t *grown = cpool__realloc(ar->taken, cap);
-    if (!grown) return false;
-    memset(grown + ar->taken_cap, 0, cap - ar->taken_cap);
-    ar->taken = grown;
-    ar->taken_cap = cap;
-    return true;
+    return cpool__grow((void **)&ar->taken, &ar->taken_cap, 1, last + 1, 64);
 }
 
 cpool_status cpool__number_room(cpool__arena *ar, size_t last) {

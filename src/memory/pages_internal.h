@@ -187,10 +187,9 @@ void cpool__span_list_free(cpool__span_list *l);
 /* While suspended no physical page exists: these have nothing to do. */
 void cpool__pages_unmap(cpool__graph_pages *gp, void *addr, void *mem);
 void cpool__pages_release(cpool__graph_pages *gp, void *mem);
-/* Whether `bytes` more of graph memory stay within the pool's bound; the
- * failure that says it does not. */
-bool cpool__pages_bound_allows(const cpool__graph_pages *gp, uint64_t bytes);
-cpool_status cpool__pages_over_bound(const cpool__graph_pages *gp, uint64_t bytes);
+/* CPOOL_OK if `bytes` more of graph memory stay within the pool's bound,
+ * else the failure that says they do not. */
+cpool_status cpool__pages_bound(const cpool__graph_pages *gp, uint64_t bytes);
 /* Room in the records for shared numbers up to `last`. */
 cpool_status cpool__shared_room(cpool__graph_pages *gp, size_t last);
 /* The shared page number k, made if there is none yet. */

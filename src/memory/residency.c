@@ -54,25 +54,13 @@ typedef struct range_list {
 } range_list;
 
 static void add_range(range_list *l, uintptr_t addr, size_t bytes) {
-    if (l->count == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 64;
-        cpool__kept_run *grown = cpool__realloc(l->at, cap * sizeof *grown);
-        if (!grown) {
-            l->failed = true;
-            return;
-        }
-        l->at = grown;
-        l->cap = cap;
-    }
-    l->at[l->count++] = (cpool__kept_run){.addr = addr, .bytes = bytes};
+    if (!cpool__grow((void **)&l->at, &l->cap, sizeof *l->at, l->count + 1, 64))
+        l->failed = true;
+    else
+        l->at[l->count++] = (cpool__kept_run){.addr = addr, .bytes = bytes};
 }
 
 static void note_run(void *ctx, uintptr_t base, size_t size) { add_range(ctx, base, size); }
-static void skip_run(void *ctx, uintptr_t base, size_t size) {
-    (void)ctx;
-    (void)base;
-    (void)size;
-}
 static void note_live(void *ctx, const cpool__block_view *b) {
     if (b->live) add_range(ctx, b->addr, b->size);
 }
@@ -80,10 +68,6 @@ static void note_block(void *ctx, const cpool__block_view *b) {
     range_list *l = ctx;
     add_range(l, b->addr, b->size);
     if (!l->failed) l->at[l->count - 1].offset = !b->live; /* here: whether the block is free */
-}
-static void skip_block(void *ctx, const cpool__block_view *b) {
-    (void)ctx;
-    (void)b;
 }
 
 static int by_addr(const void *x, const void *y) {
@@ -99,14 +83,14 @@ static void sort_by_addr(range_list *l) {
 
 /* The allocator's mapped runs (growable segments). */
 static cpool_status mapped_runs(const cpool__allocator *a, range_list *out) {
-    cpool__allocator_walk(a, &(cpool__walker){.ctx = out, .segment = note_run, .block = skip_block});
+    cpool__allocator_walk(a, &(cpool__walker){.ctx = out, .segment = note_run});
     return out->failed ? cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory listing a pool's pages") : CPOOL_OK;
 }
 
 /* The stretches a resume maps apart (map_run), in address order: each live
  * block, and each stretch of free neighbours (`offset` is 1 on those). */
 static cpool_status block_stretches(const cpool__allocator *a, range_list *out) {
-    cpool__allocator_walk(a, &(cpool__walker){.ctx = out, .segment = skip_run, .block = note_block});
+    cpool__allocator_walk(a, &(cpool__walker){.ctx = out, .block = note_block});
     if (out->failed) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory listing a pool's blocks");
     sort_by_addr(out);
     size_t n = 0;
@@ -125,7 +109,7 @@ static cpool_status block_stretches(const cpool__allocator *a, range_list *out) 
 /* The live blocks, merged into runs, with their offsets in the host copy. */
 static cpool_status live_runs(const cpool__allocator *a, const cpool__graph_pages *gp, range_list *out,
                               uint64_t *total, uint64_t *live_bytes) {
-    cpool__walker w = {.ctx = out, .segment = skip_run, .block = note_live};
+    cpool__walker w = {.ctx = out, .block = note_live};
     cpool__allocator_walk(a, &w);
     cpool__graph_pages_walk_live(gp, &w);
     if (out->failed) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory listing a pool's live blocks");

@@ -104,14 +104,6 @@ static bool no_holder_since(const cpool_pool *pool, uint64_t holders) {
     return holder_count(holders) == 0 && atomic_load(&pool->holders) == holders;
 }
 
-/* Under mu, once the device's work enqueued before `upto` and
- * `released_by` were read is over: the graph memory a trim gives back
- * (arenas let go of before then can have no work left either). */
-static void trim_graph_memory(cpool_pool *pool, uint64_t upto, uint64_t released_by, bool no_holder) {
-    cpool__graph_pages_unfence_all(&pool->pages, upto);
-    cpool__graph_pages_trim(&pool->pages, released_by, no_holder);
-}
-
 void cpool__pool_give_back_graph_memory(cpool_pool *pool, uint64_t *graph_reserved_out, uint64_t *waiting_out) {
     uint64_t waiting = 0;
     cpool_pool_stats s = {.struct_size = sizeof s};
@@ -124,7 +116,7 @@ void cpool__pool_give_back_graph_memory(cpool_pool *pool, uint64_t *graph_reserv
     if (!pool->residency.suspended && !cpool__on_stream_thread()) {
         uint64_t upto = cpool__free_clock_tick(), released_by = pool->pages.release_clock;
         uint64_t holders = atomic_load(&pool->holders);
-        if (cpool__pool_device_work_over(pool)) trim_graph_memory(pool, upto, released_by, no_holder_since(pool, holders));
+        if (cpool__pool_device_work_over(pool)) cpool__graph_pages_trim(&pool->pages, upto, released_by, no_holder_since(pool, holders));
     }
     cpool__graph_pages_give_back_idle(&pool->pages, false, &waiting);
     cpool__front_counts front = cpool__front_counters(&pool->front);
@@ -190,7 +182,7 @@ static void trim_after_quiesce(cpool_pool *pool, uint64_t upto, uint64_t holders
     cpool__allocator_unfence_all(&pool->alloc, upto);
     if (no_holder) cpool__allocator_reclaim_graph(&pool->alloc);
     cpool__allocator_trim(&pool->alloc);
-    trim_graph_memory(pool, upto, released_by, no_holder);
+    cpool__graph_pages_trim(&pool->pages, upto, released_by, no_holder);
     CHECK_ALLOCATOR_FULL(pool);
 }
 

@@ -3,6 +3,7 @@
  * behind every resource acquisition (fault.h).
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include <stdatomic.h>
 
@@ -31,3 +32,15 @@ void *cpool__malloc(size_t bytes) { return cpool__fault_hit() ? NULL : malloc(by
 void *cpool__calloc(size_t count, size_t bytes) { return cpool__fault_hit() ? NULL : calloc(count, bytes); }
 
 void *cpool__realloc(void *p, size_t bytes) { return cpool__fault_hit() ? NULL : realloc(p, bytes); }
+
+bool cpool__grow(void **p, size_t *cap, size_t elem, size_t need, size_t first) {
+    if (need <= *cap) return true;
+    size_t n = *cap ? 2 * *cap : first;
+    while (n < need) n *= 2;
+    unsigned char *grown = cpool__realloc(*p, n * elem);
+    if (!grown) return false;
+    memset(grown + *cap * elem, 0, (n - *cap) * elem);
+    *p = grown;
+    *cap = n;
+    return true;
+}

@@ -27,5 +27,9 @@ uint64_t cpool__fault_count(void);
 void *cpool__malloc(size_t bytes);
 void *cpool__calloc(size_t count, size_t bytes);
 void *cpool__realloc(void *p, size_t bytes);
+/* Makes room for `need` elements of `elem` bytes in the array *p, which has
+ * room for *cap: the room doubles, from `first`, and what is new is zeroed.
+ * false: out of host memory, nothing changed. */
+bool cpool__grow(void **p, size_t *cap, size_t elem, size_t need, size_t first);
 
 #endif /* CPOOL_FAULT_H */

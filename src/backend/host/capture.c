@@ -35,22 +35,10 @@ void cpool__host_graph_release(cpool__bgraph *g) {
 
 /* ---- node sets ----------------------------------------------------------- */
 
-/* Makes room for `need` elements in *p, which has room for *cap. */
-bool cpool__host_grow_array(void **p, size_t *cap, size_t elem, size_t need) {
-    if (need <= *cap) return true;
-    size_t n = *cap ? 2 * *cap : 4;
-    while (n < need) n *= 2;
-    void *grown = cpool__realloc(*p, n * elem);
-    if (!grown) return false;
-    *p = grown;
-    *cap = n;
-    return true;
-}
-
 static bool set_add(node_set *set, size_t node) {
     for (size_t i = 0; i < set->count; i++)
         if (set->nodes[i] == node) return true;
-    if (!cpool__host_grow_array((void **)&set->nodes, &set->cap, sizeof *set->nodes, set->count + 1)) return false;
+    if (!cpool__grow((void **)&set->nodes, &set->cap, sizeof *set->nodes, set->count + 1, 4)) return false;
     set->nodes[set->count++] = node;
     return true;
 }
@@ -93,9 +81,9 @@ void cpool__host_capture_release(host_capture *c) {
  * it becomes. Under c->mu. */
 cpool_status cpool__host_capture_append(host_capture *c, size_t m, const host_op *op) {
     node_set *tail = &c->members[m].tail;
-    bool ok = cpool__host_grow_array((void **)&c->nodes, &c->cap, sizeof *c->nodes, c->count + 1) &&
-              cpool__host_grow_array((void **)&c->deps, &c->dep_cap, sizeof *c->deps, c->dep_count + tail->count) &&
-              cpool__host_grow_array((void **)&tail->nodes, &tail->cap, sizeof *tail->nodes, 1);
+    bool ok = cpool__grow((void **)&c->nodes, &c->cap, sizeof *c->nodes, c->count + 1, 4) &&
+              cpool__grow((void **)&c->deps, &c->dep_cap, sizeof *c->deps, c->dep_count + tail->count, 4) &&
+              cpool__grow((void **)&tail->nodes, &tail->cap, sizeof *tail->nodes, 1, 4);
     if (!ok) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory recording captured work");
     c->nodes[c->count] = (host_node){.op = *op, .dep_first = c->dep_count, .dep_count = tail->count};
     if (tail->count) memcpy(c->deps + c->dep_count, tail->nodes, tail->count * sizeof *c->deps);

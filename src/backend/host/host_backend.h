@@ -165,7 +165,6 @@ void cpool__host_queue_wait(host_queue *q, uint64_t position);
 /* ---- capture.c ----------------------------------------------------------- */
 
 void cpool__host_graph_release(cpool__bgraph *g);
-bool cpool__host_grow_array(void **p, size_t *cap, size_t elem, size_t need);
 bool cpool__host_set_add_all(node_set *set, const node_set *from);
 void cpool__host_set_free(node_set *set);
 void cpool__host_capture_release(host_capture *c);

@@ -350,7 +350,7 @@ static cpool_status wait_in_capture(cpool__bstream *s, cpool__bevent *ev, host_c
         c = ec;
         if (ec->ended) {
             st = cpool__fail(CPOOL_ERR_INVALID_ARGUMENT, "the event was recorded in a capture that has ended");
-        } else if (!cpool__host_grow_array((void **)&ec->members, &ec->member_cap, sizeof *ec->members, ec->member_count + 1)) {
+        } else if (!cpool__grow((void **)&ec->members, &ec->member_cap, sizeof *ec->members, ec->member_count + 1, 4)) {
             st = cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory joining a capture");
         } else { /* a fork: s joins the capture with nothing to wait for yet */
             s->member = ec->member_count++;
