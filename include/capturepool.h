@@ -994,9 +994,11 @@ cpool_status cpool_graphed_call(cpool_stream *s, cpool_pool *pool, cpool_capture
  * device, or a stream that is capturing), CPOOL_ERR_STALE_GRAPH (its pool's
  * buffers were cleared after the capture: nothing is launched),
  * CPOOL_ERR_SUSPENDED (a pool it holds is suspended: nothing is launched),
- * CPOOL_ERR_BACKEND. A replay never overwrites another graph's live output,
- * so CPOOL_ERR_OUTPUT_LIVE is never returned for graphs captured by this
- * version (see cpool_pool). */
+ * CPOOL_ERR_BACKEND (also, with nothing launched, when pages of the graph's
+ * memory were lost: the platform refused to remap them, and then to map
+ * their old memory back; capture the graph again). A replay never
+ * overwrites another graph's live output, so CPOOL_ERR_OUTPUT_LIVE is never
+ * returned for graphs captured by this version (see cpool_pool). */
 cpool_status cpool_graph_launch(cpool_graph *g, cpool_stream *s);
 
 /* Uploads the graph's executable to the device ahead of its first launch.

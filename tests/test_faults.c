@@ -62,6 +62,13 @@ typedef struct body_ctx {
     int counter;
 } body_ctx;
 
+/* Suspends the pool and resumes it: a failed resume leaves it suspended,
+ * and one of the next (the faults armed are few) serves. */
+static void suspend_resume(world *w, cpool_pool *pool, cpool_suspend_mode mode) {
+    if (!TRY(w, cpool_pool_suspend(pool, mode))) return;
+    for (int tries = 0; tries < 3 && !TRY(w, cpool_pool_resume(pool)); tries++) continue;
+}
+
 static cpool_status body_alloc_work(cpool_stream *s, void *arg) {
     body_ctx *c = (body_ctx *)arg;
     void *a = NULL, *b = NULL;
@@ -373,8 +380,7 @@ static void scenario_tails(world *w) {
             if (g[i]) TRY(w, cpool_graph_launch(g[i], s));
         }
         /* A failed resume leaves the pool suspended: the next one serves. */
-        if (TRY(w, cpool_pool_suspend(pool, CPOOL_SUSPEND_KEEP_CONTENTS)) && !TRY(w, cpool_pool_resume(pool)))
-            TRY(w, cpool_pool_resume(pool));
+        suspend_resume(w, pool, CPOOL_SUSPEND_KEEP_CONTENTS);
         for (int i = 0; i < 3; i++)
             if (g[i]) TRY(w, cpool_graph_launch(g[i], s));
         TRY(w, cpool_stream_synchronize(s));
@@ -572,8 +578,7 @@ static void scenario_live_bytes(world *w) {
         TRY(w, cpool_pool_trim(pool));
         check_live(w, s, c, written, host);
         /* A failed resume leaves the pool suspended: the next one serves. */
-        if (TRY(w, cpool_pool_suspend(pool, CPOOL_SUSPEND_KEEP_CONTENTS)) && !TRY(w, cpool_pool_resume(pool)))
-            TRY(w, cpool_pool_resume(pool));
+        suspend_resume(w, pool, CPOOL_SUSPEND_KEEP_CONTENTS);
         check_live(w, s, c, written, host);
         TRY(w, cpool_stream_synchronize(s));
         cpool__pool_check(pool);
@@ -635,8 +640,7 @@ static void launch_nested(world *w, cpool_stream *s, cpool_graph **g, const nest
 }
 
 static void suspend_resume_nested(world *w, cpool_pool *pool) {
-    if (TRY(w, cpool_pool_suspend(pool, CPOOL_SUSPEND_DISCARD)) && !TRY(w, cpool_pool_resume(pool)))
-        TRY(w, cpool_pool_resume(pool)); /* a failed resume leaves it suspended; the next one works */
+    suspend_resume(w, pool, CPOOL_SUSPEND_DISCARD);
     cpool__pool_check(pool);
 }
 
@@ -924,12 +928,12 @@ static void random_graphs_through_resumes(cpool_device *dev) {
     end_with_no_graph_memory(pool, s);
 }
 
-static void run_once(cpool_device *dev, scenario_fn fn, uint64_t nth, world *w) {
+static void run_once(cpool_device *dev, scenario_fn fn, uint64_t nth, uint64_t span, world *w) {
     memset(w, 0, sizeof *w);
     w->dev = dev;
     drop_log_init(&w->log);
     for (int i = 0; i < OBJECTS; i++) tracked_init(&w->obj[i], &w->log, i, NULL);
-    cpool__fault_arm(nth);
+    cpool__fault_arm_span(nth, span);
     fn(w);
     w->acquisitions = cpool__fault_count();
     cpool__fault_arm(0);
@@ -945,20 +949,52 @@ static void run_once(cpool_device *dev, scenario_fn fn, uint64_t nth, world *w) 
 
 static uint64_t swept_points;
 
-static void sweep(cpool_device *dev, scenario_fn fn, const char *name) {
+static void sweep_span(cpool_device *dev, scenario_fn fn, const char *name, uint64_t span) {
     world w;
-    run_once(dev, fn, 0, &w);
+    run_once(dev, fn, 0, 1, &w);
     uint64_t count = w.acquisitions;
     CHECK_GT(count, 0);
     CHECK_EQ(w.failures, 0);
     int hit = 0;
     for (uint64_t n = 1; n <= count; n++) {
-        run_once(dev, fn, n, &w);
+        run_once(dev, fn, n, span, &w);
         hit += w.failures > 0;
     }
     /* Every point either failed a call or was absorbed (a cache, a fallback). */
     printf("  %s: %llu acquisition points swept, %d surfaced as a failed call\n", name, (unsigned long long)count, hit);
     swept_points += count;
+}
+
+static void sweep(cpool_device *dev, scenario_fn fn, const char *name) { sweep_span(dev, fn, name, 1); }
+
+/* Two failures in a row: each failure's undoing fails too (a remap, then
+ * mapping the old memory back). Every call still fails clearly or serves,
+ * and no live block is read or launched on without its pages: a graph
+ * whose pages were lost refuses to launch. Its own test (faults_twice,
+ * CPOOL_SWEEP_TWICE=all, or a part of a scenario's name): it doubles the
+ * time of the sweeps. */
+static void sweep_twice(cpool_device *dev) {
+    const char *only = getenv("CPOOL_SWEEP_TWICE");
+    if (!only) {
+        printf("  skipped: CPOOL_SWEEP_TWICE is not set (the test faults_twice sets it)\n");
+        return;
+    }
+    if (strcmp(only, "all") == 0) only = NULL;
+    static const struct {
+        scenario_fn fn;
+        const char *name;
+    } all[] = {{scenario_pool_life, "pool life"},
+               {scenario_capture_launch, "capture, launch"},
+               {scenario_growable, "growable"},
+               {scenario_graph_pages, "graph pages"},
+               {scenario_tails, "tails"},
+               {scenario_attach, "attach"},
+               {scenario_runs_in_use, "runs in use"},
+               {scenario_live_bytes, "live bytes"},
+               {scenario_nested_resume, "nested resume"},
+               {scenario_kept_through_trim, "kept through trim"}};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (!only || strstr(all[i].name, only)) sweep_span(dev, all[i].fn, all[i].name, 2);
 }
 
 static void sweep_pool_life(cpool_device *dev) { sweep(dev, scenario_pool_life, "pool life"); }
@@ -1226,6 +1262,7 @@ static const check_case cases[] = {
     CHECK_CASE(random_graphs_through_resumes),
     CHECK_CASE(update_failure_keeps_outputs),
     CHECK_CASE(suspend_resume_failures_change_nothing),
+    CHECK_CASE(sweep_twice),
     CHECK_CASE(report_total),
 };
 CHECK_MAIN(cases, CHECK_ON_HOST)

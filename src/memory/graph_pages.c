@@ -84,7 +84,7 @@ static bool runs_alone(cpool__graph_pages *gp, cpool__arena *ar) {
  * over too, they are free for any stream. An arena that lost a page (its
  * allocator still counts it) is never taken again. */
 static bool reusable(cpool__graph_pages *gp, cpool__arena *ar) {
-    if (!cpool__arena_idle(ar) || ar->lost_pages) return false;
+    if (!cpool__arena_idle(ar) || atomic_load(&ar->lost)) return false;
     if (holds_memory(ar) && !cpool__arena_work_over(ar)) return false;
     if (!runs_alone(gp, ar)) return false;
     release_packed(gp, ar);
@@ -288,8 +288,10 @@ uint64_t cpool__arena_id(const cpool__arena *ar) { return ar->id; }
 bool cpool__arena_in_use(const cpool__arena *ar) { return ar->in_use; }
 uint64_t cpool__arena_graph(const cpool__arena *ar) { return ar->graph; }
 
-void cpool__arena_note_launch(cpool__arena *ar) {
+bool cpool__arena_note_launch(cpool__arena *ar) {
+    if (atomic_load_explicit(&ar->lost, memory_order_relaxed)) return false;
     if (!atomic_load_explicit(&ar->launched, memory_order_relaxed)) atomic_store(&ar->launched, true);
+    return true;
 }
 
 /* ---- release, trim ------------------------------------------------------------ */
@@ -596,7 +598,7 @@ static void check_backed(void *ctx, const cpool__block_view *b) {
 static void check_arena(const cpool__graph_pages *gp, const cpool__arena *ar, page_counts *c, bool full) {
     if (full) {
         cpool__allocator_check(&ar->alloc);
-        if (!ar->lost_pages) /* a swap that could not even map back: only a trim takes the arena */
+        if (!atomic_load(&ar->lost)) /* a page not even mapped back: only a trim takes the arena */
             cpool__allocator_walk(&ar->alloc, &(cpool__walker){.ctx = (void *)ar, .block = check_backed});
     }
     CPOOL__INVARIANT("graph pages", (!ar->work && !ar->work_unknown) || !ar->in_use,

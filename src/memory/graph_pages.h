@@ -239,8 +239,9 @@ cpool_status cpool__arena_note_scratch(cpool__arena *ar, void *block, size_t off
 void cpool__graph_pages_release_packed(cpool__graph_pages *gp);
 /* Its graph is being launched (inside the pool's launch bracket, which
  * hold_launches holds back): until then its pages may change without a
- * look at the device's work. */
-void cpool__arena_note_launch(cpool__arena *ar);
+ * look at the device's work. false: the arena lost a page (a remap failed
+ * and so did mapping the old memory back): the launch must not go on. */
+bool cpool__arena_note_launch(cpool__arena *ar);
 /* Its capture or graph lets go of it (an idle one marks the device's
  * work: never waits). */
 void cpool__arena_release(cpool__graph_pages *gp, cpool__arena *ar);

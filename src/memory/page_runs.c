@@ -205,6 +205,14 @@ static void commit_pieces(cpool__graph_pages *gp, cpool__page_run *run, run_piec
     cpool__shared_trim_count(gp);
 }
 
+/* The run could not even be mapped back: every arena that mapped it lost
+ * pages (its blocks there are unbacked). */
+static void lose_run(cpool__graph_pages *gp, cpool__page_run *run) {
+    const cpool__run_map *m = cpool__run_maps(run);
+    for (size_t x = 0; x < run->maps; x++) atomic_store(&m[x].arena->lost, true);
+    cpool__run_drop(gp, run, NULL, false);
+}
+
 cpool_status cpool__run_split(cpool__graph_pages *gp, cpool__page_run *run, const uint8_t *cut) {
     run_piece *piece = cpool__calloc(run->pages, sizeof *piece); /* at most a piece a page */
     if (!piece) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory splitting a run of graph pages");
@@ -218,7 +226,7 @@ cpool_status cpool__run_split(cpool__graph_pages *gp, cpool__page_run *run, cons
             cpool__run_free(piece[k].run);
         }
         free(piece);
-        if (lost) cpool__run_drop(gp, run, NULL, false);
+        if (lost) lose_run(gp, run);
         return st;
     }
     gp->source.release(gp->source.ctx, run->mem);

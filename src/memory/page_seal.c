@@ -502,6 +502,9 @@ static cpool_status seal_pages(cpool__graph_pages *gp, cpool__arena *ar) {
 
 cpool_status cpool__arena_seal(cpool__graph_pages *gp, cpool__arena *ar, uint64_t graph_id) {
     cpool_status st = seal_pages(gp, ar);
+    if (st == CPOOL_OK && atomic_load(&ar->lost)) /* the tails' splits may fail quietly, not so */
+        st = cpool__fail(CPOOL_ERR_OUT_OF_MEMORY,
+                         "pages of the graph's memory were lost (a remap failed, and so did mapping the old memory back)");
     if (st == CPOOL_OK && graph_id) ar->graph = graph_id;
     return st;
 }

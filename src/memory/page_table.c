@@ -184,7 +184,7 @@ static void lose_page(cpool__arena *ar, cpool__page_span *sp, size_t i) {
         cpool__shared_unmapped(gp, pg->number);
     }
     *pg = (cpool__page){.state = CPOOL__PAGE_UNMAPPED};
-    ar->lost_pages++;
+    atomic_store(&ar->lost, true);
 }
 
 cpool_status cpool__page_swap(cpool__arena *ar, cpool__page_span *sp, size_t i, void *from, void *to) {

@@ -154,7 +154,10 @@ struct cpool__arena {
     atomic_bool launched; /* its graph was launched (cpool__arena_note_launch) */
     bool unsettled;       /* its capture found a run in use: its pages may settle lower (settle_graphs) */
     uint64_t plain_bytes; /* plain segments (no address space to share) */
-    size_t lost_pages;    /* pages a swap could not even map back (page_table.c, lose_page) */
+    /* A page that could not even be mapped back after a failed remap
+     * (page_table.c, lose_page; page_runs.c, lose_run): its graph launches
+     * no more, and no capture takes it again. */
+    atomic_bool lost;
 };
 
 /* The packed region (graph_pages.h): every mapped page its own memory,

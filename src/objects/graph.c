@@ -94,11 +94,14 @@ static void release_pools(cpool__held_pool *pools, size_t count, bool on_heap) {
 static cpool_status launch_enter(cpool_graph *g, const char *fn) {
     for (size_t i = 0; i < g->pool_count; i++) {
         cpool_status st = cpool__pool_launch_enter(g->pools[i].pool, g->pools[i].generation);
-        if (st == CPOOL_OK) {
-            if (g->pools[i].arena) cpool__arena_note_launch(g->pools[i].arena);
-            continue;
-        }
+        if (st == CPOOL_OK && (!g->pools[i].arena || cpool__arena_note_launch(g->pools[i].arena))) continue;
+        if (st == CPOOL_OK) i++; /* its bracket was entered too */
         while (i--) cpool__pool_launch_exit(g->pools[i].pool);
+        if (st == CPOOL_OK)
+            return cpool__fail(CPOOL_ERR_BACKEND,
+                               "%s: pages of the graph's memory were lost (a remap failed, and so did mapping the old "
+                               "memory back): it can no longer be launched",
+                               fn);
         if (st == CPOOL_ERR_SUSPENDED)
             return cpool__fail(st, "%s: a pool the graph holds is suspended (cpool_pool_resume gives it memory again)",
                                fn);

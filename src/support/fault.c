@@ -11,18 +11,22 @@
 
 #ifdef CPOOL_FAULT_INJECTION
 static _Atomic uint64_t fault_nth;   /* 0: no fault armed */
+static _Atomic uint64_t fault_span;  /* how many fail from the nth on */
 static _Atomic uint64_t fault_count; /* acquisitions since the arm */
 
 bool cpool__fault_hit(void) {
     uint64_t n = atomic_fetch_add(&fault_count, 1) + 1;
     uint64_t nth = atomic_load(&fault_nth);
-    return nth != 0 && n == nth;
+    return nth != 0 && n >= nth && n - nth < atomic_load(&fault_span);
 }
 
-void cpool__fault_arm(uint64_t nth) {
+void cpool__fault_arm_span(uint64_t nth, uint64_t span) {
     atomic_store(&fault_count, 0);
+    atomic_store(&fault_span, span);
     atomic_store(&fault_nth, nth);
 }
+
+void cpool__fault_arm(uint64_t nth) { cpool__fault_arm_span(nth, 1); }
 
 uint64_t cpool__fault_count(void) { return atomic_load(&fault_count); }
 #endif

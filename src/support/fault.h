@@ -18,6 +18,9 @@
 bool cpool__fault_hit(void);
 /* Makes the nth acquisition from now on fail (0: none) and resets the count. */
 void cpool__fault_arm(uint64_t nth);
+/* The same for `span` acquisitions in a row from the nth: a failure whose
+ * undoing fails too. */
+void cpool__fault_arm_span(uint64_t nth, uint64_t span);
 /* Acquisitions counted since the last arm. */
 uint64_t cpool__fault_count(void);
 #else
