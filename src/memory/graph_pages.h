@@ -1,57 +1,9 @@
 /*
- * Graph memory shared by pages: each capture allocates inside address
- * ranges of its own (an arena), and the physical pages behind them come
- * from the pool's set of shared pages, which the pool's other graphs map
- * too (they never run at the same time).
- *
- * - An arena is an allocator (alloc.h) over address space it reserved;
- *   each of its pages is backed by a shared page of the pool, made when
- *   first needed. Inside one capture the allocator's rules hold as for any
- *   graph memory (stream order, branches); two arenas never hand out the
- *   same address.
- * - Pages the pool had none of yet are made together as one allocation (a
- *   run: one create, one map and one access setting for all of them, which
- *   page by page cost about 45 us each on an H200). A run is mapped whole
- *   by the arena that made it, and split into pieces (new memory, mapped
- *   where it was) where pages must be shared or owned one by one: at once
- *   by its own capture, or for another capture once no work can use it
- *   (its graph never launched, or the device idle; launches are held back
- *   meanwhile, never waited for). Until then the other capture maps other
- *   pages, and it settles onto the run's later (a capture's end, a trim).
- *   A resume, which maps everything anew, makes a run of shared pages
- *   that arenas map at consecutive addresses, mapped whole by each of
- *   them, also by one whose pages end first: past its last page it maps
- *   the run's rest at addresses it reserved for that and no block uses
- *   (spare; page_runs.c, cpool__runs_regroup). Graphs of nested scratch
- *   then map one allocation each.
- * - At the end of a capture its arena is sealed: every page that holds a
- *   live block (an output) is backed by a page of the arena's own instead
- *   of the shared one, so no other graph's replay writes it. The graph has
- *   not run yet, so nothing needs copying. A page of its own that no live
- *   block is on any more (an output freed since) goes back to the shared
- *   set at the arena's next seal. A last page that the capture's blocks
- *   fill only in part, mapped by no other arena, borrows the memory of a
- *   packed page whose blocks lie above them instead (page_seal.c,
- *   "tails"), and its shared page goes back.
- * - A graph that lets go of its arena leaves it to the pool: with nothing
- *   live in it, it is idle, and the next capture takes it as it is,
- *   addresses and mappings included; with outputs still allocated it stays
- *   until they are freed. A trim (the device quiesced) gives idle arenas
- *   and the shared pages no arena maps back.
- * - A graph's last release does not wait for its last launch, nor a free
- *   for the work before it: when an arena with memory becomes idle, it
- *   marks the device's work so far (order.h: an event on every stream, as
- *   a launch notes nothing of where it ran), and a capture takes it only
- *   once that work is over (a query, never a wait: other streams may wait
- *   on the capturing thread); else the capture takes a new arena. A
- *   capture moves its arena's pages (its allocator maps and unmaps them,
- *   its seal swaps and renumbers them), which that work may still write; a
- *   new arena has addresses of its own, and a shared page behind them goes
- *   back only once no arena maps it. Once the mark is over, the arena's
- *   blocks freed outside capture are free for any stream too.
- *
- * Everything here runs under the pool's lock; the page source calls the
- * platform (backend.h) for the pool.
+ * Graph memory shared by pages (README: arenas, the shared set, runs, the
+ * packed region, loans): each capture allocates in an arena of its own,
+ * whose pages map the pool's shared set, which its other graphs map too
+ * (they never run at the same time). Everything here runs under the pool's
+ * lock; the page source calls the platform (backend.h) for the pool.
  *
  * Pages and their states (pages_internal.h, cpool__page). Each page of an
  * arena's address ranges is in one state:
@@ -69,7 +21,8 @@
  *                       over if no other arena maps it, else a new page)
  *   OWN       SHARED    seal: no live block on it any more (records only)
  *   SHARED    BORROWED  seal: the arena's partly written last page (tails)
- *   BORROWED  SHARED    a capture takes the arena again
+ *   BORROWED  SHARED    a capture takes the arena again (its blocks may
+ *                       reach higher now)
  *   any       UNMAPPED  the allocator unmaps; a swap that cannot map back
  *
  * Past an arena's pages a resume's run may reach (spare addresses, in no
@@ -173,15 +126,9 @@ void cpool__graph_pages_destroy(cpool__graph_pages *gp);
 cpool_status cpool__graph_pages_open(cpool__graph_pages *gp, cpool__stream_key packed_key, cpool__arena **out);
 cpool__stream_key cpool__arena_packed_key(const cpool__arena *ar);
 
-/* The packed region: requests up to CPOOL__PACKED_MAX under capture, and
- * those made as outputs (cpool_alloc_output), at addresses of their own in
- * pages of their own. A page per small output would cost many times the
- * output; here outputs pack (up to CPOOL__PACKED_MAX from the top of a
- * page down), and an arena's last page may borrow a packed page whose
- * blocks lie above its own (page_seal.c, "tails"). A capture's freed
- * blocks here carry its graph's key (stream_order.h): no other capture
- * takes them until that graph is released, so scratch here is not shared
- * (it is small by construction). */
+/* The packed region (README): requests up to CPOOL__PACKED_MAX under
+ * capture, and outputs (cpool_alloc_output). A capture's freed blocks here
+ * carry its graph's key (stream_order.h): its scratch here is not shared. */
 /* Up to 4 KiB: larger, the smallest blocks of a capture served apart from
  * its other memory cost bench/multistream_memory_bench up to a page more
  * (8 and 32 KiB measured 16 MiB against 14 at one stream). */
@@ -192,16 +139,10 @@ cpool__stream_key cpool__arena_packed_key(const cpool__arena *ar);
 #define CPOOL__ARENA_SPAN_SMALL ((size_t)16 << 20)
 #define CPOOL__ARENA_SPAN_LARGE ((size_t)256 << 20)
 /* An arena's span reserves this many times its records' address space (no
- * memory, no records): at a resume a run of shared pages reaches past a
- * graph's last page into those of larger graphs, so that graphs of nested
- * scratch map one allocation each, not one per stretch they share
- * (page_runs.c, cpool__runs_regroup). Not the span of a pool's first
- * arena, while it is the only one: with reach a capture into a fresh
- * pool cost 1.3x as much on an H100 (capture_cost_bench, 2 MiB cold: 1.07x
- * of CUDA's graph memory nodes against 0.84x without), and without it
- * its graph, if it is the smallest, maps its pieces of the runs apart (64
- * nested graphs captured smallest first resumed at 1.65x of the floor of
- * bench/wake_bench.cu against 1.25x). */
+ * memory, no records), so that a resume's run reaches past a graph's last
+ * page into those of larger graphs (page_runs.c, cpool__runs_regroup). Not
+ * a pool's only arena: reach made a capture into a fresh pool cost 1.3x
+ * (README, Large allocations). */
 #define CPOOL__ARENA_SPAN_REACH 4
 cpool_status cpool__graph_pages_packed(cpool__graph_pages *gp, cpool__allocator **out);
 /* Notes a packed block the arena's capture was handed (a graph output if it

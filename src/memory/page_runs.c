@@ -1,27 +1,9 @@
 /*
- * Runs, and the shared numbers an arena's pages map.
- *
- * An arena's page that maps shared memory maps the shared page of its
- * number. A page takes the lowest number the arena does not use yet, so
- * captures that map in the same order map the same shared pages. Two
- * pages of one arena never share a number, so the allocator's rules inside
- * one capture are enough; two arenas' pages of the same number share
- * memory, which is the point.
- *
- * A page of its own costs the platform a create, a map and an access
- * setting each (about 45 us on an H200), where one allocation of many
- * pages costs about as much as one page. So where a capture maps pages for
- * which the pool has no shared page yet (the numbers past the last), they
- * are made as one allocation, a run, mapped whole by that capture's arena.
- * The platform maps an allocation only whole, so a run's page can be
- * neither mapped alone by another arena nor made an arena's own: what
- * needs that splits the run first (new memory for its pieces, mapped where
- * it was; nothing is copied, as no work may use it then). Its arena's
- * capture splits it at will (nothing ran there since); another arena's
- * capture splits it only while no work can use it: its arena idle with its
- * work over, or its graph's launches held back (hold_launches, which never
- * waits). Else that capture leaves the run's numbers alone (BLOCKED) and
- * maps others; its seal tries again and moves its pages onto them.
+ * Runs, and the shared numbers an arena's pages map (README, "Runs"). A
+ * page takes the lowest number its arena does not use yet, so captures
+ * that map in the same order map the same shared pages; two pages of one
+ * arena never share one. A page alone costs a create, a map and an access
+ * setting (about 45 us on an H200), many pages in one run about as much.
  */
 #include <stdlib.h>
 #include <string.h>

@@ -240,10 +240,6 @@ static bool graphs_unsettled(const cpool__graph_pages *gp) {
     return false;
 }
 
-/* Graphs captured while a run they needed was in use hold pages of their
- * own numbers: once the graphs' launches can be held back with the device
- * idle, they settle onto the shared ones (a capture's end and a trim
- * try). Nothing on a thread that runs stream work. */
 void cpool__seal_settle_graphs(cpool__graph_pages *gp) {
     if (graphs_unsettled(gp) && !gp->suspended && !cpool__on_stream_thread() && gp->source.hold_launches &&
         gp->source.hold_launches(gp->source.ctx, false)) {
@@ -264,21 +260,11 @@ void cpool__seal_settle_graphs(cpool__graph_pages *gp) {
 /* ---- tails ------------------------------------------------------------------ */
 
 /*
- * A capture's highest page in a span is often written only in part: its
- * blocks end below the page's end. The packed region hands its blocks of
- * up to CPOOL__PACKED_MAX out from the top of its pages down (alloc.h,
- * top_down_max), so the bottoms of pages that hold only those are free.
- * At its seal an arena whose tail page maps a shared page that no other
- * arena maps borrows, for that page, the memory of a packed page instead,
- * whose bytes below the tail's end the packed region lends it
- * (cpool__allocator_lend: no block is placed there while they are lent),
- * and the shared page goes back. Graphs' scratch shares the lent bytes as
- * it shares shared pages (graphs never run at the same time); the outputs
- * above are never written by another graph. So sixteen graphs of small
- * outputs hold the largest one's pages, its tail included, and no page
- * for their outputs where its tail leaves room. An arena taken by a new
- * capture first gives its borrowed pages back for shared ones, as its
- * blocks may reach higher now.
+ * The packed region hands its small blocks out from the top of its pages
+ * down (alloc.h, top_down_max), so their bottoms stay free: at its seal an
+ * arena's tail page, written only in part and mapped by no other arena,
+ * borrows one (cpool__allocator_lend; graphs share those bytes as they
+ * share pages, never the outputs above), and its shared page goes back.
  */
 
 /* The packed pages an arena's pages borrow: two pages of one arena never

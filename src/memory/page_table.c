@@ -72,9 +72,6 @@ void cpool__span_list_free(cpool__span_list *l) {
 
 /* ---- the shared set -------------------------------------------------------- */
 
-/* While suspended no physical page exists: the records stay (their
- * pointers name nothing) so that a resume makes the same pages again, and
- * what would unmap or free one has nothing to do. */
 void cpool__pages_unmap(cpool__graph_pages *gp, void *addr, void *mem) {
     if (!gp->suspended) gp->source.unmap(gp->source.ctx, addr, mem);
 }
@@ -120,7 +117,6 @@ bool cpool__shared_allocation_at(const cpool__graph_pages *gp, size_t k) {
     return gp->shared[k].page && (!gp->shared[k].run || gp->shared[k].run->first == k);
 }
 
-/* A run goes back whole, when its arena unmaps it (cpool__run_drop). */
 void cpool__shared_release_unmapped(cpool__graph_pages *gp, size_t from, size_t to) {
     for (size_t k = from; k < to && k < gp->shared_count; k++) {
         cpool__shared_page *sp = &gp->shared[k];
@@ -133,8 +129,6 @@ void cpool__shared_release_unmapped(cpool__graph_pages *gp, size_t from, size_t 
     cpool__shared_trim_count(gp);
 }
 
-/* A page no arena maps goes back at once (no work can use it: the arenas
- * that did are gone or not run). */
 void cpool__shared_unmapped(cpool__graph_pages *gp, size_t k) {
     if (--gp->shared[k].maps == 0) cpool__shared_release_unmapped(gp, k, k + 1);
 }

@@ -2,15 +2,14 @@
  * What the files of graph pages share and no one else sees: the page
  * record, the spans of addresses that hold them, arenas, runs and the
  * packed region (graph_pages.h draws the states). The files are layers,
- * each calling only those below it:
+ * each calling only those below it (tests/check_layers.sh --calls):
  *
  *   graph_pages.c   arenas' lives: open, release, trim, suspend, stats
  *   page_seal.c     a capture's end: own pages, settling, tails
  *   arena_map.c     the allocators' segment sources: map, unmap
  *   page_runs.c     runs, and the numbers an arena's pages map
  *   page_table.c    records, whether an arena is idle, the shared set,
- *                   the one page swap, loans (a call upwards would close
- *                   a circle, which tests/check_layers.sh --calls fails)
+ *                   the one page swap, loans
  *
  * Everything runs under the pool's lock.
  */
@@ -44,10 +43,8 @@ typedef struct cpool__page_loan {
 } cpool__page_loan;
 
 /* Address space reserved at once: its pages' records (loans: the packed
- * region's only). An arena's span reserves `reach` pages of address space,
- * more than its records (but for a pool's only arena, graph_pages.h): no
- * block ever lies past them, but a resume's run may reach there
- * (cpool__run_map, `used`). */
+ * region's only), in `reach` pages (more than `pages` but for a pool's only
+ * arena, graph_pages.h: spare addresses, cpool__run_map). */
 typedef struct cpool__page_span {
     uintptr_t base;
     size_t pages, reach;
@@ -72,12 +69,10 @@ typedef struct cpool__run_map {
 } cpool__run_map;
 
 /* A run: one allocation behind the shared numbers [first, first + pages),
- * its pages in number order, mapped whole by the arena whose capture made
- * it (`one`) or, once a resume made it, by every arena that maps its
- * first numbers, or all of them, at consecutive addresses (`more`, `maps`
- * of them): a wake then costs a mapping per run and arena, not per page.
- * Each of its numbers' shared pages counts the arena pages that map it
- * (the mappings' used parts). */
+ * in number order, mapped whole by the arena whose capture made it (`one`)
+ * or, made by a resume, by every arena whose pages map its first numbers
+ * (or all) at consecutive addresses (`more`, `maps` of them). Its shared
+ * pages count the arena pages that map them (the mappings' used parts). */
 struct cpool__page_run {
     void *mem;
     size_t first, pages;
@@ -187,7 +182,8 @@ cpool_status cpool__span_add(cpool__graph_pages *gp, cpool__span_list *l, size_t
 void cpool__span_remove(cpool__graph_pages *gp, cpool__span_list *l, void *base, size_t bytes);
 void cpool__span_list_free(cpool__span_list *l);
 
-/* While suspended no physical page exists: these have nothing to do. */
+/* While suspended no physical page exists: these have nothing to do (the
+ * records stay, naming nothing, so that a resume makes the same pages). */
 void cpool__pages_unmap(cpool__graph_pages *gp, void *addr, void *mem);
 void cpool__pages_release(cpool__graph_pages *gp, void *mem);
 /* CPOOL_OK if `bytes` more of graph memory stay within the pool's bound,
@@ -200,9 +196,11 @@ cpool_status cpool__shared_get(cpool__graph_pages *gp, size_t k, void **out);
 void cpool__shared_trim_count(cpool__graph_pages *gp);
 /* Whether shared number k begins an allocation: a page alone, or a run's first. */
 bool cpool__shared_allocation_at(const cpool__graph_pages *gp, size_t k);
-/* Gives back the shared pages [from, to) that no arena maps (not runs). */
+/* Gives back the shared pages [from, to) that no arena maps (not runs: a
+ * run goes whole with its last mapping, cpool__run_drop). */
 void cpool__shared_release_unmapped(cpool__graph_pages *gp, size_t from, size_t to);
-/* One mapping of shared page k went: unmapped by all, it goes back. */
+/* One mapping of shared page k went: unmapped by all, it goes back at once
+ * (no work can use it: the arenas that did are gone or not run). */
 void cpool__shared_unmapped(cpool__graph_pages *gp, size_t k);
 
 /* Numbers: no page of the arena maps number d any more; room in its notes
@@ -287,7 +285,8 @@ void cpool__packed_map_init(cpool__packed_region *pr);
  * work may use them. On failure the pages given back so far stay so. */
 cpool_status cpool__seal_return_borrowed(cpool__graph_pages *gp, cpool__arena *ar);
 /* Graphs captured while a run they needed was in use settle onto the
- * shared pages, if their launches can be held back with the device idle. */
+ * shared pages, if their launches can be held back with the device idle (a
+ * capture's end and a trim try). Nothing on a thread that runs stream work. */
 void cpool__seal_settle_graphs(cpool__graph_pages *gp);
 
 #endif /* CPOOL_PAGES_INTERNAL_H */
