@@ -1,7 +1,5 @@
 /*
- * The caching allocator (see alloc.h for its contract).
- *
- * Data structures
+ * The caching allocator's data structures (alloc.h has its contract):
  * - A segment is one range from the segment source. Its blocks tile it
  *   exactly, in address order, as a doubly linked list (prev/next).
  * - A block is live (handed out, found by address in `map`) or free (in one
@@ -13,21 +11,19 @@
  *   CPOOL__BINS size classes, log-linear (exact up to 8 KiB, then 8 classes
  *   per power of two), each a list of free blocks, with a bitmap of the
  *   non-empty ones so a search skips empty classes in a few instructions.
- * - Stream order: a general block freed on stream S carries `stream` = S
- *   (the word of S's cpool__stream_key, stream_order.h) and a sequence
- *   number; only S may reuse it until the pool has seen an
- *   event recorded after the free complete and calls unfence. A block with
- *   `stream` == 0 is free for anyone. A graph-reserved block freed under
- *   capture is 0: graphs sharing a pool are ordered by the user (they never
- *   run at once); in a capture with branches (from its first event record,
- *   which a stream may fork from) it carries its branch's tag instead
- *   (stream_order.h, cpool__key_branch) until a join or the end. A general block
- *   freed under capture joins the graph-reserved set but keeps S's tag:
- *   work on S from before the capture may still use it, and no graph may
- *   take it until that work is fenced; in a capture with branches it then
- *   goes to its branch (`pending_branch`). Work on another stream
- *   that waited for an event recorded on S after the free may take it at
- *   once (its cpool__deps).
+ * - A growable segment's unmapped pages are `hole` blocks (page-aligned, in
+ *   the class's hole list, never two side by side). Free blocks in heaps
+ *   are always mapped, so the cached path never maps.
+ * - Stream order (stream_order.h): a general block freed on stream S keeps
+ *   S's key in `stream` and a sequence number; only S may reuse it until
+ *   the pool has seen an event recorded after the free complete and calls
+ *   unfence, or work that waited for such an event (cpool__deps). A block
+ *   with `stream` == 0 is free for anyone. A graph-reserved block freed
+ *   under capture is 0 (graphs sharing a pool never run at once), or its
+ *   branch's tag (cpool__key_branch). A general block freed under capture
+ *   joins the graph-reserved set with S's tag: work on S from before the
+ *   capture may still use it, so no graph takes it before a fence; with
+ *   branches it then goes to its branch (`pending_branch`).
  * - Adjacent free blocks of the same set merge when their stream tags allow
  *   it (see mergeable). Freed blocks are merged at once. Exact-size reuse
  *   without merging is the pool's front cache (front.c), bounded to a few
@@ -35,32 +31,9 @@
  *   keeping larger blocks apart was measured to raise peak reserved memory
  *   on real-model traces (bench/trace_replay).
  *
- * Placement: best fit by size class within the request's class; a block is
- * split when the rest is at least CPOOL__BLOCK_ALIGN, the request taking
- * its front, or its top for small blocks where asked (carve_top). A new
- * segment is sized for its request: small requests share 2 MiB segments,
- * larger ones get their size rounded up to 2 MiB, so reserved memory stays
- * close to what is in use.
- *
- * Growable segments (alloc.h) reserve ranges per class, each new one as
- * large as the class's before it together (span_size), and
- * tile them with blocks as plain ones, where a `hole` block stands for
- * unmapped pages: page-aligned, in no heap but in the class's hole list,
- * never next to another hole. Free blocks in heaps are always mapped, so
- * the cached path never maps. Growing maps pages of a hole next to a free
- * block that the request may use, so that together they serve it (see
- * grow_in_place); trimming turns the whole pages of free blocks back into
- * holes. Before growing would take reserved memory past its peak, the
- * whole pages of free general blocks that no work uses are given back
- * first, within a budget (give_back_pages): the peak then follows what is
- * in use more than how it was placed. A stream's blocks of a page or more
- * start on a page boundary where that costs little (align_to_page), so
- * that their frees leave whole pages. A graph's memory grows the large
- * span in whole pages of graph memory, whatever its size (grows_large), so
- * graphs that share a pool hold what the largest needs, in any order. In a
- * graph's arena (spans_by_branch) each branch of a multi-stream capture
- * takes blocks from and grows spans of its own (spans_for), as if each
- * stream had an allocator of its own.
+ * Placement and growth are told where they happen: heap_take, carve_top,
+ * align_to_page, grow_plain, grow_in_place, give_back_pages, and for graphs
+ * grows_large and spans_for.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,6 +42,22 @@
 #include "alloc_internal.h"
 #include "fault.h"
 #include "status.h"
+
+/* The first span of a class (span_size), and the most a later one takes. A
+ * block never crosses from one span into the next: smaller first spans
+ * measured more memory on the traces of bench/trace_replay (1 GiB and
+ * less: up to 1.27x on one replay of vit_b16_infer; 2 GiB: 1.136x against
+ * 1.077x of gpt2_train's peak after five more replays) and on
+ * bench/capture_order_bench (64 MiB); from 16 GiB on every figure stays as
+ * it was. Small pools take no large span. */
+#define CPOOL__SPAN_LARGE_FIRST ((size_t)16 << 30)
+#define CPOOL__SPAN_SMALL_FIRST ((size_t)16 << 20)
+#define CPOOL__SPAN_LARGE ((size_t)32 << 30)
+#define CPOOL__SPAN_SMALL ((size_t)4 << 30)
+/* The budget of pages moved (give_back_pages), and its cap (hand_out). */
+#define CPOOL__REMAP_PEAK_SHARE 2
+#define CPOOL__REMAP_SHARE 1024
+#define CPOOL__REMAP_MIN ((uint64_t)16 << 20)
 
 /* ---- heaps (alloc_internal.h has the rest) ------------------------------- */
 
@@ -212,8 +201,6 @@ static void absorb(cpool__allocator *a, cpool__block *left, cpool__block *right)
     block_recycle(a, right);
 }
 
-/* Merges free block b (in no heap) with its mergeable free neighbours, then
- * puts the result in its heap and returns it. */
 cpool__block *cpool__alloc_release(cpool__allocator *a, cpool__block *b) {
     cpool__block *prev = b->prev;
     if (mergeable(prev, b)) {
@@ -233,12 +220,10 @@ cpool__block *cpool__alloc_release(cpool__allocator *a, cpool__block *b) {
 /* The branch tag in `tag`, or 0. */
 static uint64_t graph_branch(uint64_t tag) { return tag & CPOOL__KEY_BRANCH_BIT ? tag : 0; }
 
-/* Hands out free block b (already out of its heap) for `bytes`, splitting
- * off the rest. A branch of a multi-stream capture (`branch`, else 0) keeps
- * a graph-reserved rest for itself, as if each stream had segments of its
+/* A branch of a multi-stream capture (`branch`, else 0) keeps a
+ * graph-reserved rest for itself, as if each stream had segments of its
  * own: branches that take turns in one segment would leave it in pieces
- * that no branch can merge until the capture ends. Fails only when a record
- * or map slot cannot be had. */
+ * that no branch can merge until the capture ends. */
 bool cpool__alloc_hand_out(cpool__allocator *a, cpool__block *b, size_t bytes, size_t rounded, cpool__use use,
                      uint64_t stream) {
     uint64_t branch = use != CPOOL__USE_STREAM ? graph_branch(stream) : 0;
@@ -315,8 +300,6 @@ static cpool__block *heap_take(cpool__allocator *a, size_t rounded, uint64_t str
 
 static void link_before(cpool__block *at, cpool__block *b);
 
-/* Splits free block b (out of its heap) at `at`, inside it: record `head`
- * takes [b->addr, at), free as b was, back in its heap; b keeps the rest. */
 void cpool__alloc_split_front(cpool__allocator *a, cpool__block *b, uintptr_t at, cpool__block *head) {
     *head = *b;
     head->size = at - b->addr;

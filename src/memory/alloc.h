@@ -1,18 +1,16 @@
 /*
- * The caching allocator: pure bookkeeping over address ranges.
- *
- * It carves blocks from large segments that a segment_source provides and
- * never calls a platform itself; locking, events and capture state belong
- * to the pool (pool.c), which tells it, per call, whom the call serves (a
+ * The caching allocator: pure bookkeeping over address ranges. It carves
+ * blocks from large segments that a segment_source provides and never calls
+ * a platform itself; locking, events and capture state belong to the pool
+ * (pool.c), which tells it, per call, whom the call serves (a
  * cpool__stream_key, stream_order.h) and whether it is for a graph.
  *
  * Segments are growable where the source can reserve address space: a
- * segment is then a reserved range of which only some pages are backed by
- * memory (mapped). It grows by mapping pages next to free memory, so a free
- * block and new pages together serve a request that neither could alone,
- * and gives back the pages of free ranges anywhere inside it. Otherwise (no
- * reserve, or the platform refuses it) segments are plain: backed whole,
- * given back whole.
+ * reserved range of which only some pages are mapped, grown by mapping
+ * pages next to free memory (a free block and new pages together serve a
+ * request that neither could alone), and whose free pages go back from
+ * anywhere inside it. Otherwise segments are plain: backed whole, given
+ * back whole.
  */
 #ifndef CPOOL_ALLOC_H
 #define CPOOL_ALLOC_H
@@ -45,26 +43,6 @@ static inline size_t cpool__block_size(size_t bytes) {
 
 /* Pages of growable segments: the unit of mapping. */
 #define CPOOL__PAGE CPOOL__SEGMENT_GRANULE
-/* The address space a growable segment (a span) reserves, more for a
- * request that needs it: the first of a class CPOOL__SPAN_*_FIRST, each
- * later one as much as the class holds already, up to CPOOL__SPAN_* (alloc.c,
- * span_size), so that reservations follow use. A block never crosses from
- * one span into the next: smaller first spans measured more memory on the
- * traces of bench/trace_replay (1 GiB and less: up to 1.27x on one replay
- * of vit_b16_infer; 2 GiB: 1.136x against 1.077x of gpt2_train's peak
- * after five more replays) and on bench/capture_order_bench (64 MiB); from
- * 16 GiB on every figure stays as it was. Small pools take no large span. */
-#define CPOOL__SPAN_LARGE_FIRST ((size_t)16 << 30)
-#define CPOOL__SPAN_SMALL_FIRST ((size_t)16 << 20)
-#define CPOOL__SPAN_LARGE ((size_t)32 << 30)
-#define CPOOL__SPAN_SMALL ((size_t)4 << 30)
-/* The budget of pages moved before a growth past the peak (alloc.c,
- * give_back_pages): 1/CPOOL__REMAP_PEAK_SHARE of every new peak byte, and
- * 1/CPOOL__REMAP_SHARE of the bytes allocated while it holds less than an
- * eighth of the peak plus CPOOL__REMAP_MIN. */
-#define CPOOL__REMAP_PEAK_SHARE 2
-#define CPOOL__REMAP_SHARE 1024
-#define CPOOL__REMAP_MIN ((uint64_t)16 << 20)
 
 typedef struct cpool__segment_source {
     void *ctx;

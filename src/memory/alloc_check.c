@@ -12,8 +12,6 @@ static bool in_heap(const cpool__heap *h, const cpool__block *b) {
     return false;
 }
 
-/* Live blocks lie in mapped memory, in blocks as large as they were asked
- * for; graph-reserved blocks are mapped; a mapped run holds bytes. */
 void cpool__allocator_check_counters(const cpool__allocator *a) {
     INVARIANT(a->reserved <= a->reserved_peak, "reserved %llu past its peak %llu", (unsigned long long)a->reserved,
               (unsigned long long)a->reserved_peak);

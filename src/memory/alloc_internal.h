@@ -1,14 +1,7 @@
 /*
- * The allocator's own records, for its files alone (alloc.c, alloc_views.c,
- * alloc_retag.c, alloc_check.c); everyone else goes through alloc.h. Only
- * these files see a block or a segment, or write the allocator's fields
- * (others read its counters: reserved, allocated, graph_reserved,
- * segment_count).
- *
- * alloc.c places and frees blocks and maps pages; alloc_views.c answers
- * what the pool, graph pages and residency ask of blocks (walks, loans);
- * alloc_retag.c moves free blocks between stream tags and sets;
- * alloc_check.c holds the invariants. The small helpers of the hot path
+ * The allocator's own records, for its four files alone (README); everyone
+ * else goes through alloc.h and only reads its counters (reserved,
+ * allocated, graph_reserved, segment_count). The hot path's small helpers
  * are inline here, so that splitting the files costs no call.
  */
 #ifndef CPOOL_ALLOC_INTERNAL_H
@@ -160,9 +153,11 @@ cpool__block *cpool__alloc_block_new(cpool__allocator *a);
 /* Merges free block b (in no heap) with its mergeable free neighbours, then
  * puts the result in its heap and returns it. */
 cpool__block *cpool__alloc_release(cpool__allocator *a, cpool__block *b);
-/* Splits free block b (out of its heap) at `at`: `head` takes the front. */
+/* Splits free block b (out of its heap) at `at`, inside it: record `head`
+ * takes [b->addr, at), free as b was, back in its heap; b keeps the rest. */
 void cpool__alloc_split_front(cpool__allocator *a, cpool__block *b, uintptr_t at, cpool__block *head);
-/* Hands out free block b (out of its heap) for `bytes`, the rest split off. */
+/* Hands out free block b (out of its heap) for `bytes`, the rest split off;
+ * false only when a record or map slot cannot be had. */
 bool cpool__alloc_hand_out(cpool__allocator *a, cpool__block *b, size_t bytes, size_t rounded, cpool__use use,
                            uint64_t stream);
 /* Frees the live block at ptr as of free-clock time `seq`. */
