@@ -1,17 +1,10 @@
 /*
- * The front cache (see front.h for its contract).
- *
- * Data structures, all under `locked`, a spin lock: its critical sections
- * are a few dozen instructions, and one uncontended atomic exchange is what
- * the fast path is allowed to cost.
- * - `entries`: the blocks the front knows. A used entry is handed out (`out`)
- *   or free; an unused one is on the `unused` list.
- * - `slots`: used entries by block address, open addressing with linear
- *   probing (at most half full), so a free finds its block in a probe or two.
- * - `classes`: free entries by size (one class per 512 bytes up to
- *   CPOOL__FRONT_SMALL, then one for all larger sizes), each a list, newest
- *   first. A free entry carries the stream it was freed on and only
- *   that stream reuses it, as the allocator's restricted blocks.
+ * The front cache (front.h has its contract and its records). Everything
+ * is under `locked`, a spin lock: its critical sections are a few dozen
+ * instructions, and one uncontended atomic exchange is what the fast path
+ * may cost. `slots` probes linearly and is at most half full, so a free
+ * finds its block in a probe or two. Only the stream a free entry was
+ * freed on reuses it, as with the allocator's restricted blocks.
  */
 #include <sched.h>
 #include <stdio.h>

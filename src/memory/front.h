@@ -5,14 +5,12 @@
  * allocator's split and merge.
  *
  * To the allocator a block in the front stays live: the front knows at most
- * CPOOL__FRONT_ENTRIES blocks of at most CPOOL__FRONT_MAX bytes and gives the free ones back
- * (cpool__front_flush) before the pool would take a new segment and at
- * trim, so it never makes the pool reserve more: what it holds free is
- * memory the allocator would have cached too, only not yet merged with its
- * neighbours.
- * The front also keeps the callers' counters (allocated bytes, their peak,
- * alloc and free counts): every allocation and free passes it, so they are
- * exact under its lock alone.
+ * CPOOL__FRONT_ENTRIES blocks of at most CPOOL__FRONT_MAX bytes and gives
+ * the free ones back (cpool__front_flush) before the pool would take a new
+ * segment and at trim, so it never makes the pool reserve more: what it
+ * holds free is memory the allocator would have cached too, only not yet
+ * merged with its neighbours. The front also keeps the callers' counters:
+ * every allocation and free passes it, so they are exact under its lock alone.
  *
  * Lock order: the pool mutex, then the front's lock. Nothing under the
  * front's lock waits or calls a platform.
@@ -121,10 +119,10 @@ typedef struct cpool__front_counts {
     uint64_t allocated, allocated_peak, alloc_count, free_count, free_bytes;
 } cpool__front_counts;
 cpool__front_counts cpool__front_counters(cpool__front *f);
-/* Checks the front's invariants against the allocator; aborts on the first
+/* Checks the front's invariants against the allocator, the callers holding
+ * `elsewhere_requested` bytes in `elsewhere_blocks` blocks of other
+ * allocators whose counts it keeps too (graph arenas); aborts on the first
  * broken one. */
-/* `elsewhere_requested` and `elsewhere_blocks`: what the callers hold from
- * other allocators whose counts the front keeps too (graph arenas). */
 void cpool__front_check(cpool__front *f, const cpool__allocator *a, uint64_t elsewhere_requested,
                         size_t elsewhere_blocks);
 

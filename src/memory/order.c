@@ -142,7 +142,6 @@ static cpool_status order_quiesce(cpool__order *o) {
     return result;
 }
 
-/* A record refused by a stream that captures is no failure of the quiesce. */
 cpool_status cpool__order_quiesce(cpool__order *o) {
     cpool__error_mark before;
     cpool__error_save(&before);

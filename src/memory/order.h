@@ -4,22 +4,15 @@
  * caller that needs stream order comes here: a stream being destroyed, a
  * free under capture, a capture's begin.
  *
- * - A device's streams are a cpool__order: its lock and the list of every
- *   live stream's cpool__order_stream. A stream stays listed until its work
- *   has finished, so a quiesce or a fence always sees the work there is.
- * - A cpool__order_stream is what the order needs of a stream: its unique
- *   id (freed blocks carry it), its backend stream, the capture running on
- *   it (opaque here: only whether there is one), and the fence recorded
- *   just before that capture began, so a teardown during the capture waits
- *   for the work before it.
- * - A pool's cpool__fences are events recorded on streams whose freed blocks
- *   are reusable only there; once one completes, those blocks are free for
- *   all. A capturing stream takes no event: its capture's fence covers its
- *   blocks freed so far, whose work outside the graph was all enqueued
- *   before it.
+ * A pool's cpool__fences are events recorded on streams whose freed blocks
+ * are reusable only there; once one completes, those blocks are free for
+ * all. A capturing stream takes no event: its capture's fence covers its
+ * blocks freed so far, whose work outside the graph was all enqueued
+ * before it.
  *
- * Lock: the cpool__order's, rank CPOOL__RANK_STREAMS (lock.h); a pool's
- * fences are under the pool's lock, which ranks above nothing here.
+ * Lock: a device's cpool__order's (its streams, each listed until its work
+ * has finished), rank CPOOL__RANK_STREAMS (lock.h); a pool's fences are
+ * under the pool's lock, which ranks above nothing here.
  */
 #ifndef CPOOL_ORDER_H
 #define CPOOL_ORDER_H
@@ -74,7 +67,8 @@ void cpool__order_remove(cpool__order *o, cpool__order_stream *s);
 
 /* Waits until every listed stream has finished the work enqueued so far
  * (for a capturing stream: before its capture began). Returns CPOOL_OK or
- * the first backend error; a successful one leaves the last error text. */
+ * the first backend error; a successful one leaves the last error text as
+ * it was (a record that a capturing stream refuses is no failure). */
 cpool_status cpool__order_quiesce(cpool__order *o);
 
 /* A mark of the device's work: what every listed stream has enqueued so

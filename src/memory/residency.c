@@ -159,10 +159,9 @@ static void unmap_runs(cpool__residency *r, const range_list *runs, size_t count
 }
 
 /* Each run of pages comes back as allocations of up to RESUME_UNIT_MAX,
- * whatever it was before: a mapping per such piece, not per page
- * (backend.h; a piece then goes back only whole, once all of it is free).
- * On an H100 one 32 GiB allocation took 111 ms to map where 32 of 1 GiB
- * took 20 (bench/wake_bench.cu); 16 GiB in one took 0.5 ms. */
+ * whatever it was before (README, Large allocations): on an H100 one of
+ * 32 GiB took 111 ms to map, 32 of 1 GiB 20 ms, 16 GiB in one 0.5 ms
+ * (bench/wake_bench.cu). */
 #define RESUME_UNIT_MAX ((size_t)2 << 30)
 
 static cpool_status map_joined(cpool__residency *r, uintptr_t addr, size_t bytes) {
@@ -180,12 +179,8 @@ static cpool_status map_joined(cpool__residency *r, uintptr_t addr, size_t bytes
 
 /* The whole pages of a block, or of a stretch of free ones, at least this
  * large come back as allocations of their own, so that a trim can give
- * them back once that block is free, whatever the rest of its run holds.
- * A cut costs a mapping or two (at most two per block it cuts around),
- * about what copying 2 MiB costs: at 64 MiB at most 4% of a KEEP block's
- * copy. On the traces of bench/traces (tests/test_trace_trim.c) trims
- * after a resume then hold 1.017-1.091x of what pages would (1.001-1.019x
- * cut at 8 MiB), where whole runs held up to 1.467x. */
+ * them back once that block is free: a cut adds at most 4% to a KEEP
+ * block's copy (README, Large allocations). */
 #define RESUME_CUT_MIN ((size_t)64 << 20)
 
 /* Maps the run [addr, addr + bytes), cut around the stretches of `cuts`

@@ -1,16 +1,11 @@
 /*
- * A pool's memory off the device and back: suspend gives every page of an
- * allocator (growable segments) and of graph pages back to the device,
- * first copying the bytes of live blocks to host memory when asked; resume
- * maps memory at the same addresses again and copies the bytes back.
- *
- * The allocator's and the arenas' records do not change: pages they count
- * as mapped are simply absent meanwhile. The caller keeps them from
- * mapping, unmapping or handing out memory until the resume (the pool
- * refuses allocations, and its page callbacks skip absent pages), and
- * makes sure no work uses the memory (it waited for the device).
- *
- * Everything here runs under the pool's lock.
+ * A pool's memory off the device and back (README). The allocator's and
+ * the arenas' records do not change: pages they count as mapped are simply
+ * absent meanwhile. The caller keeps them from mapping, unmapping or
+ * handing out memory until the resume (the pool refuses allocations, and
+ * its page callbacks skip absent pages), and makes sure no work uses the
+ * memory (it waited for the device). Everything here runs under the pool's
+ * lock.
  */
 #ifndef CPOOL_RESIDENCY_H
 #define CPOOL_RESIDENCY_H

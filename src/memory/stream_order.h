@@ -1,19 +1,8 @@
 /*
- * The vocabulary of stream order that the allocator, its front cache, a
- * pool's fences and the events share, without a platform:
- *
- * - cpool__stream_key: whom an allocation serves, or whom a freed block is
- *   kept for: a stream, a branch of a multi-stream capture, a graph, or
- *   anyone. One word, passed by value: the constructors below say which.
- * - The free clock: one clock for every allocator, so that a mark of it (a
- *   fence, an event's record) orders the frees of all pools. A free reads
- *   it; whoever must tell the frees before a point from those after ticks it.
- * - cpool__deps: what a stream's work is known to run after, from the
- *   events it waited for (reuse follows event dependencies).
- *
- * The allocator (alloc.h) keeps blocks by these; the stream order
- * (order.h) fences them; events (objects/event.c) tick the clock and note
- * dependencies.
+ * The vocabulary of stream order, without a platform: stream keys, the
+ * free clock and event dependencies. The allocator (alloc.h) and its front
+ * cache keep blocks by these; the stream order (order.h) fences them;
+ * events (objects/event.c) tick the clock and note dependencies.
  */
 #ifndef CPOOL_STREAM_ORDER_H
 #define CPOOL_STREAM_ORDER_H
@@ -24,15 +13,17 @@
 
 /* ---- keys ---------------------------------------------------------------- */
 
-/* A stream's key is its id (never 0, see cpool__order_add). A branch is
- * the tag of graph-reserved blocks freed on stream `id` while its capture
- * has forked streams: only that branch may take them (it runs after the
- * free), until a join retags them for the stream that joined it, and the
- * capture's end for any graph. Its top bit keeps it apart from every stream
- * id, so no fence or quiesce clears it. A graph's key marks blocks freed in
- * its capture that only that capture may take, and no other until the graph
- * is released (a pool's small graph blocks, graph_pages.h): a branch to
- * fences, but one that keeps no rest of a block it splits. */
+/* A key says whom an allocation serves, or whom a freed block is kept for
+ * (one word, passed by value). A stream's key is its id (never 0, see
+ * cpool__order_add). A branch is the tag of graph-reserved blocks freed on
+ * stream `id` while its capture has forked streams: only that branch may
+ * take them (it runs after the free), until a join retags them for the
+ * stream that joined it, and the capture's end for any graph. Its top bit
+ * keeps it apart from every stream id, so no fence or quiesce clears it. A
+ * graph's key marks blocks freed in its capture that only that capture may
+ * take, and no other until the graph is released (a pool's small graph
+ * blocks, graph_pages.h): a branch to fences, but one that keeps no rest of
+ * a block it splits. */
 #define CPOOL__KEY_BRANCH_BIT ((uint64_t)1 << 63)
 #define CPOOL__KEY_GRAPH_BIT ((uint64_t)1 << 62)
 
@@ -58,8 +49,10 @@ static inline bool cpool__key_equal(cpool__stream_key x, cpool__stream_key y) { 
 
 /* ---- the free clock -------------------------------------------------------- */
 
-/* Moves the clock on and returns a mark: every free before the call has a
- * sequence number at most the mark, every free after it a larger one. */
+/* One clock for every allocator, so that a mark of it (a fence, an event's
+ * record) orders the frees of all pools. Moves the clock on and returns a
+ * mark: every free before the call has a sequence number at most the mark,
+ * every free after it a larger one. */
 uint64_t cpool__free_clock_tick(void);
 /* The clock's value now, without moving it: the sequence number a free now
  * gets. */
