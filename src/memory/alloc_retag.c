@@ -114,7 +114,7 @@ void cpool__allocator_share_spans(cpool__allocator *a) {
 }
 
 void cpool__allocator_retag_branch(cpool__allocator *a, cpool__stream_key from, uint64_t upto, cpool__stream_key to) {
-    if (a->restricted_blocks && !cpool__key_equal(from, to))
+    if (a->restricted_blocks && from.word != to.word)
         retag_free_blocks(a, RETAG_BRANCH, pick_branch, from.word, upto, to.word);
 }
 

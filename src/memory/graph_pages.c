@@ -716,7 +716,7 @@ static void **visited_memory(cpool__graph_pages *gp, const page_visit *v) {
 static bool maps_here(const cpool__graph_pages *gp, const page_visit *v) {
     const cpool__page *pg = visited(v);
     const cpool__page_run *run = pg->state == CPOOL__PAGE_SHARED ? gp->shared[pg->number].run : NULL;
-    return !run || cpool__run_addr_in(run, v->ar) == (uintptr_t)visited_addr(v);
+    return !run || cpool__run_map_of(run, v->ar)->addr == (uintptr_t)visited_addr(v);
 }
 
 /* The place of the packed page at addr among the own pages a resume makes:

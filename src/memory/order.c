@@ -11,7 +11,14 @@
 
 /* ---- shared events ------------------------------------------------------- */
 
-cpool_status cpool__shared_event_new(const cpool__backend *be, cpool__bdevice *dev, cpool__shared_event **out) {
+struct cpool__shared_event {
+    atomic_int refs;
+    const cpool__backend *be;
+    cpool__bevent *event;
+};
+
+/* A new shared event with one reference. */
+static cpool_status shared_event_new(const cpool__backend *be, cpool__bdevice *dev, cpool__shared_event **out) {
     cpool__shared_event *f = cpool__calloc(1, sizeof *f);
     if (!f) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory creating an event");
     cpool_status st = be->event_create(dev, &f->event);
@@ -25,7 +32,7 @@ cpool_status cpool__shared_event_new(const cpool__backend *be, cpool__bdevice *d
     return CPOOL_OK;
 }
 
-void cpool__shared_event_release(cpool__shared_event *e) {
+static void shared_event_release(cpool__shared_event *e) {
     if (!e || atomic_fetch_sub(&e->refs, 1) != 1) return;
     e->be->event_destroy(e->event);
     free(e);
@@ -75,7 +82,7 @@ void cpool__order_remove(cpool__order *o, cpool__order_stream *s) {
         o->streams = s->next;
     if (s->next) s->next->prev = s->prev;
     cpool__mutex_unlock(&o->mu);
-    cpool__shared_event_release(s->capture_fence);
+    shared_event_release(s->capture_fence);
     s->capture_fence = NULL;
 }
 
@@ -89,10 +96,10 @@ static cpool_status stream_fence(cpool__order *o, cpool__order_stream *s, cpool_
     cpool_status st = CPOOL_ERR_UNSUPPORTED;
     *out = NULL;
     if (!cpool__order_capture(s)) {
-        st = cpool__shared_event_new(o->be, o->dev, out);
+        st = shared_event_new(o->be, o->dev, out);
         if (st == CPOOL_OK) st = o->be->event_record((*out)->event, s->impl);
         if (st == CPOOL_OK) return st;
-        cpool__shared_event_release(*out);
+        shared_event_release(*out);
         *out = NULL;
         if (st != CPOOL_ERR_UNSUPPORTED) return st;
     }
@@ -129,14 +136,14 @@ static cpool_status order_quiesce(cpool__order *o) {
         } else if (f) { /* no room to wait later: wait now */
             st = be->event_synchronize(f->event);
             if (st != CPOOL_OK && result == CPOOL_OK) result = st;
-            cpool__shared_event_release(f);
+            shared_event_release(f);
         }
     }
     cpool__mutex_unlock(&o->mu);
     for (size_t i = 0; i < n; i++) {
         cpool_status st = be->event_synchronize(fences[i]->event);
         if (st != CPOOL_OK && result == CPOOL_OK) result = st;
-        cpool__shared_event_release(fences[i]);
+        shared_event_release(fences[i]);
     }
     free(fences);
     return result;
@@ -179,13 +186,13 @@ cpool__order_mark *cpool__order_mark_now(cpool__order *o) {
 
 bool cpool__order_mark_done(cpool__order_mark *m) {
     while (m->count && m->events[m->count - 1]->be->event_done(m->events[m->count - 1]->event))
-        cpool__shared_event_release(m->events[--m->count]);
+        shared_event_release(m->events[--m->count]);
     return m->count == 0;
 }
 
 void cpool__order_mark_release(cpool__order_mark *m) {
     if (!m) return;
-    while (m->count) cpool__shared_event_release(m->events[--m->count]);
+    while (m->count) shared_event_release(m->events[--m->count]);
     free(m);
 }
 
@@ -229,7 +236,7 @@ static cpool_status unshared_fence(cpool__order *o, cpool__order_stream *s, cpoo
     cpool__shared_event *f = s->capture_fence;
     if (f && atomic_load(&f->refs) == 1) return CPOOL_OK;
     cpool__shared_event *fresh = NULL;
-    cpool_status st = cpool__shared_event_new(o->be, o->dev, &fresh);
+    cpool_status st = shared_event_new(o->be, o->dev, &fresh);
     if (st != CPOOL_OK) return st;
     *old_out = f;
     s->capture_fence = fresh;
@@ -249,7 +256,7 @@ cpool_status cpool__order_begin_capture(cpool__order *o, cpool__order_stream *s,
     if (st == CPOOL_OK) st = o->be->capture_begin(s->impl, mode, s->capture_fence->event);
     if (st == CPOOL_OK) atomic_store_explicit(&s->capture, install(arg), memory_order_release);
     cpool__mutex_unlock(&o->mu);
-    cpool__shared_event_release(old);
+    shared_event_release(old);
     return st;
 }
 
@@ -272,7 +279,7 @@ cpool_status cpool__order_attach_capture(cpool__order *o, cpool__order_stream *s
         atomic_store_explicit(&s->capture, install(arg), memory_order_release);
     }
     cpool__mutex_unlock(&o->mu);
-    cpool__shared_event_release(old);
+    shared_event_release(old);
     return st;
 }
 
@@ -286,7 +293,7 @@ cpool_status cpool__order_join_capture(cpool__order *o, cpool__order_stream *s, 
     if (st == CPOOL_OK) st = o->be->stream_fork(s->impl, s->capture_fence->event, ev);
     if (st == CPOOL_OK) atomic_store_explicit(&s->capture, capture, memory_order_release);
     cpool__mutex_unlock(&o->mu);
-    cpool__shared_event_release(old);
+    shared_event_release(old);
     return st;
 }
 
@@ -332,7 +339,7 @@ void cpool__fences_poll(cpool__fences *f, cpool__order *o, const cpool__fenced *
         if (o->be->event_done(x.shared ? x.shared->event : x.event)) {
             unfence_each(a, x.stream, x.upto);
             if (x.shared)
-                cpool__shared_event_release(x.shared);
+                shared_event_release(x.shared);
             else
                 event_give(f, o, x.event);
         } else {
@@ -381,7 +388,7 @@ void cpool__fences_add(cpool__fences *f, cpool__order *o, const cpool__fenced *a
 void cpool__fences_destroy(cpool__fences *f, cpool__order *o) {
     for (size_t i = 0; i < f->count; i++) {
         if (f->list[i].shared)
-            cpool__shared_event_release(f->list[i].shared);
+            shared_event_release(f->list[i].shared);
         else
             o->be->event_destroy(f->list[i].event);
     }

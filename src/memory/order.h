@@ -27,16 +27,8 @@
 #include "lock.h"
 #include "stream_order.h"
 
-/* An event shared between a stream and those waiting on it. */
-typedef struct cpool__shared_event {
-    atomic_int refs;
-    const cpool__backend *be;
-    cpool__bevent *event;
-} cpool__shared_event;
-
-/* A new shared event with one reference. */
-cpool_status cpool__shared_event_new(const cpool__backend *be, cpool__bdevice *dev, cpool__shared_event **out);
-void cpool__shared_event_release(cpool__shared_event *e);
+/* An event shared between a stream and those waiting on it (order.c). */
+typedef struct cpool__shared_event cpool__shared_event;
 
 typedef struct cpool__order_stream {
     uint64_t id; /* unique for the process's life: tags freed blocks */

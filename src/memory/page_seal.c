@@ -409,7 +409,7 @@ static cpool_status split_live_runs(cpool__graph_pages *gp, cpool__arena *ar, co
         if (!run) continue;
         uint8_t *cut = cpool__calloc(run->pages, 1);
         if (!cut) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory sealing a graph's pages");
-        uintptr_t at = cpool__run_addr_in(run, ar), end = at + run->pages * CPOOL__PAGE;
+        uintptr_t at = cpool__run_map_of(run, ar)->addr, end = at + run->pages * CPOOL__PAGE;
         for (size_t m = 0; m < l->count; m++)
             if (l->addr[m] >= at && l->addr[m] < end) cut[(l->addr[m] - at) / CPOOL__PAGE] = 1;
         cpool_status st = cpool__run_split(gp, run, cut);

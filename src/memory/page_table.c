@@ -88,13 +88,14 @@ cpool_status cpool__pages_bound(const cpool__graph_pages *gp, uint64_t bytes) {
                        (unsigned long long)bytes, (unsigned long long)gp->max_reserved);
 }
 
-cpool_status cpool__shared_room(cpool__graph_pages *gp, size_t last) {
+/* Room in the records for shared numbers up to `last`. */
+static cpool_status shared_room(cpool__graph_pages *gp, size_t last) {
     if (cpool__grow((void **)&gp->shared, &gp->shared_cap, sizeof *gp->shared, last + 1, 16)) return CPOOL_OK;
     return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for the graph pages' records");
 }
 
 cpool_status cpool__shared_get(cpool__graph_pages *gp, size_t k, void **out) {
-    cpool_status st = cpool__shared_room(gp, k);
+    cpool_status st = shared_room(gp, k);
     if (st != CPOOL_OK) return st;
     if (k >= gp->shared_count) gp->shared_count = k + 1;
     cpool__shared_page *sp = &gp->shared[k];
@@ -145,7 +146,7 @@ bool cpool__number_taken_room(cpool__arena *ar, size_t last) {
 }
 
 cpool_status cpool__number_room(cpool__arena *ar, size_t last) {
-    cpool_status st = cpool__shared_room(ar->gp, last);
+    cpool_status st = shared_room(ar->gp, last);
     if (st == CPOOL_OK && !cpool__number_taken_room(ar, last))
         st = cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory numbering a graph's pages");
     return st;

@@ -81,8 +81,8 @@ struct cpool__page_run {
     cpool__run_map *more; /* the mappings where maps is more than 1 */
 };
 
-/* A run's mappings (maps of them), and where arena ar maps it (0: it does
- * not). */
+/* A run's mappings (maps of them), and where arena ar maps it (NULL: it
+ * does not). */
 static inline cpool__run_map *cpool__run_maps(cpool__page_run *run) { return run->more ? run->more : &run->one; }
 /* Whether one arena maps the run, all of it its pages: what it does with
  * them (split, renumber) changes no other arena's mappings. */
@@ -94,10 +94,6 @@ static inline const cpool__run_map *cpool__run_map_of(const cpool__page_run *run
     for (size_t x = 0; x < run->maps; x++)
         if (m[x].arena == ar) return &m[x];
     return NULL;
-}
-static inline uintptr_t cpool__run_addr_in(const cpool__page_run *run, const cpool__arena *ar) {
-    const cpool__run_map *m = cpool__run_map_of(run, ar);
-    return m ? m->addr : 0;
 }
 
 /* An arena's note of a shared number (`taken`): one of its pages maps it,
@@ -189,8 +185,6 @@ void cpool__pages_release(cpool__graph_pages *gp, void *mem);
 /* CPOOL_OK if `bytes` more of graph memory stay within the pool's bound,
  * else the failure that says they do not. */
 cpool_status cpool__pages_bound(const cpool__graph_pages *gp, uint64_t bytes);
-/* Room in the records for shared numbers up to `last`. */
-cpool_status cpool__shared_room(cpool__graph_pages *gp, size_t last);
 /* The shared page number k, made if there is none yet. */
 cpool_status cpool__shared_get(cpool__graph_pages *gp, size_t k, void **out);
 void cpool__shared_trim_count(cpool__graph_pages *gp);

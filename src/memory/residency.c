@@ -14,6 +14,12 @@
 #include "residency.h"
 #include "status.h"
 
+/* A run of live bytes kept on the host: at `offset` in the host copy. */
+struct cpool__kept_run {
+    uintptr_t addr;
+    size_t bytes, offset;
+};
+
 /* Neighbouring live blocks at most this far apart are copied as one run. */
 #define MERGE_GAP ((size_t)64 << 10)
 

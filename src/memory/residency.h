@@ -18,11 +18,8 @@
 #include "backend.h"
 #include "graph_pages.h"
 
-/* A run of live bytes kept on the host: at `offset` in the host copy. */
-typedef struct cpool__kept_run {
-    uintptr_t addr;
-    size_t bytes, offset;
-} cpool__kept_run;
+/* A run of live bytes kept on the host (residency.c). */
+typedef struct cpool__kept_run cpool__kept_run;
 
 typedef struct cpool__residency {
     const cpool__backend *be;

@@ -42,10 +42,7 @@ static inline cpool__stream_key cpool__key_graph(uint64_t capture_id) {
     return (cpool__stream_key){capture_id | CPOOL__KEY_BRANCH_BIT | CPOOL__KEY_GRAPH_BIT};
 }
 static inline bool cpool__key_is_any(cpool__stream_key k) { return k.word == 0; }
-/* A branch or a graph: a key that no stream's fence clears. */
-static inline bool cpool__key_is_branch(cpool__stream_key k) { return (k.word & CPOOL__KEY_BRANCH_BIT) != 0; }
 static inline bool cpool__key_is_graph(cpool__stream_key k) { return (k.word & CPOOL__KEY_GRAPH_BIT) != 0; }
-static inline bool cpool__key_equal(cpool__stream_key x, cpool__stream_key y) { return x.word == y.word; }
 
 /* ---- the free clock -------------------------------------------------------- */
 
