@@ -26,28 +26,11 @@ static void arena_unreserve(void *ctx, void *base, size_t bytes) {
 
 /* Takes down page i of span sp (mapped). */
 static void unmap_page(cpool__arena *ar, cpool__page_span *sp, size_t i) {
-    cpool__graph_pages *gp = ar->gp;
-    cpool__page *pg = &sp->page[i];
-    void *addr = cpool__page_addr(sp, i);
-    switch ((cpool__page_state)pg->state) {
-    case CPOOL__PAGE_BORROWED:
-        cpool__pages_unmap(gp, addr, pg->mem);
-        cpool__loan_end_borrow(gp, sp, i);
-        break;
-    case CPOOL__PAGE_OWN:
-        cpool__pages_unmap(gp, addr, pg->mem);
-        cpool__pages_release(gp, pg->mem);
-        gp->own_bytes -= CPOOL__PAGE;
-        break;
-    case CPOOL__PAGE_SHARED:
-        cpool__pages_unmap(gp, addr, gp->shared[pg->number].page);
-        cpool__number_untake(ar, pg->number);
-        cpool__shared_unmapped(gp, pg->number);
-        break;
-    case CPOOL__PAGE_UNMAPPED:
-        break;
-    }
-    *pg = (cpool__page){.state = CPOOL__PAGE_UNMAPPED};
+    const cpool__page *pg = &sp->page[i];
+    if (pg->state == CPOOL__PAGE_UNMAPPED) return;
+    void *mem = pg->state == CPOOL__PAGE_SHARED ? ar->gp->shared[pg->number].page : pg->mem;
+    cpool__pages_unmap(ar->gp, cpool__page_addr(sp, i), mem);
+    cpool__page_let_go(ar, sp, i);
 }
 
 /* A run goes whole from this arena (with its spare addresses past the

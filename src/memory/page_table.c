@@ -162,11 +162,7 @@ bool cpool__arena_work_over(const cpool__arena *ar) {
 
 /* ---- the swap ------------------------------------------------------------------ */
 
-/* Page i of sp has nothing behind it any more: its record lets go of what
- * it named. The allocator still counts the page, its blocks unbacked; the
- * arena is taken by no capture again (graph_pages.c, reusable), and a trim
- * gives it back once its blocks are freed. */
-static void lose_page(cpool__arena *ar, cpool__page_span *sp, size_t i) {
+void cpool__page_let_go(cpool__arena *ar, cpool__page_span *sp, size_t i) {
     cpool__graph_pages *gp = ar->gp;
     cpool__page *pg = &sp->page[i];
     if (pg->state == CPOOL__PAGE_BORROWED) {
@@ -179,7 +175,6 @@ static void lose_page(cpool__arena *ar, cpool__page_span *sp, size_t i) {
         cpool__shared_unmapped(gp, pg->number);
     }
     *pg = (cpool__page){.state = CPOOL__PAGE_UNMAPPED};
-    atomic_store(&ar->lost, true);
 }
 
 cpool_status cpool__page_swap(cpool__arena *ar, cpool__page_span *sp, size_t i, void *from, void *to) {
@@ -190,7 +185,10 @@ cpool_status cpool__page_swap(cpool__arena *ar, cpool__page_span *sp, size_t i, 
     if (st != CPOOL_OK) {
         cpool__error_mark why;
         cpool__error_save(&why);
-        if (gp->source.map(gp->source.ctx, addr, from) != CPOOL_OK) lose_page(ar, sp, i);
+        if (gp->source.map(gp->source.ctx, addr, from) != CPOOL_OK) { /* nothing behind the page any more */
+            cpool__page_let_go(ar, sp, i);
+            atomic_store(&ar->lost, true);
+        }
         cpool__error_restore(&why); /* the swap's failure, not the restore's */
     }
     return st;

@@ -146,7 +146,7 @@ struct cpool__arena {
     bool unsettled;       /* its capture found a run in use: its pages may settle lower (settle_graphs) */
     uint64_t plain_bytes; /* plain segments (no address space to share) */
     /* A page that could not even be mapped back after a failed remap
-     * (page_table.c, lose_page; page_runs.c, lose_run): its graph launches
+     * (cpool__page_swap; page_runs.c, lose_run): its graph launches
      * no more, and no capture takes it again. */
     atomic_bool lost;
 };
@@ -207,9 +207,12 @@ cpool_status cpool__number_room(cpool__arena *ar, size_t last);
  * page i of sp (mapping `from` now), all or nothing. On failure `from` is
  * mapped there as before and the status returned; only where even that
  * remap fails (memory mapped there a moment ago) is the page unbacked:
- * its record then says UNMAPPED, its number or loan let go, and the arena
- * marked (its work unknown: only a trim takes it back). */
+ * its record then lets go, and the arena is lost. */
 cpool_status cpool__page_swap(cpool__arena *ar, cpool__page_span *sp, size_t i, void *from, void *to);
+/* Page i of sp lets go of what its record names (its mapping is the
+ * caller's): a loan ends, own memory is released, a number is untaken. Its
+ * record says UNMAPPED. */
+void cpool__page_let_go(cpool__arena *ar, cpool__page_span *sp, size_t i);
 
 /* Page i of span sp (of an arena) borrows no more: the packed page's loans
  * end with its last borrower (no work may use the page). */
