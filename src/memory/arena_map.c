@@ -49,6 +49,7 @@ static void arena_unmap(void *ctx, void *addr, size_t bytes) {
         const cpool__run_map *m = run ? cpool__run_map_of(run, ar) : NULL; /* its pages here: m->used from m->addr */
         bool part = m && (m->addr < (uintptr_t)addr || m->addr + m->used * CPOOL__PAGE > (uintptr_t)addr + bytes);
         if (part && cpool__run_split_quiet(ar->gp, run, ar, 0, run->pages)) run = NULL; /* single pages now */
+        if (part && pg->state == CPOOL__PAGE_UNMAPPED) continue; /* the split lost the run: nothing is mapped */
         if (run)
             cpool__run_drop(ar->gp, run, ar, true); /* this arena's mapping of it */
         else

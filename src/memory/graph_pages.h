@@ -23,7 +23,8 @@
  *   SHARED    BORROWED  seal: the arena's partly written last page (tails)
  *   BORROWED  SHARED    a capture takes the arena again (its blocks may
  *                       reach higher now)
- *   any       UNMAPPED  the allocator unmaps; a swap that cannot map back
+ *   any       UNMAPPED  the allocator unmaps; a swap or a split that cannot
+ *                       map back (the arena is lost)
  *
  * Past an arena's pages a resume's run may reach (spare addresses, in no
  * page's record: UNMAPPED, or past the span's records); a capture that

@@ -183,10 +183,11 @@ static void retry_blocked(cpool__graph_pages *gp, cpool__arena *ar) {
     for (size_t d = 0; d < ar->taken_cap && d < gp->shared_count; d++) {
         if (ar->taken[d] != CPOOL__NUMBER_BLOCKED) continue;
         cpool__page_run *run = gp->shared[d].run;
+        size_t last = run ? run->first + run->pages - 1 : d;
         if (!run)
             cpool__number_untake(ar, d);
         else if (!cpool__run_split_quiet(gp, run, ar, 0, run->pages))
-            d = run->first + run->pages - 1; /* still whole */
+            d = last; /* still whole (or gone, if it could not be mapped back) */
     }
 }
 
