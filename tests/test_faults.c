@@ -625,22 +625,26 @@ static cpool_status body_nested(cpool_stream *s, void *arg) {
     return st;
 }
 
+/* Reads `bytes` at `from` back through `host` and reports the first that
+ * is not `value` (a page left unbacked would fault here, or read zeros). */
+static void expect_bytes(world *w, cpool_stream *s, const void *from, unsigned char *host, size_t bytes, int value,
+                         const char *what, int i) {
+    if (!TRY(w, cpool_memcpy_async(s, host, from, bytes)) || !TRY(w, cpool_stream_synchronize(s))) return;
+    size_t bad = 0;
+    while (bad < bytes && host[bad] == (unsigned char)value) bad++;
+    if (bad < bytes)
+        check_report_(__FILE__, __LINE__, "graph %d's %s reads %u at byte %zu, not %u", i, what, host[bad], bad,
+                      (unsigned)(unsigned char)value);
+}
+
 /* Launches the graphs there are and checks the outputs of those launched. */
 static void launch_nested(world *w, cpool_stream *s, cpool_graph **g, const nested_ctx *c, int n) {
     bool launched[NESTED + 1] = {false};
     for (int i = 0; i < n; i++) launched[i] = g[i] && TRY(w, cpool_graph_launch(g[i], s));
     if (!TRY(w, cpool_stream_synchronize(s))) return;
     unsigned char host[4096];
-    for (int i = 0; i < n; i++) {
-        if (!launched[i] || !TRY(w, cpool_memcpy_async(s, host, c[i].out, sizeof host)) ||
-            !TRY(w, cpool_stream_synchronize(s)))
-            continue;
-        size_t bad = 0;
-        while (bad < sizeof host && host[bad] == (unsigned char)c[i].pattern) bad++;
-        if (bad < sizeof host)
-            check_report_(__FILE__, __LINE__, "graph %d's output reads %u at byte %zu, not %u", i, host[bad], bad,
-                          (unsigned)c[i].pattern);
-    }
+    for (int i = 0; i < n; i++)
+        if (launched[i]) expect_bytes(w, s, c[i].out, host, sizeof host, c[i].pattern, "output", i);
 }
 
 static void suspend_resume_nested(world *w, cpool_pool *pool) {
@@ -717,16 +721,8 @@ static cpool_status body_kept(cpool_stream *s, void *arg) {
 
 static void check_kept(world *w, cpool_stream *s, const nested_ctx *c, const bool *written, int n) {
     static unsigned char host[64u << 10];
-    for (int i = 0; i < n; i++) {
-        if (!written[i] || !TRY(w, cpool_memcpy_async(s, host, c[i].out, sizeof host)) ||
-            !TRY(w, cpool_stream_synchronize(s)))
-            continue;
-        size_t bad = 0;
-        while (bad < sizeof host && host[bad] == (unsigned char)c[i].pattern) bad++;
-        if (bad < sizeof host)
-            check_report_(__FILE__, __LINE__, "graph %d's kept block reads %u at byte %zu, not %u", i, host[bad], bad,
-                          (unsigned)c[i].pattern);
-    }
+    for (int i = 0; i < n; i++)
+        if (written[i]) expect_bytes(w, s, c[i].out, host, sizeof host, c[i].pattern, "kept block", i);
 }
 
 static void scenario_kept_through_trim(world *w) {
