@@ -84,7 +84,7 @@ static cpool_status arena_map(void *ctx, void *addr, size_t bytes) {
     for (size_t i = at; i < at + n; i++) {
         cpool_status st = CPOOL_OK;
         size_t d = 0;
-        if (cpool__number_next(ar, at + n - i, &d, &st)) {
+        if (cpool__number_next_splitting(ar, at + n - i, &d, &st)) {
             if (d >= gp->shared_count && i + 1 < at + n) {
                 st = cpool__run_map_new(ar, sp, i, at + n - i, d);
                 if (st == CPOOL_OK) return CPOOL_OK;

@@ -166,8 +166,10 @@ cpool__allocator *cpool__arena_allocator(cpool__arena *ar);
 uint64_t cpool__arena_id(const cpool__arena *ar);
 /* The capture ended, making graph `graph_id` (0: none): the pages that
  * hold live blocks become the arena's own, and a last page that its blocks
- * fill only in part may borrow a packed page's memory. On
- * CPOOL_ERR_OUT_OF_MEMORY nothing changed. */
+ * fill only in part may borrow a packed page's memory. Then the pool's
+ * other graphs whose captures found a run in use settle onto it if they
+ * can (cpool__graph_pages_settle). On CPOOL_ERR_OUT_OF_MEMORY nothing
+ * changed, unless pages were lost (the arena is lost then). */
 cpool_status cpool__arena_seal(cpool__graph_pages *gp, cpool__arena *ar, uint64_t graph_id);
 /* The graph that holds the arena (0: a capture's, or idle). */
 uint64_t cpool__arena_graph(const cpool__arena *ar);

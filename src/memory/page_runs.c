@@ -289,7 +289,7 @@ static bool free_number(cpool__arena *ar, size_t *out) {
     return cpool__number_taken_room(ar, d);
 }
 
-bool cpool__number_next(cpool__arena *ar, size_t want, size_t *out, cpool_status *st) {
+bool cpool__number_next_splitting(cpool__arena *ar, size_t want, size_t *out, cpool_status *st) {
     cpool__graph_pages *gp = ar->gp;
     for (;;) {
         size_t d;

@@ -91,8 +91,8 @@ static void compact_numbers(cpool__graph_pages *gp, cpool__arena *ar) {
         for (size_t i = 0; i < sp->pages; i++) {
             cpool__page *pg = &sp->page[i];
             size_t d, old = pg->number;
-            if (pg->state != CPOOL__PAGE_SHARED || gp->shared[old].run || !cpool__number_next(ar, 1, &d, &st) ||
-                d >= old)
+            if (pg->state != CPOOL__PAGE_SHARED || gp->shared[old].run ||
+                !cpool__number_next_splitting(ar, 1, &d, &st) || d >= old)
                 continue;
             void *page;
             if (cpool__shared_get(gp, d, &page) != CPOOL_OK) return;
@@ -382,7 +382,7 @@ cpool_status cpool__seal_return_borrowed(cpool__graph_pages *gp, cpool__arena *a
             size_t d;
             void *page;
             cpool_status st = CPOOL_OK;
-            if (!cpool__number_next(ar, 1, &d, &st)) return st;
+            if (!cpool__number_next_splitting(ar, 1, &d, &st)) return st;
             if ((st = cpool__shared_get(gp, d, &page)) != CPOOL_OK) return st;
             if ((st = cpool__page_swap(ar, sp, i, sp->page[i].mem, page)) != CPOOL_OK) {
                 cpool__shared_release_unmapped(gp, d, d + 1);
@@ -482,7 +482,6 @@ static cpool_status seal_pages(cpool__graph_pages *gp, cpool__arena *ar) {
     if (st == CPOOL_OK) {
         settle(gp, ar);
         lend_tails(gp, ar);
-        cpool__seal_settle_graphs(gp);
     }
     return st;
 }
@@ -492,6 +491,8 @@ cpool_status cpool__arena_seal(cpool__graph_pages *gp, cpool__arena *ar, uint64_
     if (st == CPOOL_OK && atomic_load(&ar->lost)) /* the tails' splits may fail quietly, not so */
         st = cpool__fail(CPOOL_ERR_OUT_OF_MEMORY,
                          "pages of the graph's memory were lost (a remap failed, and so did mapping the old memory back)");
-    if (st == CPOOL_OK && graph_id) ar->graph = graph_id;
-    return st;
+    if (st != CPOOL_OK) return st;
+    cpool__seal_settle_graphs(gp); /* other graphs' pages, where their captures found a run in use */
+    if (graph_id) ar->graph = graph_id;
+    return CPOOL_OK;
 }

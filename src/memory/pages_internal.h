@@ -267,7 +267,7 @@ cpool__page_run *cpool__run_starting_at(const cpool__graph_pages *gp, const cpoo
  * of it maps, and not a page of another arena's run. Such a run is split
  * if it can be (as many of its pages alone as the arena wants, `want`),
  * else blocked for this arena. False with *st on failure. */
-bool cpool__number_next(cpool__arena *ar, size_t want, size_t *out, cpool_status *st);
+bool cpool__number_next_splitting(cpool__arena *ar, size_t want, size_t *out, cpool_status *st);
 
 /* ---- arena_map.c: the allocators' segment sources ------------------------ */
 
