@@ -880,21 +880,14 @@ static __attribute__((noinline)) cpool_status free_locked(cpool_pool *pool, void
                     .use = cap ? CPOOL__USE_GRAPH : CPOOL__USE_STREAM,
                     .branch = cap ? cpool__capture_branch_of(cap, cpool__stream_id(s)) : CPOOL__KEY_ANY};
     cpool__stream_key freed_on = cpool__key_stream(cpool__stream_id(s));
-    /* An eager block first, as the pool has most: the eager allocator
-     * answers CPOOL_ERR_INVALID_ARGUMENT for a pointer that is not live
-     * there, which is then looked for in graph memory. */
-    cpool__error_mark before;
-    cpool__error_save(&before);
-    cpool_status st = cpool__front_free_slow(&pool->front, f.a, ptr, freed_on, f.use, f.branch);
-    bool deferred = false;
-    if (st == CPOOL_ERR_INVALID_ARGUMENT && !cpool__allocator_live_block(f.a, ptr, &f.info) &&
-        !cpool__graph_pages_deferred(&pool->pages, ptr) /* freed already */) {
+    /* An eager block (live in the eager allocator), else a graph's; a
+     * pointer of neither, or one whose free is deferred already, gets the
+     * eager allocator's refusal, which says why. */
+    if (!cpool__allocator_live_block(f.a, ptr, &f.info) && !cpool__graph_pages_deferred(&pool->pages, ptr))
         find_graph_block(pool, ptr, cap, held, &f);
-        if (f.a != &pool->alloc) {
-            cpool__error_restore(&before);
-            st = free_graph_block(pool, ptr, cap, held, freed_on, &f, &deferred);
-        }
-    }
+    bool deferred = false;
+    cpool_status st = f.a != &pool->alloc ? free_graph_block(pool, ptr, cap, held, freed_on, &f, &deferred)
+                                          : cpool__front_free_slow(&pool->front, f.a, ptr, freed_on, f.use, f.branch);
     if (deferred)
         f.ar = NULL; /* still live */
     else if (st == CPOOL_OK && f.a == f.packed)
