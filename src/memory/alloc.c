@@ -362,7 +362,6 @@ static cpool_status segment_new(cpool__allocator *a, size_t seg_size, cpool__use
 static cpool_status grow_in_place(cpool__allocator *a, size_t bytes, uint64_t stream, cpool__use use, void **out);
 static cpool_status reserve_in_place(cpool__allocator *a, size_t bytes);
 
-/* A new plain segment for the request. */
 /* What max_reserved is held against: this allocator's memory and the rest
  * of the pool's. */
 static uint64_t bound_reserved(const cpool__allocator *a) {
@@ -419,6 +418,22 @@ cpool_status cpool__allocator_reserve(cpool__allocator *a, size_t bytes) {
 }
 
 /* Takes a segment from the source, as one free block (in no heap yet). */
+/* The list of segments, newest first. */
+static void segment_link(cpool__allocator *a, cpool__segment *seg) {
+    seg->next = a->segments;
+    if (a->segments) a->segments->prev = seg;
+    a->segments = seg;
+}
+
+static void segment_unlink(cpool__allocator *a, cpool__segment *seg) {
+    if (seg->prev)
+        seg->prev->next = seg->next;
+    else
+        a->segments = seg->next;
+    if (seg->next) seg->next->prev = seg->prev;
+}
+
+/* A new plain segment for the request. */
 static cpool_status segment_new(cpool__allocator *a, size_t seg_size, cpool__use use, bool large, cpool__block **out) {
     bool graph = use != CPOOL__USE_STREAM;
     cpool__segment *seg = cpool__calloc(1, sizeof *seg);
@@ -439,9 +454,7 @@ static cpool_status segment_new(cpool__allocator *a, size_t seg_size, cpool__use
     seg->size = seg_size;
     seg->large = large;
     seg->first = b;
-    seg->next = a->segments;
-    if (a->segments) a->segments->prev = seg;
-    a->segments = seg;
+    segment_link(a, seg);
     a->reserved += seg_size;
     if (a->reserved > a->reserved_peak) a->reserved_peak = a->reserved;
     a->segment_count++;
@@ -548,21 +561,11 @@ static cpool_status span_new(cpool__allocator *a, bool large, size_t bytes, uint
     }
     *seg = (cpool__segment){
         .base = (uintptr_t)base, .size = span, .large = large, .growable = true, .branch = owner, .first = h};
-    seg->next = a->segments;
-    if (a->segments) a->segments->prev = seg;
-    a->segments = seg;
+    segment_link(a, seg);
     *h = (cpool__block){.addr = seg->base, .size = span, .seg = seg, .hole = true};
     hole_link(a, h);
     *hole = h;
     return CPOOL_OK;
-}
-
-static void segment_unlink(cpool__allocator *a, cpool__segment *seg) {
-    if (seg->prev)
-        seg->prev->next = seg->next;
-    else
-        a->segments = seg->next;
-    if (seg->next) seg->next->prev = seg->prev;
 }
 
 /* Gives back a span span_new just made, all hole, whose pages could not be

@@ -134,6 +134,11 @@ static inline size_t map_find(const cpool__allocator *a, uintptr_t addr) {
         if (a->map[j]->addr == addr) return j;
     return SIZE_MAX;
 }
+/* The live block at addr, or NULL. */
+static inline cpool__block *live_at(const cpool__allocator *a, uintptr_t addr) {
+    size_t j = map_find(a, addr);
+    return j == SIZE_MAX ? NULL : a->map[j];
+}
 
 /* Whether b (NULL: the segment's edge) is mapped memory. */
 static inline int mapped(const cpool__block *b) { return b && !b->hole; }

@@ -37,8 +37,8 @@ bool cpool__allocator_holds(const cpool__allocator *a, uintptr_t addr) {
 }
 
 void cpool__allocator_pin(cpool__allocator *a, void *ptr) {
-    size_t j = map_find(a, (uintptr_t)ptr);
-    if (j != SIZE_MAX) a->map[j]->pinned = true;
+    cpool__block *b = live_at(a, (uintptr_t)ptr);
+    if (b) b->pinned = true;
 }
 
 bool cpool__allocator_lend(cpool__allocator *a, uintptr_t addr, size_t bytes) {
@@ -61,9 +61,9 @@ bool cpool__allocator_lend(cpool__allocator *a, uintptr_t addr, size_t bytes) {
 }
 
 void cpool__allocator_end_loan(cpool__allocator *a, uintptr_t addr) {
-    size_t j = map_find(a, addr);
-    if (j == SIZE_MAX || !a->map[j]->lent) return;
-    a->map[j]->pinned = a->map[j]->lent = false;
+    cpool__block *b = live_at(a, addr);
+    if (!b || !b->lent) return;
+    b->pinned = b->lent = false;
     cpool__alloc_free_block(a, (void *)addr, 0, false, 0, NULL, cpool__free_clock_read());
 }
 
@@ -77,21 +77,20 @@ void cpool__allocator_tails(const cpool__allocator *a, void (*tail)(void *ctx, u
 }
 
 void cpool__allocator_set_requested(cpool__allocator *a, void *ptr, size_t requested) {
-    size_t j = map_find(a, (uintptr_t)ptr);
-    if (j == SIZE_MAX) return;
-    a->allocated = a->allocated - a->map[j]->requested + requested;
-    a->map[j]->requested = requested;
+    cpool__block *b = live_at(a, (uintptr_t)ptr);
+    if (!b) return;
+    a->allocated = a->allocated - b->requested + requested;
+    b->requested = requested;
 }
 
 void cpool__allocator_note_user(cpool__allocator *a, const void *ptr, uint64_t stream_id) {
-    size_t j = map_find(a, (uintptr_t)ptr);
-    if (j != SIZE_MAX) a->map[j]->used_by = stream_id;
+    cpool__block *b = live_at(a, (uintptr_t)ptr);
+    if (b) b->used_by = stream_id;
 }
 
 bool cpool__allocator_live_block(const cpool__allocator *a, const void *ptr, cpool__block_info *info) {
-    size_t j = map_find(a, (uintptr_t)ptr);
-    if (j == SIZE_MAX) return false;
-    const cpool__block *b = a->map[j];
+    const cpool__block *b = live_at(a, (uintptr_t)ptr);
+    if (!b) return false;
     *info = (cpool__block_info){.size = b->size,
                                 .requested = b->requested,
                                 .serial = b->serial,
