@@ -284,7 +284,7 @@ def test_output_outlives_its_tensor_while_its_graph_lives(tp):
     assert total.shape == () and torch.allclose(total, ref2.sum())
     assert empty.shape == (0, 256) and transposed.is_contiguous() and torch.equal(transposed, ref2.t())
     live = tp._slot.counts()["live"]
-    del y2, extras, bf, total, empty, transposed
+    del y, y2, extras, bf, total, empty, transposed  # y: the check loop's last, the transposed one
     gc.collect()
     assert tp._slot.counts()["live"] == live - 5  # each block's free, at its last tensor
     tp.replay(g2)  # the pool still keeps them for g2
