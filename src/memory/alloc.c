@@ -417,7 +417,6 @@ cpool_status cpool__allocator_reserve(cpool__allocator *a, size_t bytes) {
     return st;
 }
 
-/* Takes a segment from the source, as one free block (in no heap yet). */
 /* The list of segments, newest first. */
 static void segment_link(cpool__allocator *a, cpool__segment *seg) {
     seg->next = a->segments;
@@ -433,7 +432,8 @@ static void segment_unlink(cpool__allocator *a, cpool__segment *seg) {
     if (seg->next) seg->next->prev = seg->prev;
 }
 
-/* A new plain segment for the request. */
+/* A new plain segment for the request, taken from the source as one free
+ * block (in no heap yet). */
 static cpool_status segment_new(cpool__allocator *a, size_t seg_size, cpool__use use, bool large, cpool__block **out) {
     bool graph = use != CPOOL__USE_STREAM;
     cpool__segment *seg = cpool__calloc(1, sizeof *seg);
