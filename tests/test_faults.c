@@ -637,6 +637,51 @@ static void expect_bytes(world *w, cpool_stream *s, const void *from, unsigned c
                       (unsigned)(unsigned char)value);
 }
 
+/* A KEEP pool whose live bytes come back in several mappings (the first
+ * small, each next larger: residency.c), a copy queued into each as it is
+ * mapped: a 40 MiB block, each MiB of it a value of its own, so that a
+ * copy into the wrong place shows, between smaller blocks. Suspended and
+ * resumed (a failed resume leaves it suspended, the next serves), every
+ * byte read back. */
+enum { PIECES_BIG = 40 };
+static const size_t pieces_small[] = {100u << 10, 3u << 20};
+
+static void scenario_keep_in_pieces(world *w) {
+    cpool_stream *s = NULL;
+    cpool_pool *pool = NULL;
+    void *big = NULL, *small[2] = {NULL, NULL};
+    unsigned char *host = malloc(3u << 20);
+    if (!host || !TRY(w, cpool_stream_create(w->dev, &s))) {
+        free(host);
+        return;
+    }
+    if (TRY(w, cpool_pool_create(w->dev, NULL, &pool))) {
+        record_objects(w, pool);
+        bool filled = TRY(w, cpool_alloc(pool, pieces_small[0], s, &small[0])) &&
+                      TRY(w, cpool_alloc(pool, (size_t)PIECES_BIG << 20, s, &big)) &&
+                      TRY(w, cpool_alloc(pool, pieces_small[1], s, &small[1]));
+        for (int i = 0; filled && i < PIECES_BIG; i++)
+            filled = TRY(w, cpool_memset_async(s, (char *)big + ((size_t)i << 20), 0x40 + i, 1u << 20));
+        for (int i = 0; filled && i < 2; i++) filled = TRY(w, cpool_memset_async(s, small[i], 0x20 + i, pieces_small[i]));
+        if (filled && TRY(w, cpool_stream_synchronize(s))) {
+            suspend_resume(w, pool, CPOOL_SUSPEND_KEEP_CONTENTS);
+            if (!cpool_pool_is_suspended(pool)) {
+                for (int i = 0; i < PIECES_BIG; i++)
+                    expect_bytes(w, s, (char *)big + ((size_t)i << 20), host, 1u << 20, 0x40 + i, "MiB of the block", i);
+                for (int i = 0; i < 2; i++) expect_bytes(w, s, small[i], host, pieces_small[i], 0x20 + i, "block", i);
+            }
+        }
+        if (cpool_pool_is_suspended(pool)) TRY(w, cpool_pool_resume(pool));
+        cpool__pool_check(pool);
+        if (big) TRY(w, cpool_free(pool, big, s));
+        for (int i = 0; i < 2; i++)
+            if (small[i]) TRY(w, cpool_free(pool, small[i], s));
+        cpool_pool_release(pool);
+    }
+    cpool_stream_destroy(s);
+    free(host);
+}
+
 /* Launches the graphs there are and checks the outputs of those launched. */
 static void launch_nested(world *w, cpool_stream *s, cpool_graph **g, const nested_ctx *c, int n) {
     bool launched[NESTED + 1] = {false};
@@ -992,7 +1037,8 @@ static void sweep_twice(cpool_device *dev) {
                {scenario_runs_in_use, "runs in use"},
                {scenario_live_bytes, "live bytes"},
                {scenario_nested_resume, "nested resume"},
-               {scenario_kept_through_trim, "kept through trim"}};
+               {scenario_kept_through_trim, "kept through trim"},
+               {scenario_keep_in_pieces, "keep in pieces"}};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (!only || strstr(all[i].name, only)) sweep_span(dev, all[i].fn, all[i].name, 2);
     printf("  launches refused for lost pages: %llu\n", (unsigned long long)lost_refusals);
@@ -1021,6 +1067,9 @@ static void sweep_nested_resume(cpool_device *dev) {
 }
 static void sweep_kept_through_trim(cpool_device *dev) {
     sweep(dev, scenario_kept_through_trim, "graph pages: blocks kept by released graphs, resumed as runs, trimmed");
+}
+static void sweep_keep_in_pieces(cpool_device *dev) {
+    sweep(dev, scenario_keep_in_pieces, "a KEEP pool's bytes copied back piece by piece as they are mapped");
 }
 static void sweep_growable(cpool_device *dev) { sweep(dev, scenario_growable, "growable segments: grow, trim inside, regrow"); }
 static void sweep_growable_split(cpool_device *dev) {
@@ -1259,6 +1308,7 @@ static const check_case cases[] = {
     CHECK_CASE(sweep_live_bytes),
     CHECK_CASE(sweep_nested_resume),
     CHECK_CASE(sweep_kept_through_trim),
+    CHECK_CASE(sweep_keep_in_pieces),
     CHECK_CASE(nested_resume_maps_runs),
     CHECK_CASE(nested_resume_gives_back_the_largest),
     CHECK_CASE(random_graphs_through_resumes),
