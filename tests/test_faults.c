@@ -637,12 +637,11 @@ static void expect_bytes(world *w, cpool_stream *s, const void *from, unsigned c
                       (unsigned)(unsigned char)value);
 }
 
-/* A KEEP pool whose live bytes come back in several mappings (the first
- * small, each next larger: residency.c), a copy queued into each as it is
- * mapped: a 40 MiB block, each MiB of it a value of its own, so that a
- * copy into the wrong place shows, between smaller blocks. Suspended and
- * resumed (a failed resume leaves it suspended, the next serves), every
- * byte read back. */
+/* A KEEP pool whose live bytes come back beside their mapping (residency.c
+ * queues each run's copy once the run is mapped): a 40 MiB block, each MiB
+ * of it a value of its own, so that a copy into the wrong place shows,
+ * between smaller blocks. Suspended and resumed (a failed resume leaves it
+ * suspended, the next serves), every byte read back. */
 enum { PIECES_BIG = 40 };
 static const size_t pieces_small[] = {100u << 10, 3u << 20};
 
@@ -1069,7 +1068,7 @@ static void sweep_kept_through_trim(cpool_device *dev) {
     sweep(dev, scenario_kept_through_trim, "graph pages: blocks kept by released graphs, resumed as runs, trimmed");
 }
 static void sweep_keep_in_pieces(cpool_device *dev) {
-    sweep(dev, scenario_keep_in_pieces, "a KEEP pool's bytes copied back piece by piece as they are mapped");
+    sweep(dev, scenario_keep_in_pieces, "a KEEP pool's bytes copied back as they are mapped, a MiB a value");
 }
 static void sweep_growable(cpool_device *dev) { sweep(dev, scenario_growable, "growable segments: grow, trim inside, regrow"); }
 static void sweep_growable_split(cpool_device *dev) {

@@ -164,88 +164,21 @@ static void unmap_runs(cpool__residency *r, const range_list *runs, size_t count
     for (size_t i = 0; i < count; i++) r->be->pages_unmap(r->dev, (void *)runs->at[i].addr, runs->at[i].bytes);
 }
 
-/* A resume's copies back, queued piece by piece as the memory under them
- * is mapped, so that the driver maps the next pieces while the first bytes
- * travel: on a KEEP pool the mapping hides behind the copy. */
-typedef struct restore {
-    cpool__residency *r;
-    size_t *queued;  /* per kept run: its bytes queued so far, from its start (NULL: nothing to copy) */
-    size_t next;     /* the first kept run that may still have bytes ahead of the mappings */
-    size_t piece;    /* the size of the next mapping (below) */
-    cpool_status st; /* the first copy refused */
-} restore;
-
 /* Each run of pages comes back as allocations of up to RESUME_UNIT_MAX,
  * whatever it was before (README, Large allocations): on an H100 one of
  * 32 GiB took 111 ms to map, 32 of 1 GiB 20 ms, 16 GiB in one 0.5 ms
- * (bench/wake_bench.cu). Where bytes are to be copied back the first
- * allocation is RESUME_FIRST_PIECE and each next one twice the last, so
- * that the first copy starts after one small mapping and each later
- * mapping hides behind the copy of the piece before it. */
+ * (bench/wake_bench.cu). */
 #define RESUME_UNIT_MAX ((size_t)2 << 30)
-#define RESUME_FIRST_PIECE ((size_t)CPOOL__PAGE_BYTES)
 
-static cpool_status restore_open(restore *c, cpool__residency *r) {
-    *c = (restore){.r = r, .piece = r->run_count ? RESUME_FIRST_PIECE : RESUME_UNIT_MAX};
-    if (!r->run_count) return CPOOL_OK;
-    c->queued = cpool__calloc(r->run_count, sizeof *c->queued);
-    if (!c->queued) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a resume's copies");
-    cpool_status st = copy_stream(r);
-    if (st != CPOOL_OK) {
-        free(c->queued);
-        c->queued = NULL;
-    }
-    return st;
-}
-
-/* Queues the copy of kept run i's bytes in [lo, hi) that follow what is
- * queued of it already. */
-static void restore_part(restore *c, size_t i, uintptr_t lo, uintptr_t hi) {
-    const cpool__kept_run *k = &c->r->runs[i];
-    uintptr_t from = k->addr + c->queued[i], to = k->addr + k->bytes < hi ? k->addr + k->bytes : hi;
-    if (c->st != CPOOL_OK || from < lo || from >= to) return;
-    c->st = c->r->be->memcpy_async(c->r->copies, (void *)from, (char *)c->r->host + k->offset + c->queued[i],
-                                   to - from);
-    if (c->st == CPOOL_OK) c->queued[i] += to - from;
-}
-
-/* Queues the copies of the kept bytes in [lo, hi), just mapped (mappings
- * come in address order). Those in graph memory, which the arenas map
- * apart, restore_rest queues once everything is mapped. */
-static void restore_within(restore *c, uintptr_t lo, uintptr_t hi) {
-    if (!c->queued) return;
-    for (size_t i = c->next; i < c->r->run_count && c->r->runs[i].addr < hi; i++) {
-        restore_part(c, i, lo, hi);
-        /* Wholly behind the mappings: queued, or graph memory's. */
-        if (i == c->next && c->r->runs[i].addr + c->r->runs[i].bytes <= hi) c->next++;
-    }
-}
-
-/* Queues every copy not queued yet. */
-static void restore_rest(restore *c) {
-    for (size_t i = 0; c->queued && i < c->r->run_count; i++) restore_part(c, i, 0, UINTPTR_MAX);
-}
-
-/* Waits for the queued copies; the first failure, if any. */
-static cpool_status restore_close(restore *c) {
-    if (!c->queued) return CPOOL_OK;
-    cpool_status synced = c->r->be->stream_synchronize(c->r->copies);
-    free(c->queued);
-    return c->st != CPOOL_OK ? c->st : synced;
-}
-
-/* Maps [addr, addr + bytes) in pieces, queuing the copies into each as it
- * is mapped; *reached: how far it got (on failure the caller unmaps that
- * once the copies queued into it are over). */
-static cpool_status map_joined(restore *c, uintptr_t addr, size_t bytes, uintptr_t *reached) {
+static cpool_status map_joined(cpool__residency *r, uintptr_t addr, size_t bytes) {
     for (size_t done = 0; done < bytes;) {
-        size_t piece = bytes - done < c->piece ? bytes - done : c->piece;
-        cpool_status st = c->r->be->pages_map(c->r->dev, (void *)(addr + done), piece, true);
-        if (st != CPOOL_OK) return st;
-        restore_within(c, addr + done, addr + done + piece);
+        size_t piece = bytes - done < RESUME_UNIT_MAX ? bytes - done : RESUME_UNIT_MAX;
+        cpool_status st = r->be->pages_map(r->dev, (void *)(addr + done), piece, true);
+        if (st != CPOOL_OK) {
+            if (done) r->be->pages_unmap(r->dev, (void *)addr, done);
+            return st;
+        }
         done += piece;
-        *reached = addr + done;
-        if (c->piece < RESUME_UNIT_MAX) c->piece *= 2;
     }
     return CPOOL_OK;
 }
@@ -258,26 +191,27 @@ static cpool_status map_joined(restore *c, uintptr_t addr, size_t bytes, uintptr
 
 /* Maps the run [addr, addr + bytes), cut around the stretches of `cuts`
  * (sorted; *next: the first not yet behind this run) that hold
- * RESUME_CUT_MIN of whole pages; *reached as map_joined's. */
-static cpool_status map_run(restore *c, uintptr_t addr, size_t bytes, const range_list *cuts, size_t *next,
-                            uintptr_t *reached) {
+ * RESUME_CUT_MIN of whole pages. On failure nothing of the run is mapped. */
+static cpool_status map_run(cpool__residency *r, uintptr_t addr, size_t bytes, const range_list *cuts, size_t *next) {
     const uintptr_t end = addr + bytes, page = CPOOL__PAGE_BYTES;
     uintptr_t at = addr; /* [addr, at) is mapped */
-    cpool_status st;
-    *reached = addr;
+    cpool_status st = CPOOL_OK;
     for (; *next < cuts->count && cuts->at[*next].addr < end; ++*next) {
         const cpool__kept_run *f = &cuts->at[*next];
         uintptr_t lo = f->addr > at ? f->addr : at, hi = f->addr + f->bytes < end ? f->addr + f->bytes : end;
         lo = (lo + page - 1) / page * page;
         hi = hi / page * page;
         if (hi > lo && hi - lo >= RESUME_CUT_MIN) {
-            if (lo > at && (st = map_joined(c, at, lo - at, reached)) != CPOOL_OK) return st;
-            if ((st = map_joined(c, lo, hi - lo, reached)) != CPOOL_OK) return st;
+            if (lo > at && (st = map_joined(r, at, lo - at)) != CPOOL_OK) break;
+            at = lo;
+            if ((st = map_joined(r, lo, hi - lo)) != CPOOL_OK) break;
             at = hi;
         }
         if (f->addr + f->bytes > end) break; /* it reaches the next run too */
     }
-    return at < end ? map_joined(c, at, end - at, reached) : CPOOL_OK;
+    if (st == CPOOL_OK && at < end) st = map_joined(r, at, end - at);
+    if (st != CPOOL_OK && at > addr) r->be->pages_unmap(r->dev, (void *)addr, at - addr);
+    return st;
 }
 
 /* ---- suspend and resume --------------------------------------------------- */
@@ -316,6 +250,59 @@ cpool_status cpool__residency_suspend(cpool__residency *r, cpool__allocator *a, 
     return CPOOL_OK;
 }
 
+/* A resume's copies back, started run by run as the memory under them is
+ * mapped, so that the driver maps the next pieces while the first bytes
+ * travel: on a KEEP pool the mapping hides behind the copy. */
+typedef struct restore {
+    cpool__residency *r;
+    bool *sent;      /* per kept run: its copy is queued (NULL: nothing to copy) */
+    size_t next;     /* the first kept run not yet passed (runs and kept runs go up by address) */
+    cpool_status st; /* the first copy refused */
+} restore;
+
+static cpool_status restore_open(restore *c, cpool__residency *r) {
+    *c = (restore){.r = r};
+    if (!r->run_count) return CPOOL_OK;
+    c->sent = cpool__calloc(r->run_count, sizeof *c->sent);
+    if (!c->sent) return cpool__fail(CPOOL_ERR_OUT_OF_MEMORY, "out of host memory for a resume's copies");
+    cpool_status st = copy_stream(r);
+    if (st != CPOOL_OK) {
+        free(c->sent);
+        c->sent = NULL;
+    }
+    return st;
+}
+
+static void restore_run(restore *c, size_t i) {
+    const cpool__kept_run *k = &c->r->runs[i];
+    if (c->sent[i] || c->st != CPOOL_OK) return;
+    c->st = c->r->be->memcpy_async(c->r->copies, (void *)k->addr, (char *)c->r->host + k->offset, k->bytes);
+    c->sent[i] = c->st == CPOOL_OK;
+}
+
+/* Queues the copies of the kept runs inside the run [lo, hi) just mapped
+ * (runs come in address order). The others, in graph memory or across
+ * two runs, restore_rest queues once everything is mapped. */
+static void restore_within(restore *c, uintptr_t lo, uintptr_t hi) {
+    for (; c->next < c->r->run_count && c->r->runs[c->next].addr < hi; c->next++) {
+        const cpool__kept_run *k = &c->r->runs[c->next];
+        if (k->addr >= lo && k->addr + k->bytes <= hi) restore_run(c, c->next);
+    }
+}
+
+/* Queues every copy not queued yet. */
+static void restore_rest(restore *c) {
+    for (size_t i = 0; i < c->r->run_count; i++) restore_run(c, i);
+}
+
+/* Waits for the queued copies; the first failure, if any. */
+static cpool_status restore_close(restore *c) {
+    if (!c->sent) return CPOOL_OK;
+    cpool_status synced = c->r->be->stream_synchronize(c->r->copies);
+    free(c->sent);
+    return c->st != CPOOL_OK ? c->st : synced;
+}
+
 cpool_status cpool__residency_resume(cpool__residency *r, cpool__allocator *a, cpool__graph_pages *gp) {
     if (!r->suspended) return CPOOL_OK;
     range_list mapped = {0}, cuts = {0};
@@ -330,14 +317,15 @@ cpool_status cpool__residency_resume(cpool__residency *r, cpool__allocator *a, c
         return st;
     }
     size_t done = 0, next_cut = 0;
-    uintptr_t reached = 0; /* how far the run that failed got */
     for (; st == CPOOL_OK && done < mapped.count; done++) {
         const cpool__kept_run *m = &mapped.at[done];
-        if ((st = map_run(&copies, m->addr, m->bytes, &cuts, &next_cut, &reached)) != CPOOL_OK) break;
+        st = map_run(r, m->addr, m->bytes, &cuts, &next_cut);
+        if (st != CPOOL_OK) break;
+        if (copies.sent) restore_within(&copies, m->addr, m->addr + m->bytes);
     }
     free(cuts.at);
     bool graphs = st == CPOOL_OK && (st = cpool__graph_pages_resume(gp)) == CPOOL_OK;
-    if (graphs) restore_rest(&copies); /* graph memory's live blocks */
+    if (graphs && copies.sent) restore_rest(&copies); /* graph memory's live blocks */
     cpool_status copied = restore_close(&copies); /* also on failure: no copy may outlive its memory */
     if (st == CPOOL_OK && copied != CPOOL_OK) {
         st = copied;
@@ -345,8 +333,6 @@ cpool_status cpool__residency_resume(cpool__residency *r, cpool__allocator *a, c
     }
     if (st != CPOOL_OK) {
         unmap_runs(r, &mapped, done);
-        if (done < mapped.count && reached > mapped.at[done].addr)
-            r->be->pages_unmap(r->dev, (void *)mapped.at[done].addr, reached - mapped.at[done].addr);
         free(mapped.at);
         return st;
     }
