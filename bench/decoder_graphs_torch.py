@@ -21,6 +21,11 @@ logits. Then 300 replays in a fixed random order: after each, the replayed
 graph's logits are noted; every 10 replays every noted graph's logits are
 compared with its note, and a graph whose logits changed without being
 replayed counts as overwritten (another graph's replay wrote them).
+For ours and output the table also says where the bytes are (the pool's
+snapshot): pages shared by the graphs, pages of a graph's own (what
+outlived its capture: an output returned as it is, or a buffer torch keeps
+past the capture, such as the cuBLAS workspace it makes in the first
+capture on its capture stream), and the packed region.
 Prints a table last and, per system and order,
     csv,decoder_graphs,SYSTEM,ORDER,BYTES,BOUND,RATIO,OVERWRITTEN
 Needs torch with CUDA; exits 77 without it.
@@ -38,6 +43,14 @@ ORDERS = {"ascending": BATCHES, "descending": BATCHES[::-1],
 REPLAYS, CHECK_EVERY = 300, 10
 
 
+def page_breakdown(snapshot):
+    """Bytes on the pages the pool's graphs share, on pages of a graph's
+    own, and in the packed region, from a pool's snapshot (docs/SNAPSHOT.md)."""
+    physical = snapshot["physical"]
+    packed = sum(seg["size"] for seg in snapshot["segments"] if seg.get("kind") == "packed")
+    return physical["shared_pages"] * physical["page_size"], physical["own_pages"] * physical["page_size"], packed
+
+
 def decoder_module():
     path = os.path.join(HERE, "..", "examples", "python", "sleep_wake_server.py")
     spec = importlib.util.spec_from_file_location("sleep_wake_server", path)
@@ -48,7 +61,8 @@ def decoder_module():
 
 def child(system, order_name):
     """One system, one order (or "alone": batch 64 by itself); prints
-    BYTES OUTPUT_BYTES OVERWRITTEN."""
+    BYTES OUTPUT_BYTES OVERWRITTEN SHARED OWN PACKED (the last three in
+    bytes, 0 for torch)."""
     import torch
     sws = decoder_module()
     torch.manual_seed(0)
@@ -83,6 +97,7 @@ def child(system, order_name):
             graphs[b] = g
         torch.cuda.synchronize()
         held = torch.cuda.memory_reserved() - before
+        where = (0, 0, 0)
         replay = lambda g: g.replay()  # noqa: E731
     else:
         from capturepool.torch import TorchPool
@@ -94,6 +109,7 @@ def child(system, order_name):
             graphs[b] = g
         torch.cuda.synchronize()
         held = tp.stats().graph_reserved_bytes
+        where = page_breakdown(tp.pool.snapshot())
         replay = tp.replay
     output_bytes = sum(o.numel() * o.element_size() for b, o in outputs.items() if b != bmax)
     noted, overwritten = {}, set()
@@ -108,7 +124,7 @@ def child(system, order_name):
                 if not torch.equal(outputs[c], want):
                     overwritten.add(c)
                     noted[c] = outputs[c].clone()
-    print(held, output_bytes, len(overwritten))
+    print(held, output_bytes, len(overwritten), *where)
 
 
 def run_child(system, order):
@@ -117,8 +133,7 @@ def run_child(system, order):
     if out.returncode != 0:
         sys.stderr.write(out.stdout + out.stderr)
         raise SystemExit(f"decoder_graphs_torch: the {system} {order} run failed")
-    held, output_bytes, overwritten = map(int, out.stdout.split()[-3:])
-    return held, output_bytes, overwritten
+    return tuple(map(int, out.stdout.split()[-6:]))
 
 
 def main():
@@ -130,22 +145,26 @@ def main():
     if not torch.cuda.is_available():
         print("SKIPPED: decoder_graphs_torch needs a GPU")
         return 77
-    alone = {s: run_child(s, "alone")[0] for s in ("torch", "ours")}
+    alone_runs = {s: run_child(s, "alone") for s in ("torch", "ours")}
+    alone = {s: run[0] for s, run in alone_runs.items()}
     rows = []
     for order in ORDERS:
         for system in ("torch", "ours", "output"):
-            held, output_bytes, overwritten = run_child(system, order)
-            rows.append((system, order, held, output_bytes, overwritten))
+            rows.append((system, order, *run_child(system, order)))
     largest = min(alone.values())
     print(f"decoder_graphs_torch: 64 graphs (batch 1-64) of examples/python/sleep_wake_server.py's decoder; "
-          f"batch 64 alone: torch {alone['torch'] / 2**20:.1f} MiB, ours {alone['ours'] / 2**20:.1f} MiB; "
+          f"batch 64 alone: torch {alone['torch'] / 2**20:.1f} MiB, ours {alone['ours'] / 2**20:.1f} MiB "
+          f"({' / '.join(f'{b / 2**20:.1f}' for b in alone_runs['ours'][3:])} shared / own / packed); "
           f"bound: the smaller plus the other graphs' logits; overwritten: graphs whose logits another graph's "
           f"replay changed, of 64, over {REPLAYS} replays")
-    print(f"{'system':<7} {'order':<11} | {'MiB':>8} {'bound':>8} {'x bound':>8} | overwritten")
-    for system, order, held, output_bytes, overwritten in rows:
+    print(f"{'system':<7} {'order':<11} | {'MiB':>8} {'bound':>8} {'x bound':>8} | overwritten | "
+          f"MiB shared / own / packed")
+    for system, order, held, output_bytes, overwritten, *where in rows:
         bound = largest + output_bytes
         print(f"csv,decoder_graphs,{system},{order},{held},{bound},{held / bound:.4f},{overwritten}")
-        print(f"{system:<7} {order:<11} | {held / 2**20:8.1f} {bound / 2**20:8.1f} {held / bound:7.3f}x | {overwritten}")
+        split = " / ".join(f"{b / 2**20:.1f}" for b in where) if system != "torch" else "-"
+        print(f"{system:<7} {order:<11} | {held / 2**20:8.1f} {bound / 2**20:8.1f} {held / bound:7.3f}x | "
+              f"{overwritten:>11} | {split}")
     return 0
 
 

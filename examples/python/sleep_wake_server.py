@@ -12,8 +12,9 @@ captured again.
   rewrites everything it reads from it), their logits returned through
   tp.output so that the 64 outputs share pages, all of them kept
   (capturepool.torch.TorchGraphCache keeps them under a byte budget).
-50 cycles of sleep / wake / every graph replayed in shuffled order, each
-replay's logits compared bit for bit with those before the first sleep.
+50 cycles of sleep / another allocation taking the memory the pools gave
+back / wake / every graph replayed in shuffled order, each replay's logits
+compared bit for bit with those before the first sleep.
 Prints: the free memory that sleep gives the device against what the pools
 held, wake (every pool resumed) + the first replay of every graph against
 capturing them all again (a second capture of every graph, as a server
@@ -77,6 +78,10 @@ class Decoder(torch.nn.Module):
         for layer, (k, v) in zip(self.layers, caches):
             x = layer(x, k, v, pos)
         return self.head(x)
+
+
+def median(xs):
+    return sorted(xs)[len(xs) // 2]
 
 
 def pool_bytes(*tps):
@@ -154,7 +159,8 @@ def main(cycles=50):
           f"(weights {keep.stats().reserved_bytes >> 20}, KV {kv.stats().reserved_bytes >> 20}, "
           f"graphs {graphs.stats().reserved_bytes >> 20})")
 
-    rises, wakes, keep_s, keep_wake_s, resumes = [], [], [], [], []
+    rises, wakes, keep_s, keep_wake_s, resumes, awake = [], [], [], [], [], []
+    kv_wake, graphs_wake = [], []
     for cycle in range(cycles):
         torch.cuda.synchronize()
         free_awake = torch.cuda.mem_get_info()[0]
@@ -165,12 +171,23 @@ def main(cycles=50):
         graphs.suspend()
         free_asleep = torch.cuda.mem_get_info()[0]
         rises.append((free_asleep - free_awake, held))
+        # Asleep, the memory serves others: an allocation outside the pools
+        # takes what they gave back, writes it, and gives it back.
+        other = torch.empty(held, dtype=torch.uint8, device=dev)
+        other.fill_(cycle)
+        torch.cuda.synchronize()
+        del other
+        torch.cuda.empty_cache()
         t2 = time.perf_counter()
         keep.resume()
         t3 = time.perf_counter()
         kv.resume()
+        t4 = time.perf_counter()
         graphs.resume()
-        resumes.append((time.perf_counter() - t2) * 1e3)
+        t5 = time.perf_counter()
+        resumes.append((t5 - t2) * 1e3)
+        kv_wake.append((t4 - t3) * 1e3)
+        graphs_wake.append((t5 - t4) * 1e3)
         # Awake: every graph replays once, in shuffled order (each writes
         # its own logits and the cache's last slot, which the checks below
         # write again after a prefill).
@@ -189,14 +206,21 @@ def main(cycles=50):
             if not torch.equal(logits[b], reference[b]):
                 print(f"FAIL: cycle {cycle}, batch {b}: logits differ after wake")
                 return 1
+        t = time.perf_counter()  # the same replays, awake: what the wake adds to them
+        for b in order:
+            graphs.replay(captured[b])
+        torch.cuda.synchronize()
+        awake.append((time.perf_counter() - t) * 1e3)
     rise, held_then = rises[-1]
     print(f"{cycles} cycles: every graph replayed bit for bit after each wake")
-    print(f"sleep: free memory rose by {rise >> 20} MiB; the pools held {held_then >> 20} MiB")
+    print(f"sleep: free memory rose by {rise >> 20} MiB; the pools held {held_then >> 20} MiB, which an allocation "
+          f"outside them took and wrote while they slept")
     wakes.sort()
     wake_ms, recapture_ms = wakes[len(wakes) // 2], capture_ms * len(BATCHES)
     print(f"wake + first replay of all {len(BATCHES)} graphs: median {wake_ms:.2f} ms; capturing them again: "
           f"{recapture_ms:.2f} ms ({recapture_ms / wake_ms:.1f}x); of the wake, resuming the three pools: median "
-          f"{sorted(resumes)[len(resumes) // 2]:.2f} ms")
+          f"{median(resumes):.2f} ms (weights {median(keep_wake_s) * 1e3:.2f}, KV {median(kv_wake):.2f}, graphs "
+          f"{median(graphs_wake):.2f}); the same replays awake: median {median(awake):.2f} ms")
     # The KEEP pool against a plain copy of the same bytes to pinned memory and back.
     pinned = torch.empty(weight_bytes, dtype=torch.uint8, pin_memory=True)
     with keep.allocating():
