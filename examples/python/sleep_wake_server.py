@@ -19,9 +19,9 @@ Prints: the free memory that sleep gives the device against what the pools
 held, wake (every pool resumed) + the first replay of every graph against
 capturing them all again (a second capture of every graph, as a server
 that dropped its graphs would do, with torch's kernels already chosen: the
-first capture pays for that once), and the KEEP pool's bandwidth against a
-plain copy to and from pinned memory, its wake alone against the copy in
-(medians).
+first capture pays for that once), the wake's time by pool beside the
+same replays awake, and the KEEP pool's bandwidth against a plain copy to
+and from pinned memory, its wake alone against the copy in (medians).
 
     PYTHONPATH=python CAPTUREPOOL_LIBRARY=build/src/libcapturepool.so python3 examples/python/sleep_wake_server.py
 """
