@@ -633,7 +633,7 @@ static void expect_bytes(world *w, cpool_stream *s, const void *from, unsigned c
     size_t bad = 0;
     while (bad < bytes && host[bad] == (unsigned char)value) bad++;
     if (bad < bytes)
-        check_report_(__FILE__, __LINE__, "graph %d's %s reads %u at byte %zu, not %u", i, what, host[bad], bad,
+        check_report_(__FILE__, __LINE__, "%s %d reads %u at byte %zu, not %u", what, i, host[bad], bad,
                       (unsigned)(unsigned char)value);
 }
 
@@ -642,10 +642,10 @@ static void expect_bytes(world *w, cpool_stream *s, const void *from, unsigned c
  * of it a value of its own, so that a copy into the wrong place shows,
  * between smaller blocks. Suspended and resumed (a failed resume leaves it
  * suspended, the next serves), every byte read back. */
-enum { PIECES_BIG = 40 };
-static const size_t pieces_small[] = {100u << 10, 3u << 20};
+enum { KEPT_MIB = 40 };
+static const size_t kept_small[] = {100u << 10, 3u << 20};
 
-static void scenario_keep_in_pieces(world *w) {
+static void scenario_kept_by_the_mib(world *w) {
     cpool_stream *s = NULL;
     cpool_pool *pool = NULL;
     void *big = NULL, *small[2] = {NULL, NULL};
@@ -656,18 +656,22 @@ static void scenario_keep_in_pieces(world *w) {
     }
     if (TRY(w, cpool_pool_create(w->dev, NULL, &pool))) {
         record_objects(w, pool);
-        bool filled = TRY(w, cpool_alloc(pool, pieces_small[0], s, &small[0])) &&
-                      TRY(w, cpool_alloc(pool, (size_t)PIECES_BIG << 20, s, &big)) &&
-                      TRY(w, cpool_alloc(pool, pieces_small[1], s, &small[1]));
-        for (int i = 0; filled && i < PIECES_BIG; i++)
+        bool filled = TRY(w, cpool_alloc(pool, kept_small[0], s, &small[0])) &&
+                      TRY(w, cpool_alloc(pool, (size_t)KEPT_MIB << 20, s, &big)) &&
+                      TRY(w, cpool_alloc(pool, kept_small[1], s, &small[1]));
+        for (int i = 0; filled && i < KEPT_MIB; i++)
             filled = TRY(w, cpool_memset_async(s, (char *)big + ((size_t)i << 20), 0x40 + i, 1u << 20));
-        for (int i = 0; filled && i < 2; i++) filled = TRY(w, cpool_memset_async(s, small[i], 0x20 + i, pieces_small[i]));
+        for (int i = 0; filled && i < 2; i++)
+            filled = TRY(w, cpool_memset_async(s, small[i], 0x20 + i, kept_small[i]));
         if (filled && TRY(w, cpool_stream_synchronize(s))) {
             suspend_resume(w, pool, CPOOL_SUSPEND_KEEP_CONTENTS);
             if (!cpool_pool_is_suspended(pool)) {
-                for (int i = 0; i < PIECES_BIG; i++)
-                    expect_bytes(w, s, (char *)big + ((size_t)i << 20), host, 1u << 20, 0x40 + i, "MiB of the block", i);
-                for (int i = 0; i < 2; i++) expect_bytes(w, s, small[i], host, pieces_small[i], 0x20 + i, "block", i);
+                for (int i = 0; i < KEPT_MIB; i++) {
+                    const char *mib = (char *)big + ((size_t)i << 20);
+                    expect_bytes(w, s, mib, host, 1u << 20, 0x40 + i, "the large block's MiB", i);
+                }
+                for (int i = 0; i < 2; i++)
+                    expect_bytes(w, s, small[i], host, kept_small[i], 0x20 + i, "small block", i);
             }
         }
         if (cpool_pool_is_suspended(pool)) TRY(w, cpool_pool_resume(pool));
@@ -688,7 +692,7 @@ static void launch_nested(world *w, cpool_stream *s, cpool_graph **g, const nest
     if (!TRY(w, cpool_stream_synchronize(s))) return;
     unsigned char host[4096];
     for (int i = 0; i < n; i++)
-        if (launched[i]) expect_bytes(w, s, c[i].out, host, sizeof host, c[i].pattern, "output", i);
+        if (launched[i]) expect_bytes(w, s, c[i].out, host, sizeof host, c[i].pattern, "the output of graph", i);
 }
 
 static void suspend_resume_nested(world *w, cpool_pool *pool) {
@@ -766,7 +770,7 @@ static cpool_status body_kept(cpool_stream *s, void *arg) {
 static void check_kept(world *w, cpool_stream *s, const nested_ctx *c, const bool *written, int n) {
     static unsigned char host[64u << 10];
     for (int i = 0; i < n; i++)
-        if (written[i]) expect_bytes(w, s, c[i].out, host, sizeof host, c[i].pattern, "kept block", i);
+        if (written[i]) expect_bytes(w, s, c[i].out, host, sizeof host, c[i].pattern, "the kept block of graph", i);
 }
 
 static void scenario_kept_through_trim(world *w) {
@@ -1037,7 +1041,7 @@ static void sweep_twice(cpool_device *dev) {
                {scenario_live_bytes, "live bytes"},
                {scenario_nested_resume, "nested resume"},
                {scenario_kept_through_trim, "kept through trim"},
-               {scenario_keep_in_pieces, "keep in pieces"}};
+               {scenario_kept_by_the_mib, "kept by the MiB"}};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (!only || strstr(all[i].name, only)) sweep_span(dev, all[i].fn, all[i].name, 2);
     printf("  launches refused for lost pages: %llu\n", (unsigned long long)lost_refusals);
@@ -1067,8 +1071,8 @@ static void sweep_nested_resume(cpool_device *dev) {
 static void sweep_kept_through_trim(cpool_device *dev) {
     sweep(dev, scenario_kept_through_trim, "graph pages: blocks kept by released graphs, resumed as runs, trimmed");
 }
-static void sweep_keep_in_pieces(cpool_device *dev) {
-    sweep(dev, scenario_keep_in_pieces, "a KEEP pool's bytes copied back as they are mapped, a MiB a value");
+static void sweep_kept_by_the_mib(cpool_device *dev) {
+    sweep(dev, scenario_kept_by_the_mib, "a KEEP pool's bytes copied back as they are mapped, a MiB a value");
 }
 static void sweep_growable(cpool_device *dev) { sweep(dev, scenario_growable, "growable segments: grow, trim inside, regrow"); }
 static void sweep_growable_split(cpool_device *dev) {
@@ -1307,7 +1311,7 @@ static const check_case cases[] = {
     CHECK_CASE(sweep_live_bytes),
     CHECK_CASE(sweep_nested_resume),
     CHECK_CASE(sweep_kept_through_trim),
-    CHECK_CASE(sweep_keep_in_pieces),
+    CHECK_CASE(sweep_kept_by_the_mib),
     CHECK_CASE(nested_resume_maps_runs),
     CHECK_CASE(nested_resume_gives_back_the_largest),
     CHECK_CASE(random_graphs_through_resumes),
