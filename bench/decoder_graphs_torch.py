@@ -15,9 +15,9 @@ process of its own, so that no cache of the caching allocator carries over:
           pages the graphs' outputs share).
 
 Orders: ascending, descending and a fixed shuffle. The lower bound is the
-largest graph's memory alone (batch 64 captured by itself, each system
-measured so, the smaller taken) plus the bytes of every other graph's
-logits. Then 300 replays in a fixed random order: after each, the replayed
+largest graph's memory alone (batch 64 captured by itself, torch and
+ours each measured so, the smaller taken; output's alone is printed
+beside them) plus the bytes of every other graph's logits. Then 300 replays in a fixed random order: after each, the replayed
 graph's logits are noted; every 10 replays every noted graph's logits are
 compared with its note, and a graph whose logits changed without being
 replayed counts as overwritten (another graph's replay wrote them).
@@ -49,6 +49,11 @@ def page_breakdown(snapshot):
     physical = snapshot["physical"]
     packed = sum(seg["size"] for seg in snapshot["segments"] if seg.get("kind") == "packed")
     return physical["shared_pages"] * physical["page_size"], physical["own_pages"] * physical["page_size"], packed
+
+
+def split(run):
+    """A child's shared / own / packed MiB."""
+    return " / ".join(f"{b / 2**20:.1f}" for b in run[3:])
 
 
 def decoder_module():
@@ -145,8 +150,8 @@ def main():
     if not torch.cuda.is_available():
         print("SKIPPED: decoder_graphs_torch needs a GPU")
         return 77
-    alone_runs = {s: run_child(s, "alone") for s in ("torch", "ours")}
-    alone = {s: run[0] for s, run in alone_runs.items()}
+    alone_runs = {s: run_child(s, "alone") for s in ("torch", "ours", "output")}
+    alone = {s: alone_runs[s][0] for s in ("torch", "ours")}  # the bound's (output's is shown)
     rows = []
     for order in ORDERS:
         for system in ("torch", "ours", "output"):
@@ -154,7 +159,8 @@ def main():
     largest = min(alone.values())
     print(f"decoder_graphs_torch: 64 graphs (batch 1-64) of examples/python/sleep_wake_server.py's decoder; "
           f"batch 64 alone: torch {alone['torch'] / 2**20:.1f} MiB, ours {alone['ours'] / 2**20:.1f} MiB "
-          f"({' / '.join(f'{b / 2**20:.1f}' for b in alone_runs['ours'][3:])} shared / own / packed); "
+          f"({split(alone_runs['ours'])} shared / own / packed), output {alone_runs['output'][0] / 2**20:.1f} MiB "
+          f"({split(alone_runs['output'])}); "
           f"bound: the smaller plus the other graphs' logits; overwritten: graphs whose logits another graph's "
           f"replay changed, of 64, over {REPLAYS} replays")
     print(f"{'system':<7} {'order':<11} | {'MiB':>8} {'bound':>8} {'x bound':>8} | overwritten | "
@@ -162,9 +168,8 @@ def main():
     for system, order, held, output_bytes, overwritten, *where in rows:
         bound = largest + output_bytes
         print(f"csv,decoder_graphs,{system},{order},{held},{bound},{held / bound:.4f},{overwritten}")
-        split = " / ".join(f"{b / 2**20:.1f}" for b in where) if system != "torch" else "-"
         print(f"{system:<7} {order:<11} | {held / 2**20:8.1f} {bound / 2**20:8.1f} {held / bound:7.3f}x | "
-              f"{overwritten:>11} | {split}")
+              f"{overwritten:>11} | {split((0, 0, 0, *where)) if system != 'torch' else '-'}")
     return 0
 
 
