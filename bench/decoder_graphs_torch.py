@@ -17,10 +17,11 @@ process of its own, so that no cache of the caching allocator carries over:
 Orders: ascending, descending and a fixed shuffle. The lower bound is the
 largest graph's memory alone (batch 64 captured by itself, torch and
 ours each measured so, the smaller taken; output's alone is printed
-beside them) plus the bytes of every other graph's logits. Then 300 replays in a fixed random order: after each, the replayed
-graph's logits are noted; every 10 replays every noted graph's logits are
-compared with its note, and a graph whose logits changed without being
-replayed counts as overwritten (another graph's replay wrote them).
+beside them) plus the bytes of every other graph's logits. Then 300
+replays in a fixed random order: after each, the replayed graph's logits
+are noted; every 10 replays every noted graph's logits are compared with
+its note, and a graph whose logits changed without being replayed counts
+as overwritten (another graph's replay wrote them).
 For ours and output the table also says where the bytes are (the pool's
 snapshot): pages shared by the graphs, pages of a graph's own (what
 outlived its capture: an output returned as it is, or a buffer torch keeps
@@ -155,7 +156,7 @@ def main():
     rows = []
     for order in ORDERS:
         for system in ("torch", "ours", "output"):
-            rows.append((system, order, *run_child(system, order)))
+            rows.append((system, order, run_child(system, order)))
     largest = min(alone.values())
     print(f"decoder_graphs_torch: 64 graphs (batch 1-64) of examples/python/sleep_wake_server.py's decoder; "
           f"batch 64 alone: torch {alone['torch'] / 2**20:.1f} MiB, ours {alone['ours'] / 2**20:.1f} MiB "
@@ -165,11 +166,12 @@ def main():
           f"replay changed, of 64, over {REPLAYS} replays")
     print(f"{'system':<7} {'order':<11} | {'MiB':>8} {'bound':>8} {'x bound':>8} | overwritten | "
           f"MiB shared / own / packed")
-    for system, order, held, output_bytes, overwritten, *where in rows:
+    for system, order, run in rows:
+        held, output_bytes, overwritten = run[:3]
         bound = largest + output_bytes
         print(f"csv,decoder_graphs,{system},{order},{held},{bound},{held / bound:.4f},{overwritten}")
         print(f"{system:<7} {order:<11} | {held / 2**20:8.1f} {bound / 2**20:8.1f} {held / bound:7.3f}x | "
-              f"{overwritten:>11} | {split((0, 0, 0, *where)) if system != 'torch' else '-'}")
+              f"{overwritten:>11} | {split(run) if system != 'torch' else '-'}")
     return 0
 
 
